@@ -1,0 +1,307 @@
+package shardlimit
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// algorithm is what each of the four algorithms supplies to the shared
+// limiter: its per-key record type E and the operations on it. Every method
+// requires the shard's mutex held. Instants are Unix nanoseconds.
+type algorithm[E any] interface {
+	// init makes rec the state of a fresh key first seen at t, with lim word w.
+	init(rec *E, t int64, w uint32)
+	// decide applies cost n >= 0 at t. It consumes n only when consume is
+	// true and the request is admitted.
+	decide(s *shard[E], rec *E, side []uint32, t int64, n int, consume bool) Result
+	// idle reports whether rec's state at t equals a fresh key's. A key with
+	// a limit of its own is never idle.
+	idle(s *shard[E], rec *E, side []uint32, t int64) bool
+	// relimit re-encodes rec's state, encoded for limit old (0: no usage
+	// recorded), for limit lim > 0, keeping its usage.
+	relimit(s *shard[E], rec *E, side []uint32, old, lim uint32)
+	limitWord(rec *E) uint32
+	setLimitWord(rec *E, w uint32)
+	lastSeen(rec *E) int64
+	// release frees storage rec owns outside the record (ring buffers).
+	release(s *shard[E], rec *E)
+	// compact tidies storage outside the records after a sweep of s.
+	compact(s *shard[E])
+}
+
+// limiter is the Limiter shared by the four algorithms.
+type limiter[E any] struct {
+	tab      table[E]
+	alg      algorithm[E]
+	cfg      Config // immutable but for Limit, which is defLimit
+	defLimit atomic.Int64
+	clock    Clock
+	nano     nanoClock // the clock's allocation-free form, if it has one
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	stop      chan struct{}
+	done      chan struct{}
+}
+
+func newLimiter[E any](cfg Config, stride int, alg algorithm[E]) *limiter[E] {
+	l := &limiter[E]{alg: alg, cfg: cfg, clock: cfg.Clock}
+	l.nano, _ = cfg.Clock.(nanoClock)
+	l.defLimit.Store(int64(cfg.Limit))
+	l.tab.init(cfg, stride, alg)
+	if cfg.JanitorInterval > 0 {
+		l.stop = make(chan struct{})
+		l.done = make(chan struct{})
+		go l.janitor(cfg.JanitorInterval)
+	}
+	return l
+}
+
+func (l *limiter[E]) now() int64 {
+	if l.nano != nil {
+		return l.nano.unixNano()
+	}
+	return unixNanos(l.clock.Now())
+}
+
+func (l *limiter[E]) Allow(key string) bool {
+	return decideKey(l, key, xxhash.Sum64String(key), l.now(), 1, true).Allowed
+}
+
+func (l *limiter[E]) AllowN(key string, now time.Time, n int) Result {
+	return decideKey(l, key, xxhash.Sum64String(key), unixNanos(now), n, true)
+}
+
+func (l *limiter[E]) AllowBytes(key []byte) bool {
+	return decideKey(l, key, xxhash.Sum64(key), l.now(), 1, true).Allowed
+}
+
+func (l *limiter[E]) AllowBytesN(key []byte, now time.Time, n int) Result {
+	return decideKey(l, key, xxhash.Sum64(key), unixNanos(now), n, true)
+}
+
+func (l *limiter[E]) Peek(key string, now time.Time, n int) Result {
+	return decideKey(l, key, xxhash.Sum64String(key), unixNanos(now), n, false)
+}
+
+// decideKey is the hot path: validate, lock one shard, find or create the
+// key, apply the algorithm, unlock.
+func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int, consume bool) Result {
+	if n < 0 || len(key) == 0 || len(key) > l.tab.maxKeyBytes || l.closed.Load() {
+		return l.invalid(n)
+	}
+	s := l.tab.shardFor(h)
+	s.mu.Lock()
+	var r Result
+	if slot, ok := find(s, h, key); !ok && (!consume || n == 0 || n > int(s.defLimit)) {
+		// Nothing would be stored: answer from a fresh key's state.
+		l.alg.init(&s.scratch, t, s.defLimit)
+		clear(s.scratchSd)
+		r = l.alg.decide(s, &s.scratch, s.scratchSd, t, n, false)
+		if consume && n > 0 {
+			r.Allowed = false
+		}
+	} else if ok && (!consume || n == 0) {
+		// A peek works on a copy: it changes no state.
+		s.scratch = s.recs[slot]
+		copy(s.scratchSd, l.tab.sideOf(s, slot))
+		r = l.alg.decide(s, &s.scratch, s.scratchSd, t, n, false)
+	} else if ok {
+		r = l.alg.decide(s, &s.recs[slot], l.tab.sideOf(s, slot), t, n, true)
+	} else {
+		slot, err := insert(&l.tab, s, h, key, t)
+		if err != nil {
+			s.mu.Unlock()
+			return Result{Limit: int(s.defLimit), Err: err}
+		}
+		l.alg.init(&s.recs[slot], t, s.defLimit)
+		r = l.alg.decide(s, &s.recs[slot], l.tab.sideOf(s, slot), t, n, true)
+	}
+	if consume && n > 0 {
+		if r.Allowed {
+			s.allowed.Add(1)
+		} else {
+			s.denied.Add(1)
+		}
+	}
+	s.mu.Unlock()
+	return r
+}
+
+// invalid returns the error result for a call that failed validation.
+func (l *limiter[E]) invalid(n int) Result {
+	switch {
+	case l.closed.Load():
+		return Result{Err: ErrClosed}
+	case n < 0:
+		return Result{Err: ErrInvalidCost}
+	}
+	return Result{Err: ErrInvalidKey}
+}
+
+func (l *limiter[E]) checkKey(key string) error {
+	switch {
+	case l.closed.Load():
+		return ErrClosed
+	case len(key) == 0:
+		return fmt.Errorf("%w: empty key", ErrInvalidKey)
+	case len(key) > l.tab.maxKeyBytes:
+		return fmt.Errorf("%w: key of %d bytes is longer than %d", ErrInvalidKey, len(key), l.tab.maxKeyBytes)
+	}
+	return nil
+}
+
+func (l *limiter[E]) SetLimit(key string, limit int) error {
+	if err := checkLimit(l.cfg.Algorithm, limit); err != nil {
+		return err
+	}
+	if err := l.checkKey(key); err != nil {
+		return err
+	}
+	h := xxhash.Sum64String(key)
+	s := l.tab.shardFor(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	slot, ok := find(s, h, key)
+	if !ok {
+		// The key has no history: its state is a fresh key's at the epoch,
+		// so whatever instant its first decision comes with moves forward.
+		var err error
+		if slot, err = insert(&l.tab, s, h, key, 0); err != nil {
+			return err
+		}
+		l.alg.init(&s.recs[slot], 0, s.defLimit)
+	}
+	rec := &s.recs[slot]
+	w := l.alg.limitWord(rec)
+	old := w & limitMask
+	if limit == 0 {
+		l.alg.setLimitWord(rec, ownLimit|zeroLimit|old)
+		return nil
+	}
+	if uint32(limit) != old {
+		l.alg.relimit(s, rec, l.tab.sideOf(s, slot), old, uint32(limit))
+	}
+	l.alg.setLimitWord(rec, ownLimit|uint32(limit))
+	return nil
+}
+
+func (l *limiter[E]) ClearLimit(key string) error {
+	if err := l.checkKey(key); err != nil {
+		return err
+	}
+	h := xxhash.Sum64String(key)
+	s := l.tab.shardFor(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if slot, ok := find(s, h, key); ok {
+		rec := &s.recs[slot]
+		l.alg.setLimitWord(rec, l.alg.limitWord(rec)&limitMask)
+	}
+	return nil
+}
+
+func (l *limiter[E]) SetDefaultLimit(limit int) error {
+	if err := checkLimit(l.cfg.Algorithm, limit); err != nil {
+		return err
+	}
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	l.defLimit.Store(int64(limit))
+	for i := range l.tab.shards {
+		s := &l.tab.shards[i]
+		s.mu.Lock()
+		s.defLimit = uint32(limit)
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+func (l *limiter[E]) Reset(key string) error {
+	if err := l.checkKey(key); err != nil {
+		return err
+	}
+	h := xxhash.Sum64String(key)
+	s := l.tab.shardFor(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	slot, ok := find(s, h, key)
+	if !ok {
+		return nil
+	}
+	rec := &s.recs[slot]
+	w := l.alg.limitWord(rec)
+	if w&ownLimit == 0 {
+		l.tab.evict(s, slot)
+		return nil
+	}
+	last := l.alg.lastSeen(rec)
+	l.alg.release(s, rec)
+	clear(l.tab.sideOf(s, slot))
+	l.alg.init(rec, last, w)
+	return nil
+}
+
+func (l *limiter[E]) Len() int {
+	n := int64(0)
+	for i := range l.tab.shards {
+		n += l.tab.shards[i].keys.Load()
+	}
+	return int(n)
+}
+
+func (l *limiter[E]) Stats() Stats {
+	var st Stats
+	for i := range l.tab.shards {
+		s := &l.tab.shards[i]
+		st.Allowed += s.allowed.Load()
+		st.Denied += s.denied.Load()
+		st.Evicted += s.evicted.Load()
+		st.Keys += int(s.keys.Load())
+	}
+	return st
+}
+
+func (l *limiter[E]) Sweep(now time.Time) int {
+	if l.closed.Load() {
+		return 0
+	}
+	return l.tab.sweep(unixNanos(now), nil)
+}
+
+func (l *limiter[E]) Config() Config {
+	cfg := l.cfg
+	cfg.Limit = int(l.defLimit.Load())
+	return cfg
+}
+
+func (l *limiter[E]) Close() error {
+	l.closeOnce.Do(func() {
+		l.closed.Store(true)
+		if l.stop != nil {
+			close(l.stop)
+			<-l.done
+		}
+	})
+	return nil
+}
+
+// janitor sweeps the table every interval until Close.
+func (l *limiter[E]) janitor(interval time.Duration) {
+	defer close(l.done)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-tick.C:
+			l.tab.sweep(unixNanos(l.clock.Now()), l.stop)
+		}
+	}
+}

@@ -1,0 +1,46 @@
+// Package shardlimit decides, in a few tens of nanoseconds and without a
+// network round trip, whether a request from a client may proceed.
+//
+// A limiter admits at most Limit requests (or cost units) per Window for
+// each key (an API key, an IP address, a user, a client and route). Four
+// algorithms share one interface, Limiter, so switching is a one-word change:
+//
+//   - FixedWindow: a counter per window aligned to Unix time; cheapest, but a
+//     client may consume the limit twice around a window boundary.
+//   - SlidingLog: the timestamps of the last window's admitted units in a
+//     ring buffer of capacity limit; exact.
+//   - SlidingCounter: the window split into buckets, the oldest weighted by
+//     its overlap; O(1) memory, error bounded by one bucket's share.
+//   - GCRA: the generic cell rate algorithm, a smooth token bucket in O(1)
+//     state (as in x/time/rate, redis_rate and throttled).
+//
+// Keys are hashed with xxhash into a power-of-two number of lock-striped
+// shards. Each shard keeps its keys in pointer-free storage (a map from hash
+// to slot, a slab of fixed-size records and an arena of key bytes), so a
+// million keys cost the garbage collector almost nothing; a key is compared
+// in full on lookup, so two keys never share a budget. A janitor goroutine
+// evicts keys whose state equals a fresh key's.
+//
+// The API follows golang.org/x/time/rate: Allow(key) reads the limiter's
+// Clock, AllowN(key, now, n) takes the instant explicitly, and both have
+// []byte twins that do not allocate. AllowN returns a Result by value with
+// the limit, the remaining units and the exact reset and retry delays, from
+// which HTTP middleware (packages fasthttpmw and httpmw) sets the usual
+// rate-limit headers. Package sync shares approximate cluster-wide limits
+// through Redis without a round trip per request.
+//
+// All limiters are safe for concurrent use. Call Close to stop the janitor.
+//
+//	l, err := shardlimit.New(shardlimit.Config{
+//		Algorithm: shardlimit.SlidingLog,
+//		Limit:     10,
+//		Window:    time.Minute,
+//	})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	defer l.Close()
+//	if !l.Allow("client-1") {
+//		// answer 429
+//	}
+package shardlimit

@@ -1,0 +1,101 @@
+package shardlimit
+
+import "time"
+
+// fixedRec is a FixedWindow key's state: 24 bytes.
+type fixedRec struct {
+	lim   uint32 // lim word, see ownLimit
+	count uint32 // units admitted in the current window
+	last  int64  // latest instant seen, Unix ns
+	start int64  // start of the key's current window, Unix ns
+}
+
+// fixedWindow is the fixed window counter: window k is [k*W, (k+1)*W) in
+// Unix time, and a key may consume limit units per window.
+type fixedWindow struct {
+	window int64 // W, ns
+}
+
+// NewFixedWindow returns a fixed window limiter: each key may consume
+// cfg.Limit units in each window [k*W, (k+1)*W) of Unix time. It is the
+// cheapest algorithm (24 bytes of state per key) and the least accurate: a
+// client can consume the limit at the end of one window and again at the
+// start of the next, up to twice the limit within one window's length.
+//
+// It returns an error wrapping ErrInvalidConfig if cfg is invalid. The
+// limiter is safe for concurrent use; Close stops its janitor.
+func NewFixedWindow(cfg Config) (Limiter, error) {
+	cfg, err := cfg.withDefaults(FixedWindow)
+	if err != nil {
+		return nil, err
+	}
+	return newLimiter[fixedRec](cfg, 0, &fixedWindow{window: int64(cfg.Window)}), nil
+}
+
+func (a *fixedWindow) init(r *fixedRec, t int64, w uint32) {
+	*r = fixedRec{lim: w, last: t, start: t - t%a.window}
+}
+
+// advance brings r to instant t and returns the instant to decide at. A
+// step back within stepTolerance decides at the key's latest instant; a
+// larger one moves the window back by the step, so the key keeps its usage
+// and the wait it had left (CASES.md C11). At the window's end the next
+// window is aligned to Unix time again.
+func (a *fixedWindow) advance(r *fixedRec, t int64) int64 {
+	if t < r.last {
+		if r.last-t <= stepTolerance {
+			t = r.last
+		} else {
+			r.start -= r.last - t
+		}
+	}
+	r.last = t
+	if t-r.start >= a.window {
+		r.start = t - t%a.window
+		r.count = 0
+	}
+	return t
+}
+
+// decide: durations are measured from the caller's t, which may precede the
+// instant the decision is made at by up to stepTolerance.
+func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, _ []uint32, t int64, n int, consume bool) Result {
+	a.advance(r, t)
+	lim := effectiveLimit(r.lim, s.defLimit)
+	if lim != 0 {
+		r.lim = r.lim&^limitMask | lim
+	}
+	reset := r.start + a.window - t
+	res := Result{Limit: int(lim), ResetAfter: time.Duration(reset)}
+	used := int64(r.count)
+	switch {
+	case n == 0:
+		res.Allowed = true
+	case int64(n) > int64(lim):
+		res.RetryAfter = Never
+	case used+int64(n) <= int64(lim):
+		res.Allowed = true
+		used += int64(n)
+		if consume {
+			r.count = uint32(used)
+		}
+	default:
+		res.RetryAfter = time.Duration(reset)
+	}
+	res.Remaining = int(max(0, int64(lim)-used))
+	return res
+}
+
+func (a *fixedWindow) idle(_ *shard[fixedRec], r *fixedRec, _ []uint32, t int64) bool {
+	if r.lim&ownLimit != 0 {
+		return false
+	}
+	return r.count == 0 || max(t, r.last)-r.start >= a.window
+}
+
+func (a *fixedWindow) relimit(*shard[fixedRec], *fixedRec, []uint32, uint32, uint32) {}
+func (a *fixedWindow) limitWord(r *fixedRec) uint32                                  { return r.lim }
+func (a *fixedWindow) setLimitWord(r *fixedRec, w uint32)                            { r.lim = w }
+func (a *fixedWindow) lastSeen(r *fixedRec) int64                                    { return r.last }
+func (a *fixedWindow) release(*shard[fixedRec], *fixedRec)                           {}
+func (a *fixedWindow) compact(*shard[fixedRec])                                      {}

@@ -1,0 +1,374 @@
+package shardlimit
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"runtime"
+	"time"
+)
+
+// Sentinel errors. Every error returned by this package wraps one of them, so
+// callers test with errors.Is.
+var (
+	// ErrInvalidConfig reports a Config field out of range, a limit below 0
+	// or above MaxLimit, or a window out of [1ns, MaxWindow].
+	ErrInvalidConfig = errors.New("shardlimit: invalid config")
+	// ErrInvalidCost reports a negative cost n.
+	ErrInvalidCost = errors.New("shardlimit: invalid cost")
+	// ErrInvalidKey reports an empty key or one longer than Config.MaxKeyBytes.
+	ErrInvalidKey = errors.New("shardlimit: invalid key")
+	// ErrTooManyKeys reports that a new key could not be stored because the
+	// table holds Config.MaxKeys keys and none could be evicted under the
+	// configured FullPolicy.
+	ErrTooManyKeys = errors.New("shardlimit: too many keys")
+	// ErrClosed reports a call on a limiter after Close.
+	ErrClosed = errors.New("shardlimit: limiter closed")
+)
+
+// Limits of the configuration. They keep every product of a limit, a cost and
+// a window in nanoseconds inside 128-bit intermediates and every instant
+// inside int64 nanoseconds.
+const (
+	// MaxLimit is the largest limit (requests or cost units per window),
+	// 1,073,741,823.
+	MaxLimit = 1<<30 - 1
+	// MaxSlidingLogLimit is the largest limit of a SlidingLog key: its ring
+	// buffer holds one 4-byte timestamp per admitted unit, 64 MiB at most.
+	MaxSlidingLogLimit = 1 << 24
+	// MaxWindow is the longest window: ten years of 365 days.
+	MaxWindow = 10 * 365 * 24 * time.Hour
+	// MaxKeyBytesLimit is the largest value Config.MaxKeyBytes accepts.
+	MaxKeyBytesLimit = 1<<16 - 1
+	// MaxShards is the largest shard count.
+	MaxShards = 1 << 16
+	// MaxBuckets is the largest bucket count of a sliding window counter.
+	MaxBuckets = 1 << 16
+)
+
+// Never is Result.RetryAfter when no wait can make the request succeed: the
+// key's limit is 0 (a ban) or the cost n exceeds the limit. HTTP middleware
+// omits Retry-After for it.
+const Never = time.Duration(math.MaxInt64)
+
+// Algorithm names one of the four rate-limiting algorithms. Its zero value is
+// not a valid algorithm: New requires Config.Algorithm to be set.
+type Algorithm int
+
+// The algorithms. See the README for accuracy, memory and cost side by side.
+const (
+	// FixedWindow counts units per window aligned to Unix time: window k is
+	// [k*W, (k+1)*W). Cheapest (24 bytes of state per key) but admits up to
+	// twice the limit across a window boundary.
+	FixedWindow Algorithm = iota + 1
+	// SlidingLog keeps the timestamp of every admitted unit of the last
+	// window in a ring buffer of capacity limit: exact, never more than
+	// limit in any window of length W, at 4 bytes per admitted unit.
+	SlidingLog
+	// SlidingCounter splits the window into Config.Buckets sub-windows and
+	// weights the oldest one by its remaining overlap with the window (the
+	// approach Cloudflare described in 2017, generalised to n buckets).
+	SlidingCounter
+	// GCRA is the generic cell rate algorithm (ATM Forum TM 4.0, as in
+	// go-redis/redis_rate and throttled): a token bucket of capacity limit
+	// refilled at limit per window, O(1) state per key.
+	GCRA
+)
+
+// String returns the algorithm's name as used in rule files:
+// "fixed_window", "sliding_log", "sliding_counter" or "gcra".
+func (a Algorithm) String() string {
+	switch a {
+	case FixedWindow:
+		return "fixed_window"
+	case SlidingLog:
+		return "sliding_log"
+	case SlidingCounter:
+		return "sliding_counter"
+	case GCRA:
+		return "gcra"
+	}
+	return fmt.Sprintf("Algorithm(%d)", int(a))
+}
+
+// ParseAlgorithm returns the Algorithm named s ("fixed_window",
+// "sliding_log", "sliding_counter" or "gcra"; "fixed", "log", "counter" and
+// "token_bucket" are accepted as aliases). It returns an error wrapping
+// ErrInvalidConfig for any other string.
+func ParseAlgorithm(s string) (Algorithm, error) {
+	switch s {
+	case "fixed_window", "fixed":
+		return FixedWindow, nil
+	case "sliding_log", "log":
+		return SlidingLog, nil
+	case "sliding_counter", "counter":
+		return SlidingCounter, nil
+	case "gcra", "token_bucket":
+		return GCRA, nil
+	}
+	return 0, fmt.Errorf("%w: unknown algorithm %q", ErrInvalidConfig, s)
+}
+
+// MarshalText implements encoding.TextMarshaler with the names of String.
+func (a Algorithm) MarshalText() ([]byte, error) {
+	if a < FixedWindow || a > GCRA {
+		return nil, fmt.Errorf("%w: unknown algorithm %d", ErrInvalidConfig, int(a))
+	}
+	return []byte(a.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParseAlgorithm.
+func (a *Algorithm) UnmarshalText(b []byte) error {
+	v, err := ParseAlgorithm(string(b))
+	if err != nil {
+		return err
+	}
+	*a = v
+	return nil
+}
+
+// FullPolicy says what a limiter does with a new key when it already holds
+// Config.MaxKeys keys. Either way it first evicts keys whose state equals a
+// fresh key's (idle keys), found by sampling the full shard.
+type FullPolicy int
+
+const (
+	// RejectNewKeys denies a new key (Result.Err wraps ErrTooManyKeys) while
+	// the table is full, so no stored client ever loses its count. An attacker
+	// flooding distinct keys can then deny service to new clients until the
+	// janitor frees room.
+	RejectNewKeys FullPolicy = iota
+	// EvictLeastRecent evicts, to make room, the least recently used of 16
+	// sampled keys (the approximate LRU of Redis's maxmemory-policy
+	// allkeys-lru). Keys with their own limit (SetLimit) are never evicted.
+	// An evicted key that returns starts fresh, so a flood of distinct keys
+	// can hand some clients a fresh budget early.
+	EvictLeastRecent
+)
+
+// Config configures a limiter. The zero value is not usable: Limit and Window
+// are required. Construction validates every field and returns an error
+// wrapping ErrInvalidConfig for any value out of range.
+type Config struct {
+	// Algorithm selects the algorithm for New; the NewFixedWindow,
+	// NewSlidingLog, NewSlidingCounter and NewGCRA constructors ignore it.
+	Algorithm Algorithm
+
+	// Limit is the default number of requests (cost units) admitted per
+	// window for keys without a limit of their own, in [0, MaxLimit]
+	// ([0, MaxSlidingLogLimit] for SlidingLog). 0 blocks every key.
+	Limit int
+
+	// Window is the period the limit applies to, in [1ns, MaxWindow].
+	// Windows and buckets are aligned to Unix time, so all nodes agree.
+	Window time.Duration
+
+	// Buckets is the number of sub-windows of SlidingCounter, in
+	// [1, MaxBuckets]; Window must be a multiple of Buckets nanoseconds.
+	// Default 10. The estimate's error is at most one bucket's share of the
+	// limit: a window admits at most Limit*(1+1/Buckets) units. Ignored by
+	// the other algorithms.
+	Buckets int
+
+	// Shards is the number of lock stripes, a power of two in
+	// [1, MaxShards]. Default: the next power of two of 8*GOMAXPROCS, at
+	// least 16.
+	Shards int
+
+	// MaxKeys caps the number of stored keys (0, the default, means no cap).
+	// The cap is enforced per shard as ceil(MaxKeys/Shards) keys, so the
+	// table holds at most Shards*ceil(MaxKeys/Shards) keys. See WhenFull.
+	MaxKeys int
+
+	// WhenFull says what to do with a new key when the table is full.
+	// Default RejectNewKeys.
+	WhenFull FullPolicy
+
+	// MaxKeyBytes is the longest accepted key in bytes, in
+	// [1, MaxKeyBytesLimit]. Longer keys are rejected with ErrInvalidKey.
+	// Default 512.
+	MaxKeyBytes int
+
+	// JanitorInterval is how often the background janitor evicts idle keys
+	// (keys whose state equals a fresh key's). 0 means the default: the
+	// window, clamped to [1s, 1min]. A negative value disables the janitor;
+	// call Sweep yourself then.
+	JanitorInterval time.Duration
+
+	// Clock supplies the time for the short forms (Allow, AllowBytes) and for
+	// the janitor. Default SystemClock(). The N-forms take now explicitly.
+	Clock Clock
+}
+
+// Defaults of Config fields left zero.
+const (
+	DefaultBuckets     = 10
+	DefaultMaxKeyBytes = 512
+)
+
+// withDefaults returns cfg with zero fields replaced by their defaults and
+// validates the result.
+func (cfg Config) withDefaults(alg Algorithm) (Config, error) {
+	cfg.Algorithm = alg
+	if alg < FixedWindow || alg > GCRA {
+		return cfg, fmt.Errorf("%w: unknown algorithm %d", ErrInvalidConfig, int(alg))
+	}
+	if err := checkLimit(alg, cfg.Limit); err != nil {
+		return cfg, err
+	}
+	if cfg.Window <= 0 || cfg.Window > MaxWindow {
+		return cfg, fmt.Errorf("%w: window %v outside [1ns, %v]", ErrInvalidConfig, cfg.Window, MaxWindow)
+	}
+	if cfg.Buckets == 0 {
+		cfg.Buckets = DefaultBuckets
+	}
+	if alg == SlidingCounter {
+		if cfg.Buckets < 1 || cfg.Buckets > MaxBuckets {
+			return cfg, fmt.Errorf("%w: buckets %d outside [1, %d]", ErrInvalidConfig, cfg.Buckets, MaxBuckets)
+		}
+		if int64(cfg.Window)%int64(cfg.Buckets) != 0 {
+			return cfg, fmt.Errorf("%w: window %v is not a multiple of %d buckets in nanoseconds", ErrInvalidConfig, cfg.Window, cfg.Buckets)
+		}
+	}
+	if cfg.Shards == 0 {
+		cfg.Shards = 1 << bits.Len(uint(8*runtime.GOMAXPROCS(0)-1))
+		cfg.Shards = max(cfg.Shards, 16)
+		cfg.Shards = min(cfg.Shards, MaxShards)
+	}
+	if cfg.Shards < 1 || cfg.Shards > MaxShards || cfg.Shards&(cfg.Shards-1) != 0 {
+		return cfg, fmt.Errorf("%w: shards %d is not a power of two in [1, %d]", ErrInvalidConfig, cfg.Shards, MaxShards)
+	}
+	if cfg.MaxKeys < 0 {
+		return cfg, fmt.Errorf("%w: max keys %d is negative", ErrInvalidConfig, cfg.MaxKeys)
+	}
+	if cfg.WhenFull != RejectNewKeys && cfg.WhenFull != EvictLeastRecent {
+		return cfg, fmt.Errorf("%w: unknown full policy %d", ErrInvalidConfig, int(cfg.WhenFull))
+	}
+	if cfg.MaxKeyBytes == 0 {
+		cfg.MaxKeyBytes = DefaultMaxKeyBytes
+	}
+	if cfg.MaxKeyBytes < 1 || cfg.MaxKeyBytes > MaxKeyBytesLimit {
+		return cfg, fmt.Errorf("%w: max key bytes %d outside [1, %d]", ErrInvalidConfig, cfg.MaxKeyBytes, MaxKeyBytesLimit)
+	}
+	if cfg.JanitorInterval == 0 {
+		cfg.JanitorInterval = min(max(cfg.Window, time.Second), time.Minute)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock()
+	}
+	return cfg, nil
+}
+
+// checkLimit reports whether limit is a valid limit for alg.
+func checkLimit(alg Algorithm, limit int) error {
+	hi := MaxLimit
+	if alg == SlidingLog {
+		hi = MaxSlidingLogLimit
+	}
+	if limit < 0 || limit > hi {
+		return fmt.Errorf("%w: limit %d outside [0, %d]", ErrInvalidConfig, limit, hi)
+	}
+	return nil
+}
+
+// Result is one decision, returned by value. Durations are exact to the
+// nanosecond (SlidingLog: to its timestamp resolution, see NewSlidingLog);
+// HTTP headers round them up to whole seconds.
+type Result struct {
+	// Allowed reports whether the request was admitted (and its cost
+	// consumed). A cost of 0 is always allowed and consumes nothing.
+	Allowed bool
+	// Limit is the key's limit in requests (cost units) per window.
+	Limit int
+	// Remaining is how many more units the key may consume now, after this
+	// decision, in [0, Limit]. For SlidingCounter it is computed from the
+	// weighted estimate, so it never promises more than will be admitted.
+	Remaining int
+	// ResetAfter is the time from now until the key's usage next drops:
+	// FixedWindow: the end of the current window; SlidingLog: the expiry of
+	// the oldest counted unit (Window if none); SlidingCounter: when the
+	// oldest non-empty bucket stops counting; GCRA: when the bucket is full
+	// again (0 if it is). Never negative.
+	ResetAfter time.Duration
+	// RetryAfter is, for a denied request, the time from now until the
+	// earliest instant at which the same request would be admitted: always
+	// positive, or Never if no wait can succeed (limit 0, or cost above the
+	// limit). 0 when allowed.
+	RetryAfter time.Duration
+	// Err is non-nil when the request could not be decided: an invalid cost
+	// (ErrInvalidCost), an invalid key (ErrInvalidKey), a full table
+	// (ErrTooManyKeys) or a closed limiter (ErrClosed). Allowed is false then
+	// and nothing was consumed.
+	Err error
+}
+
+// Stats are a limiter's cumulative counters since construction. Reading
+// them takes no shard lock.
+type Stats struct {
+	Allowed uint64 // decisions that admitted a positive cost
+	Denied  uint64 // decisions that denied a positive cost (errors excluded)
+	Keys    int    // keys stored now
+	Evicted uint64 // keys removed by the janitor, Sweep or a full table
+}
+
+// Limiter is implemented by all four algorithms, so switching algorithms is
+// a one-word change (Config.Algorithm, or the constructor's name). All
+// methods are safe for concurrent use.
+type Limiter interface {
+	// Allow reports whether one request for key may happen now (the
+	// limiter's Clock). It is AllowN(key, clock.Now(), 1).Allowed.
+	Allow(key string) bool
+	// AllowN decides whether n units for key may happen at now, consuming
+	// them if so. n = 0 is a peek: always allowed, nothing consumed, no key
+	// created.
+	AllowN(key string, now time.Time, n int) Result
+	// AllowBytes is Allow for a []byte key; it does not allocate for a key
+	// that is already stored and never retains key.
+	AllowBytes(key []byte) bool
+	// AllowBytesN is AllowN for a []byte key; it does not allocate for a key
+	// that is already stored and never retains key.
+	AllowBytesN(key []byte, now time.Time, n int) Result
+	// Peek reports what AllowN(key, now, n) would decide, consuming nothing
+	// and creating no key.
+	Peek(key string, now time.Time, n int) Result
+	// SetLimit gives key a limit of its own (in [0, MaxLimit]; 0 blocks the
+	// key), kept until ClearLimit and never evicted. The key's history is
+	// kept: usage counted so far counts against the new limit.
+	SetLimit(key string, limit int) error
+	// ClearLimit makes key use the default limit again.
+	ClearLimit(key string) error
+	// SetDefaultLimit changes the limit of every key without its own.
+	SetDefaultLimit(limit int) error
+	// Reset forgets key's usage (not its own limit, if any).
+	Reset(key string) error
+	// Len returns the number of keys stored.
+	Len() int
+	// Stats returns the cumulative counters.
+	Stats() Stats
+	// Sweep evicts, one shard at a time, every key whose state at now equals
+	// a fresh key's, and returns how many it evicted. The janitor calls it.
+	Sweep(now time.Time) int
+	// Config returns the configuration in effect, defaults filled in.
+	Config() Config
+	// Close stops the janitor and waits for it. It is idempotent and always
+	// returns nil; afterwards decisions return ErrClosed.
+	Close() error
+}
+
+// New returns a limiter running cfg.Algorithm. It returns an error wrapping
+// ErrInvalidConfig when cfg is invalid. The limiter starts a janitor
+// goroutine unless cfg.JanitorInterval < 0; call Close to stop it.
+func New(cfg Config) (Limiter, error) {
+	switch cfg.Algorithm {
+	case FixedWindow:
+		return NewFixedWindow(cfg)
+	case SlidingLog:
+		return NewSlidingLog(cfg)
+	case SlidingCounter:
+		return NewSlidingCounter(cfg)
+	case GCRA:
+		return NewGCRA(cfg)
+	}
+	return nil, fmt.Errorf("%w: unknown algorithm %d", ErrInvalidConfig, int(cfg.Algorithm))
+}

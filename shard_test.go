@@ -1,0 +1,136 @@
+package shardlimit
+
+import (
+	"fmt"
+
+	"github.com/cespare/xxhash/v2"
+	"testing"
+	"time"
+)
+
+// White-box tests of the key table.
+
+func TestHashCollisionsNeverShareABudget(t *testing.T) {
+	// Two keys forced onto one hash: each keeps its own record, and
+	// evicting either leaves the other reachable.
+	l := mustNew(t, Config{Algorithm: FixedWindow, Limit: 2, Window: time.Minute, Shards: 1}).(*limiter[fixedRec])
+	s := &l.tab.shards[0]
+	const h = 42
+	rehash = func([]byte) uint64 { return h }
+	defer func() { rehash = xxhash.Sum64 }()
+	keys := []string{"alpha", "beta", "gamma"}
+	slots := map[string]uint32{}
+	s.mu.Lock()
+	for _, k := range keys {
+		slot, err := insert(&l.tab, s, h, k, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.alg.init(&s.recs[slot], 0, s.defLimit)
+		s.recs[slot].count = uint32(len(k))
+		slots[k] = slot
+	}
+	check := func(want ...string) {
+		t.Helper()
+		for _, k := range want {
+			slot, ok := find(s, h, k)
+			if !ok || s.recs[slot].count != uint32(len(k)) {
+				t.Fatalf("key %q: found=%v slot %d", k, ok, slot)
+			}
+			if slot, ok := find(s, h, []byte(k)); !ok || slot != slots[k] {
+				t.Fatalf("[]byte key %q not found", k)
+			}
+		}
+		if _, ok := find(s, h, "delta"); ok {
+			t.Fatal("found a key never stored")
+		}
+	}
+	check(keys...)
+	l.tab.evict(s, slots["alpha"]) // the indexed one: a spilled key takes its place
+	check("beta", "gamma")
+	if _, ok := find(s, h, "alpha"); ok {
+		t.Fatal("evicted key still found")
+	}
+	l.tab.rebuild(s)
+	slots["beta"], _ = find(s, h, "beta")
+	slots["gamma"], _ = find(s, h, "gamma")
+	check("beta", "gamma")
+	s.mu.Unlock()
+}
+
+func TestRebuildKeepsLiveKeys(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		l := mustNew(t, Config{Algorithm: alg, Limit: 3, Window: time.Second, Shards: 1})
+		for i := range 5000 {
+			l.AllowN(fmt.Sprint("old", i), at(0), 1)
+		}
+		for i := range 100 {
+			l.AllowN(fmt.Sprint("live", i), at(10), 2)
+		}
+		if n := l.Sweep(at(10)); n != 5000 {
+			t.Fatalf("%v: evicted %d", alg, n)
+		}
+		for i := range 100 {
+			if r := l.AllowN(fmt.Sprint("live", i), at(10), 1); !r.Allowed || r.Remaining != 0 {
+				t.Fatalf("%v: live%d after rebuild: %+v", alg, i, r)
+			}
+			if r := l.AllowN(fmt.Sprint("live", i), at(10), 1); r.Allowed {
+				t.Fatalf("%v: live%d forgot its count", alg, i)
+			}
+		}
+	}
+}
+
+func TestRingPoolReusesAndCompacts(t *testing.T) {
+	var p ringPool
+	refs := map[uint32]uint32{}
+	for c := uint32(1); c <= ringMaxShared*2; c *= 2 {
+		ref, ok := p.alloc(c)
+		if !ok {
+			t.Fatal("alloc failed")
+		}
+		buf := p.ring(ref, c)
+		for i := range buf {
+			buf[i] = c
+		}
+		refs[ref] = c
+	}
+	for ref, c := range refs {
+		for _, v := range p.ring(ref, c) {
+			if v != c {
+				t.Fatalf("ring of %d overwritten", c)
+			}
+		}
+	}
+	for ref, c := range refs {
+		p.free(ref, c)
+	}
+	if p.liveWords != 0 {
+		t.Fatalf("live words %d", p.liveWords)
+	}
+	ref, _ := p.alloc(4)
+	if p.ring(ref, 4)[0] != 0 {
+		t.Fatal("recycled ring not cleared")
+	}
+}
+
+func TestSlidingLogMemoryFollowsLimit(t *testing.T) {
+	l := mustNew(t, Config{Algorithm: SlidingLog, Limit: 100, Window: time.Second, Shards: 1}).(*limiter[logRec])
+	l.AllowN("k", at(0), 1)
+	s := &l.tab.shards[0]
+	if c := s.recs[0].cap; c != 4 {
+		t.Fatalf("first ring capacity %d, want 4", c)
+	}
+	l.AllowN("k", at(0), 99)
+	if c := s.recs[0].cap; c != 100 {
+		t.Fatalf("full ring capacity %d, want exactly the limit", c)
+	}
+	l.SetLimit("k", 10) // usage 100 stays counted
+	if r := l.AllowN("k", at(0.5), 1); r.Allowed {
+		t.Fatal("shrunk limit admitted")
+	}
+	l.AllowN("k", at(1), 1) // all expired: the ring shrinks to the limit
+	if c := s.recs[0].cap; c != 10 {
+		t.Fatalf("ring capacity %d after shrink, want 10", c)
+	}
+}

@@ -1,0 +1,206 @@
+package shardlimit
+
+import "time"
+
+// counterRec is a SlidingCounter key's state: 32 bytes, plus Buckets+1
+// 4-byte counters in the shard's side storage.
+type counterRec struct {
+	lim  uint32 // lim word, see ownLimit
+	sum  uint32 // units in all Buckets+1 counters
+	last int64  // latest key time seen, ns
+	skew int64  // key time minus Unix time: grows when the clock steps back
+	head int64  // id of the newest bucket (key time / G) the counters are at
+}
+
+// slidingCounter splits the window W into n buckets of G = W/n, aligned to
+// Unix time, and keeps the counts of the n+1 buckets that overlap the window
+// (t-W, t]: the n newest count in full and the oldest, which straddles
+// t-W, by the share of it still inside the window. At t in bucket j, with
+// delta = t - j*G:
+//
+//	estimate = sum(c[j-n+1..j]) + ceil(c[j-n] * (G - delta) / G)
+//
+// in integer nanoseconds (no floating point), and n units are admitted iff
+// estimate + n <= limit. The estimate assumes the straddling bucket's units
+// were spread evenly over it: the log's count differs by at most that one
+// bucket's units, so a window admits at most limit*(1+1/n) when the oldest
+// bucket's units all arrived at its end, and never wrongly denies by more.
+// This is policy S2 of CASES.md (C4); a unit stops counting at the end of
+// the bucket n+1 positions after its own.
+type slidingCounter struct {
+	bucket  int64 // G, ns
+	buckets int64 // n
+}
+
+// NewSlidingCounter returns a sliding window counter limiter with
+// cfg.Buckets buckets per window (default 10): O(1) memory per key
+// (cfg.Buckets+1 counters of 4 bytes) and an estimate that errs by at most
+// one bucket's share (see the README for measured error). It is the
+// algorithm Cloudflare described in 2017, generalised from 2 to n+1 buckets.
+//
+// It returns an error wrapping ErrInvalidConfig if cfg is invalid (Window
+// must be a multiple of Buckets nanoseconds). The limiter is safe for
+// concurrent use; Close stops its janitor.
+func NewSlidingCounter(cfg Config) (Limiter, error) {
+	cfg, err := cfg.withDefaults(SlidingCounter)
+	if err != nil {
+		return nil, err
+	}
+	n := int64(cfg.Buckets)
+	a := &slidingCounter{bucket: int64(cfg.Window) / n, buckets: n}
+	return newLimiter[counterRec](cfg, cfg.Buckets+1, a), nil
+}
+
+func (a *slidingCounter) init(r *counterRec, t int64, w uint32) {
+	*r = counterRec{lim: w, last: t, head: t / a.bucket}
+}
+
+// idx returns the counter index of bucket id.
+func (a *slidingCounter) idx(id int64) int {
+	i := id % (a.buckets + 1)
+	if i < 0 { // ids below 0 occur only within a window of the epoch
+		i += a.buckets + 1
+	}
+	return int(i)
+}
+
+// advance brings r to Unix instant t and returns the key time to decide at
+// and the caller's key time, which durations are measured from. A step back
+// within stepTolerance decides at the key's latest key time; a larger one
+// grows the key's skew by the step, so key time never goes back and the key
+// keeps its usage and waits (CASES.md C11). The skew is dropped once every
+// counter is empty.
+func (a *slidingCounter) advance(r *counterRec, c []uint32, t int64) (kt, from int64) {
+	kt = t + r.skew
+	if kt < r.last {
+		if r.last-kt > stepTolerance {
+			r.skew += r.last - kt
+		}
+		kt = r.last
+	}
+	from = min(t+r.skew, kt)
+	j := kt / a.bucket
+	if gap := j - r.head; gap > 0 {
+		if gap > a.buckets {
+			clear(c)
+			r.sum = 0
+		} else {
+			for id := r.head + 1; id <= j; id++ {
+				i := a.idx(id)
+				r.sum -= c[i]
+				c[i] = 0
+			}
+		}
+		r.head = j
+	}
+	if r.sum == 0 && r.skew != 0 {
+		r.skew, kt, from = 0, t, t
+		r.head = t / a.bucket
+	}
+	r.last = kt
+	return kt, from
+}
+
+func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, c []uint32, t int64, n int, consume bool) Result {
+	kt, from := a.advance(r, c, t)
+	lim := effectiveLimit(r.lim, s.defLimit)
+	if lim != 0 {
+		r.lim = r.lim&^limitMask | lim
+	}
+	j := r.head
+	delta := kt - j*a.bucket
+	straddler := uint64(c[a.idx(j+1)]) // bucket j-n: same index as j+1
+	weighted := mulDivCeil(straddler, uint64(a.bucket-delta), uint64(a.bucket))
+	est := int64(r.sum) - int64(straddler) + int64(weighted)
+	res := Result{Limit: int(lim)}
+	switch {
+	case n == 0:
+		res.Allowed = true
+	case int64(n) > int64(lim):
+		res.RetryAfter = Never
+	case est+int64(n) <= int64(lim):
+		res.Allowed = true
+		est += int64(n)
+		if consume {
+			c[a.idx(j)] += uint32(n)
+			r.sum += uint32(n)
+		}
+	default:
+		res.RetryAfter = time.Duration(a.admitAt(r, c, kt, int64(n), int64(lim)) - from)
+	}
+	res.Remaining = int(max(0, int64(lim)-est))
+	res.ResetAfter = time.Duration(a.resetAt(r, c) - from)
+	return res
+}
+
+// resetAt returns the key time at which the oldest non-empty bucket stops
+// counting (bucket b counts until (b+n+1)*G), or at which the newest bucket
+// would if all are empty.
+func (a *slidingCounter) resetAt(r *counterRec, c []uint32) int64 {
+	oldest := r.head
+	if r.sum > 0 {
+		for id := r.head - a.buckets; id <= r.head; id++ {
+			if c[a.idx(id)] != 0 {
+				oldest = id
+				break
+			}
+		}
+	}
+	return (oldest + a.buckets + 1) * a.bucket
+}
+
+// admitAt returns the earliest key time >= kt at which n units would be
+// admitted, walking forward bucket by bucket: in bucket j+k the straddling
+// bucket is j+k-n and only buckets up to j hold units. Requires n <= lim.
+func (a *slidingCounter) admitAt(r *counterRec, c []uint32, kt, n, lim int64) int64 {
+	j, g := r.head, a.bucket
+	straddler := int64(c[a.idx(j+1)])
+	full := int64(r.sum) - straddler
+	for k := int64(0); ; k++ {
+		if k > 0 {
+			straddler = 0
+			if k <= a.buckets {
+				straddler = int64(c[a.idx(j+k-a.buckets)])
+			}
+			full -= straddler
+		}
+		room := lim - n - full
+		if room < 0 {
+			continue
+		}
+		var at int64 // offset into bucket j+k from which the weighted share fits
+		if straddler > room {
+			at = int64(mulDivCeil(uint64(g), uint64(straddler-room), uint64(straddler)))
+			if at >= g {
+				continue
+			}
+		}
+		start := (j + k) * g
+		return max(start+at, kt)
+	}
+}
+
+// idle reports whether every bucket that still counts at t (ids from
+// j-n, j the bucket of t) is empty.
+func (a *slidingCounter) idle(_ *shard[counterRec], r *counterRec, c []uint32, t int64) bool {
+	if r.lim&ownLimit != 0 {
+		return false
+	}
+	if r.sum == 0 {
+		return true
+	}
+	from := max(t+r.skew, r.last)/a.bucket - a.buckets
+	for id := max(from, r.head-a.buckets); id <= r.head; id++ {
+		if c[a.idx(id)] != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *slidingCounter) relimit(*shard[counterRec], *counterRec, []uint32, uint32, uint32) {}
+func (a *slidingCounter) limitWord(r *counterRec) uint32                                    { return r.lim }
+func (a *slidingCounter) setLimitWord(r *counterRec, w uint32)                              { r.lim = w }
+func (a *slidingCounter) lastSeen(r *counterRec) int64                                      { return r.last - r.skew }
+func (a *slidingCounter) release(*shard[counterRec], *counterRec)                           {}
+func (a *slidingCounter) compact(*shard[counterRec])                                        {}

@@ -1,0 +1,273 @@
+package shardlimit
+
+import (
+	"math/bits"
+	"time"
+)
+
+// logRec is a SlidingLog key's state: 32 bytes plus its ring buffer.
+type logRec struct {
+	lim   uint32 // lim word, see ownLimit
+	ref   uint32 // the ring's location in the shard's ringPool
+	cap   uint32 // the ring's capacity, 0 if it has none
+	head  uint32 // ring index of the oldest timestamp
+	count uint32 // timestamps in the ring
+	_     uint32
+	last  int64 // latest instant seen, Unix ns
+}
+
+// slidingLog keeps one timestamp per admitted unit for the last window and
+// admits n units at t iff fewer than limit-n+1 timestamps lie in (t-W, t].
+//
+// Timestamps are 4 bytes: ceil(t/unit) modulo 2^32, unit the smallest power
+// of ten nanoseconds with unit*2^31 > 2W. Every stored timestamp lies within
+// 2W of the key's current instant, so the age of an entry is the int32
+// difference of the two. Rounding timestamps up keeps every unit counted for
+// at least W (never admits early) and at most one unit longer.
+type slidingLog struct {
+	window int64 // W, ns
+	unit   int64 // timestamp resolution, ns
+	wu     int32 // ceil(W/unit): an entry expires at age wu units
+}
+
+// NewSlidingLog returns a sliding window log limiter: exact, it admits at
+// most cfg.Limit units in any interval of length cfg.Window (a unit admitted
+// at s counts for decisions at t with s <= t < s+W). Each key keeps a ring
+// buffer of 4-byte timestamps, grown on demand up to its limit.
+//
+// Timestamps have a resolution of the smallest power of ten nanoseconds
+// that is at least W/2^30: 1 ns for windows up to about 1 s, 100 ns for a
+// minute, 10 µs for an hour, 100 ms for a year. They are rounded up, so a
+// unit counts at most one resolution step longer than W and ResetAfter and
+// RetryAfter are late by less than one step, never early.
+//
+// It returns an error wrapping ErrInvalidConfig if cfg is invalid (the
+// limit may be at most MaxSlidingLogLimit). The limiter is safe for
+// concurrent use; Close stops its janitor.
+func NewSlidingLog(cfg Config) (Limiter, error) {
+	cfg, err := cfg.withDefaults(SlidingLog)
+	if err != nil {
+		return nil, err
+	}
+	w := int64(cfg.Window)
+	u := logUnit(w)
+	a := &slidingLog{window: w, unit: u, wu: int32((w + u - 1) / u)}
+	return newLimiter[logRec](cfg, 0, a), nil
+}
+
+// logUnit returns the timestamp resolution for window w: the smallest power
+// of ten nanoseconds u with u*2^31 > 2w.
+func logUnit(w int64) int64 {
+	u := int64(1)
+	for u*(1<<31) <= 2*w {
+		u *= 10
+	}
+	return u
+}
+
+func (a *slidingLog) init(r *logRec, t int64, w uint32) {
+	*r = logRec{lim: w, last: t}
+}
+
+// stamp returns the stored form of instant t, rounded up.
+func (a *slidingLog) stamp(t int64) uint32 {
+	return uint32((t + a.unit - 1) / a.unit)
+}
+
+// age returns how many units before tq (= t/unit, rounded down) the entry
+// e was stamped; -1 for an entry stamped in the current unit but rounded up.
+func age(tq int64, e uint32) int32 {
+	return int32(uint32(tq) - e)
+}
+
+// expiry returns the instant at which entry e stops counting, seen from
+// t: the first instant whose floor(t/unit) is wu units past e.
+func (a *slidingLog) expiry(t int64, e uint32) int64 {
+	tq := t / a.unit
+	return (tq - int64(age(tq, e)) + int64(a.wu)) * a.unit
+}
+
+// advance brings r to instant t, dropping expired timestamps, and returns
+// the instant to decide at and the instant durations are measured from. A
+// step back within stepTolerance decides at the key's latest instant. A
+// larger one moves every timestamp back by the step (rounded down to whole
+// units, so nothing expires early), keeping the key's usage and the waits it
+// had left (CASES.md C11); a peek, which must not write the ring, decides at
+// the latest instant instead, which gives the same answer.
+func (a *slidingLog) advance(s *shard[logRec], r *logRec, t int64, consume bool) (te, from int64) {
+	te, from = t, t
+	switch {
+	case r.count == 0:
+	case t < r.last && (r.last-t <= stepTolerance || !consume):
+		te = r.last
+		if !consume {
+			from = te
+		}
+	case t < r.last:
+		if k := uint32((r.last - t) / a.unit); k != 0 {
+			buf := s.rings.ring(r.ref, r.cap)
+			for i := uint32(0); i < r.count; i++ {
+				buf[(r.head+i)%r.cap] -= k
+			}
+		}
+	case t-r.last >= a.window:
+		r.head, r.count = 0, 0
+	default:
+		buf := s.rings.ring(r.ref, r.cap)
+		tq := t / a.unit
+		for r.count > 0 && age(tq, buf[r.head]) >= a.wu {
+			r.head++
+			if r.head == r.cap {
+				r.head = 0
+			}
+			r.count--
+		}
+	}
+	r.last = te
+	return te, from
+}
+
+func (a *slidingLog) decide(s *shard[logRec], r *logRec, side []uint32, t int64, n int, consume bool) Result {
+	te, t := a.advance(s, r, t, consume)
+	lim := effectiveLimit(r.lim, s.defLimit)
+	if lim != 0 {
+		r.lim = r.lim&^limitMask | lim
+		if consume && r.cap > lim && r.count <= lim {
+			// The limit shrank and enough units expired: give memory back.
+			a.resize(s, r, max(lim, r.count))
+		}
+	}
+	res := Result{Limit: int(lim)}
+	used := int64(r.count)
+	switch {
+	case n == 0:
+		res.Allowed = true
+	case int64(n) > int64(lim):
+		res.RetryAfter = Never
+	case used+int64(n) <= int64(lim):
+		if consume && !a.push(s, r, te, uint32(n), lim) {
+			res.Err = ErrTooManyKeys
+			break
+		}
+		res.Allowed = true
+		used += int64(n)
+	default:
+		// The (used+n-lim)-th oldest timestamp must expire first.
+		i := (r.head + uint32(used+int64(n)-int64(lim)) - 1) % r.cap
+		res.RetryAfter = time.Duration(a.expiry(te, s.rings.ring(r.ref, r.cap)[i]) - t)
+	}
+	res.Remaining = int(max(0, int64(lim)-used))
+	switch {
+	case r.count > 0:
+		res.ResetAfter = time.Duration(a.expiry(te, s.rings.ring(r.ref, r.cap)[r.head]) - t)
+	case res.Allowed && n > 0:
+		res.ResetAfter = time.Duration(a.expiry(te, a.stamp(te)) - t)
+	default:
+		res.ResetAfter = time.Duration(a.window)
+	}
+	return res
+}
+
+// push appends n copies of t's stamp, growing the ring if needed; false if
+// the shard's ring memory is exhausted.
+func (a *slidingLog) push(s *shard[logRec], r *logRec, t int64, n, lim uint32) bool {
+	if need := r.count + n; need > r.cap {
+		c := max(4, uint32(1)<<bits.Len32(need-1))
+		if !a.resize(s, r, min(c, lim)) {
+			return false
+		}
+	}
+	buf := s.rings.ring(r.ref, r.cap)
+	e := a.stamp(t)
+	i := (r.head + r.count) % r.cap
+	for range n {
+		buf[i] = e
+		i++
+		if i == r.cap {
+			i = 0
+		}
+	}
+	r.count += n
+	return true
+}
+
+// resize moves r's newest min(count, c) timestamps into a ring of capacity
+// c (0 frees the ring).
+func (a *slidingLog) resize(s *shard[logRec], r *logRec, c uint32) bool {
+	var ref uint32
+	if c > 0 {
+		var ok bool
+		if ref, ok = s.rings.alloc(c); !ok {
+			return false
+		}
+	}
+	keep := min(r.count, c)
+	if keep > 0 {
+		src, dst := s.rings.ring(r.ref, r.cap), s.rings.ring(ref, c)
+		first := r.head + r.count - keep
+		for i := range keep {
+			dst[i] = src[(first+i)%r.cap]
+		}
+	}
+	if r.cap > 0 {
+		s.rings.free(r.ref, r.cap)
+	}
+	r.ref, r.cap, r.head, r.count = ref, c, 0, keep
+	return true
+}
+
+func (a *slidingLog) idle(s *shard[logRec], r *logRec, _ []uint32, t int64) bool {
+	if r.lim&ownLimit != 0 {
+		return false
+	}
+	if r.count == 0 {
+		return true
+	}
+	t = max(t, r.last)
+	if t-r.last >= a.window {
+		return true
+	}
+	newest := s.rings.ring(r.ref, r.cap)[(r.head+r.count-1)%r.cap]
+	return age(t/a.unit, newest) >= a.wu
+}
+
+// relimit keeps every timestamp: a key whose limit shrank below its usage
+// waits for enough of them to expire, so shrinking and growing a limit again
+// never loses a count. The ring shrinks once the usage fits the new limit.
+func (a *slidingLog) relimit(s *shard[logRec], r *logRec, _ []uint32, _, lim uint32) {
+	if r.cap > lim && r.count <= lim {
+		a.resize(s, r, max(lim, r.count))
+	}
+}
+
+func (a *slidingLog) limitWord(r *logRec) uint32       { return r.lim }
+func (a *slidingLog) setLimitWord(r *logRec, w uint32) { r.lim = w }
+func (a *slidingLog) lastSeen(r *logRec) int64         { return r.last }
+
+func (a *slidingLog) release(s *shard[logRec], r *logRec) {
+	if r.cap > 0 {
+		s.rings.free(r.ref, r.cap)
+		r.cap, r.count = 0, 0
+	}
+}
+
+// compact rebuilds the shard's ring pool when it is empty or mostly free.
+func (a *slidingLog) compact(s *shard[logRec]) {
+	switch {
+	case s.rings.liveWords == 0:
+		s.rings = ringPool{cur: -1}
+	case s.rings.wasteful():
+		var p ringPool
+		p.cur = -1
+		for slot := range s.recs {
+			r := &s.recs[slot]
+			if s.keyOf[slot] == freeSlot || r.cap == 0 {
+				continue
+			}
+			ref, _ := p.alloc(r.cap) // never fails: fewer pages than before
+			copy(p.ring(ref, r.cap), s.rings.ring(r.ref, r.cap))
+			r.ref = ref
+		}
+		s.rings = p
+	}
+}
