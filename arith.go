@@ -18,3 +18,12 @@ func mulDivCeil(a, b, c uint64) uint64 {
 	}
 	return q
 }
+
+// floorDiv returns floor(a/b) for b > 0.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b < 0 {
+		q--
+	}
+	return q
+}

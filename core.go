@@ -31,6 +31,8 @@ type algorithm[E any] interface {
 	release(s *shard[E], rec *E)
 	// compact tidies storage outside the records after a sweep of s.
 	compact(s *shard[E])
+	// syncLayout returns where the sync state lives, nil if not synced.
+	syncLayout() *syncLayout
 }
 
 // limiter is the Limiter shared by the four algorithms.
@@ -48,8 +50,9 @@ type limiter[E any] struct {
 	done      chan struct{}
 }
 
-func newLimiter[E any](cfg Config, stride int, alg algorithm[E]) *limiter[E] {
-	l := &limiter[E]{alg: alg, cfg: cfg, clock: cfg.Clock}
+// init sets up l, whose zero value it requires, and starts its janitor.
+func (l *limiter[E]) init(cfg Config, stride int, alg algorithm[E]) {
+	l.alg, l.cfg, l.clock = alg, cfg, cfg.Clock
 	l.nano, _ = cfg.Clock.(nanoClock)
 	l.defLimit.Store(int64(cfg.Limit))
 	l.tab.init(cfg, stride, alg)
@@ -58,7 +61,6 @@ func newLimiter[E any](cfg Config, stride int, alg algorithm[E]) *limiter[E] {
 		l.done = make(chan struct{})
 		go l.janitor(cfg.JanitorInterval)
 	}
-	return l
 }
 
 func (l *limiter[E]) now() int64 {
@@ -66,26 +68,6 @@ func (l *limiter[E]) now() int64 {
 		return l.nano.unixNano()
 	}
 	return unixNanos(l.clock.Now())
-}
-
-func (l *limiter[E]) Allow(key string) bool {
-	return decideKey(l, key, xxhash.Sum64String(key), l.now(), 1, true).Allowed
-}
-
-func (l *limiter[E]) AllowN(key string, now time.Time, n int) Result {
-	return decideKey(l, key, xxhash.Sum64String(key), unixNanos(now), n, true)
-}
-
-func (l *limiter[E]) AllowBytes(key []byte) bool {
-	return decideKey(l, key, xxhash.Sum64(key), l.now(), 1, true).Allowed
-}
-
-func (l *limiter[E]) AllowBytesN(key []byte, now time.Time, n int) Result {
-	return decideKey(l, key, xxhash.Sum64(key), unixNanos(now), n, true)
-}
-
-func (l *limiter[E]) Peek(key string, now time.Time, n int) Result {
-	return decideKey(l, key, xxhash.Sum64String(key), unixNanos(now), n, false)
 }
 
 // decideKey is the hot path: validate, lock one shard, find or create the
@@ -110,16 +92,20 @@ func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int
 		s.scratch = s.recs[slot]
 		copy(s.scratchSd, l.tab.sideOf(s, slot))
 		r = l.alg.decide(s, &s.scratch, s.scratchSd, t, n, false)
-	} else if ok {
-		r = l.alg.decide(s, &s.recs[slot], l.tab.sideOf(s, slot), t, n, true)
 	} else {
-		slot, err := insert(&l.tab, s, h, key, t)
-		if err != nil {
-			s.mu.Unlock()
-			return Result{Limit: int(s.defLimit), Err: err}
+		if !ok {
+			var err error
+			if slot, err = insert(&l.tab, s, h, key, t); err != nil {
+				s.mu.Unlock()
+				return Result{Limit: int(s.defLimit), Err: err}
+			}
+			l.alg.init(&s.recs[slot], t, s.defLimit)
 		}
-		l.alg.init(&s.recs[slot], t, s.defLimit)
-		r = l.alg.decide(s, &s.recs[slot], l.tab.sideOf(s, slot), t, n, true)
+		side := l.tab.sideOf(s, slot)
+		r = l.alg.decide(s, &s.recs[slot], side, t, n, true)
+		if l.tab.sync != nil {
+			markTouched(s, l.tab.sync, slot, side)
+		}
 	}
 	if consume && n > 0 {
 		if r.Allowed {

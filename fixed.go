@@ -13,7 +13,8 @@ type fixedRec struct {
 // fixedWindow is the fixed window counter: window k is [k*W, (k+1)*W) in
 // Unix time, and a key may consume limit units per window.
 type fixedWindow struct {
-	window int64 // W, ns
+	window int64       // W, ns
+	sync   *syncLayout // nil unless shared (one bucket: the window)
 }
 
 // NewFixedWindow returns a fixed window limiter: each key may consume
@@ -29,7 +30,9 @@ func NewFixedWindow(cfg Config) (Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newLimiter[fixedRec](cfg, 0, &fixedWindow{window: int64(cfg.Window)}), nil
+	l := &fixedLimiter{}
+	l.init(cfg, 0, &fixedWindow{window: int64(cfg.Window)})
+	return l, nil
 }
 
 func (a *fixedWindow) init(r *fixedRec, t int64, w uint32) {
@@ -59,7 +62,7 @@ func (a *fixedWindow) advance(r *fixedRec, t int64) int64 {
 
 // decide: durations are measured from the caller's t, which may precede the
 // instant the decision is made at by up to stepTolerance.
-func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, _ []uint32, t int64, n int, consume bool) Result {
+func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, side []uint32, t int64, n int, consume bool) Result {
 	a.advance(r, t)
 	lim := effectiveLimit(r.lim, s.defLimit)
 	if lim != 0 {
@@ -68,6 +71,15 @@ func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, _ []uint32, t int6
 	reset := r.start + a.window - t
 	res := Result{Limit: int(lim), ResetAfter: time.Duration(reset)}
 	used := int64(r.count)
+	var id int64
+	if a.sync != nil {
+		// Other nodes' units of this window count too.
+		id = floorDiv(r.start, a.window)
+		if d := a.sync.rotate(side, id); d != 0 && consume {
+			s.syncDropped.Add(uint64(d))
+		}
+		used += int64(a.sync.remote(side, id))
+	}
 	switch {
 	case n == 0:
 		res.Allowed = true
@@ -77,7 +89,10 @@ func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, _ []uint32, t int6
 		res.Allowed = true
 		used += int64(n)
 		if consume {
-			r.count = uint32(used)
+			r.count += uint32(n)
+			if a.sync != nil {
+				a.sync.add(side, id, uint32(n))
+			}
 		}
 	default:
 		res.RetryAfter = time.Duration(reset)
@@ -98,4 +113,5 @@ func (a *fixedWindow) limitWord(r *fixedRec) uint32                             
 func (a *fixedWindow) setLimitWord(r *fixedRec, w uint32)                            { r.lim = w }
 func (a *fixedWindow) lastSeen(r *fixedRec) int64                                    { return r.last }
 func (a *fixedWindow) release(*shard[fixedRec], *fixedRec)                           {}
+func (a *fixedWindow) syncLayout() *syncLayout                                       { return a.sync }
 func (a *fixedWindow) compact(*shard[fixedRec])                                      {}

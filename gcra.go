@@ -42,7 +42,9 @@ func NewGCRA(cfg Config) (Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newLimiter[gcraRec](cfg, 0, &gcra{window: int64(cfg.Window)}), nil
+	l := &gcraLimiter{}
+	l.init(cfg, 0, &gcra{window: int64(cfg.Window)})
+	return l, nil
 }
 
 func (a *gcra) init(r *gcraRec, t int64, w uint32) {
@@ -163,3 +165,4 @@ func (a *gcra) setLimitWord(r *gcraRec, w uint32) { r.lim = w }
 func (a *gcra) lastSeen(r *gcraRec) int64         { return r.last }
 func (a *gcra) release(*shard[gcraRec], *gcraRec) {}
 func (a *gcra) compact(*shard[gcraRec])           {}
+func (a *gcra) syncLayout() *syncLayout           { return nil }

@@ -87,11 +87,13 @@ type shard[E any] struct {
 	scratch   E      // a fresh record for peeks at missing keys
 	scratchSd []uint32
 	rings     ringPool // ring buffers of SlidingLog keys
+	dirty     []uint32 // slots with sync state to collect (see shared.go)
 
-	allowed atomic.Uint64
-	denied  atomic.Uint64
-	evicted atomic.Uint64
-	keys    atomic.Int64
+	allowed     atomic.Uint64
+	syncDropped atomic.Uint64
+	denied      atomic.Uint64
+	evicted     atomic.Uint64
+	keys        atomic.Int64
 
 	_ [64]byte // keeps the next shard's mutex off this shard's last line
 }
@@ -105,6 +107,7 @@ type table[E any] struct {
 	policy      FullPolicy
 	maxKeyBytes int
 	alg         algorithm[E]
+	sync        *syncLayout // nil unless built for package sync
 }
 
 func (t *table[E]) init(cfg Config, stride int, alg algorithm[E]) {
@@ -114,6 +117,7 @@ func (t *table[E]) init(cfg Config, stride int, alg algorithm[E]) {
 	t.policy = cfg.WhenFull
 	t.maxKeyBytes = cfg.MaxKeyBytes
 	t.alg = alg
+	t.sync = alg.syncLayout()
 	if cfg.MaxKeys > 0 {
 		t.perShard = (cfg.MaxKeys + cfg.Shards - 1) / cfg.Shards
 	}
@@ -233,6 +237,14 @@ func (t *table[E]) evict(s *shard[E], slot uint32) {
 		delete(s.spill, string(key))
 	}
 	s.deadBytes += len(key) + uvarintLen(len(key))
+	if y := t.sync; y != nil {
+		delta, _, _ := y.arrays(t.sideOf(s, slot))
+		var lost uint64
+		for _, d := range delta {
+			lost += uint64(d)
+		}
+		s.syncDropped.Add(lost)
+	}
 	t.alg.release(s, &s.recs[slot])
 	var zero E
 	s.recs[slot] = zero

@@ -13,7 +13,7 @@ import (
 func TestHashCollisionsNeverShareABudget(t *testing.T) {
 	// Two keys forced onto one hash: each keeps its own record, and
 	// evicting either leaves the other reachable.
-	l := mustNew(t, Config{Algorithm: FixedWindow, Limit: 2, Window: time.Minute, Shards: 1}).(*limiter[fixedRec])
+	l := mustNew(t, Config{Algorithm: FixedWindow, Limit: 2, Window: time.Minute, Shards: 1}).(*fixedLimiter)
 	s := &l.tab.shards[0]
 	const h = 42
 	rehash = func([]byte) uint64 { return h }
@@ -115,7 +115,7 @@ func TestRingPoolReusesAndCompacts(t *testing.T) {
 }
 
 func TestSlidingLogMemoryFollowsLimit(t *testing.T) {
-	l := mustNew(t, Config{Algorithm: SlidingLog, Limit: 100, Window: time.Second, Shards: 1}).(*limiter[logRec])
+	l := mustNew(t, Config{Algorithm: SlidingLog, Limit: 100, Window: time.Second, Shards: 1}).(*logLimiter)
 	l.AllowN("k", at(0), 1)
 	s := &l.tab.shards[0]
 	if c := s.recs[0].cap; c != 4 {

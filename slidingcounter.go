@@ -28,8 +28,9 @@ type counterRec struct {
 // This is policy S2 of CASES.md (C4); a unit stops counting at the end of
 // the bucket n+1 positions after its own.
 type slidingCounter struct {
-	bucket  int64 // G, ns
-	buckets int64 // n
+	bucket  int64       // G, ns
+	buckets int64       // n
+	sync    *syncLayout // nil unless shared (the same buckets)
 }
 
 // NewSlidingCounter returns a sliding window counter limiter with
@@ -48,7 +49,9 @@ func NewSlidingCounter(cfg Config) (Limiter, error) {
 	}
 	n := int64(cfg.Buckets)
 	a := &slidingCounter{bucket: int64(cfg.Window) / n, buckets: n}
-	return newLimiter[counterRec](cfg, cfg.Buckets+1, a), nil
+	l := &counterLimiter{}
+	l.init(cfg, cfg.Buckets+1, a)
+	return l, nil
 }
 
 func (a *slidingCounter) init(r *counterRec, t int64, w uint32) {
@@ -101,17 +104,29 @@ func (a *slidingCounter) advance(r *counterRec, c []uint32, t int64) (kt, from i
 	return kt, from
 }
 
-func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, c []uint32, t int64, n int, consume bool) Result {
+func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, side []uint32, t int64, n int, consume bool) Result {
+	c := side[:a.buckets+1]
 	kt, from := a.advance(r, c, t)
 	lim := effectiveLimit(r.lim, s.defLimit)
 	if lim != 0 {
 		r.lim = r.lim&^limitMask | lim
 	}
 	j := r.head
+	sum := int64(r.sum)
+	var remote []uint32 // other nodes' units per bucket, when shared
+	if a.sync != nil {
+		if d := a.sync.rotate(side, j); d != 0 && consume {
+			s.syncDropped.Add(uint64(d))
+		}
+		_, _, remote = a.sync.arrays(side)
+		for _, v := range remote {
+			sum += int64(v)
+		}
+	}
 	delta := kt - j*a.bucket
-	straddler := uint64(c[a.idx(j+1)]) // bucket j-n: same index as j+1
-	weighted := mulDivCeil(straddler, uint64(a.bucket-delta), uint64(a.bucket))
-	est := int64(r.sum) - int64(straddler) + int64(weighted)
+	straddler := a.count(c, remote, j+1) // bucket j-n: same index as j+1
+	weighted := mulDivCeil(uint64(straddler), uint64(a.bucket-delta), uint64(a.bucket))
+	est := sum - straddler + int64(weighted)
 	res := Result{Limit: int(lim)}
 	switch {
 	case n == 0:
@@ -124,23 +139,35 @@ func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, c []uint32,
 		if consume {
 			c[a.idx(j)] += uint32(n)
 			r.sum += uint32(n)
+			if a.sync != nil {
+				a.sync.add(side, j, uint32(n))
+			}
 		}
 	default:
-		res.RetryAfter = time.Duration(a.admitAt(r, c, kt, int64(n), int64(lim)) - from)
+		res.RetryAfter = time.Duration(a.admitAt(j, c, remote, sum, kt, int64(n), int64(lim)) - from)
 	}
 	res.Remaining = int(max(0, int64(lim)-est))
-	res.ResetAfter = time.Duration(a.resetAt(r, c) - from)
+	res.ResetAfter = time.Duration(a.resetAt(j, c, remote, sum) - from)
 	return res
+}
+
+// count returns the units of bucket id: local, plus remote when shared.
+func (a *slidingCounter) count(c, remote []uint32, id int64) int64 {
+	i := a.idx(id)
+	if remote != nil {
+		return int64(c[i]) + int64(remote[i])
+	}
+	return int64(c[i])
 }
 
 // resetAt returns the key time at which the oldest non-empty bucket stops
 // counting (bucket b counts until (b+n+1)*G), or at which the newest bucket
-// would if all are empty.
-func (a *slidingCounter) resetAt(r *counterRec, c []uint32) int64 {
-	oldest := r.head
-	if r.sum > 0 {
-		for id := r.head - a.buckets; id <= r.head; id++ {
-			if c[a.idx(id)] != 0 {
+// j would if all are empty; sum is the units of all buckets.
+func (a *slidingCounter) resetAt(j int64, c, remote []uint32, sum int64) int64 {
+	oldest := j
+	if sum > 0 {
+		for id := j - a.buckets; id <= j; id++ {
+			if a.count(c, remote, id) != 0 {
 				oldest = id
 				break
 			}
@@ -151,16 +178,17 @@ func (a *slidingCounter) resetAt(r *counterRec, c []uint32) int64 {
 
 // admitAt returns the earliest key time >= kt at which n units would be
 // admitted, walking forward bucket by bucket: in bucket j+k the straddling
-// bucket is j+k-n and only buckets up to j hold units. Requires n <= lim.
-func (a *slidingCounter) admitAt(r *counterRec, c []uint32, kt, n, lim int64) int64 {
-	j, g := r.head, a.bucket
-	straddler := int64(c[a.idx(j+1)])
-	full := int64(r.sum) - straddler
+// bucket is j+k-n and only buckets up to j hold units. sum is the units of
+// all buckets. Requires n <= lim.
+func (a *slidingCounter) admitAt(j int64, c, remote []uint32, sum, kt, n, lim int64) int64 {
+	g := a.bucket
+	straddler := a.count(c, remote, j+1)
+	full := sum - straddler
 	for k := int64(0); ; k++ {
 		if k > 0 {
 			straddler = 0
 			if k <= a.buckets {
-				straddler = int64(c[a.idx(j+k-a.buckets)])
+				straddler = a.count(c, remote, j+k-a.buckets)
 			}
 			full -= straddler
 		}
@@ -180,8 +208,6 @@ func (a *slidingCounter) admitAt(r *counterRec, c []uint32, kt, n, lim int64) in
 	}
 }
 
-// idle reports whether every bucket that still counts at t (ids from
-// j-n, j the bucket of t) is empty.
 func (a *slidingCounter) idle(_ *shard[counterRec], r *counterRec, c []uint32, t int64) bool {
 	if r.lim&ownLimit != 0 {
 		return false
@@ -204,3 +230,4 @@ func (a *slidingCounter) setLimitWord(r *counterRec, w uint32)                  
 func (a *slidingCounter) lastSeen(r *counterRec) int64                                      { return r.last - r.skew }
 func (a *slidingCounter) release(*shard[counterRec], *counterRec)                           {}
 func (a *slidingCounter) compact(*shard[counterRec])                                        {}
+func (a *slidingCounter) syncLayout() *syncLayout                                           { return a.sync }

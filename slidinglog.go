@@ -25,9 +25,10 @@ type logRec struct {
 // difference of the two. Rounding timestamps up keeps every unit counted for
 // at least W (never admits early) and at most one unit longer.
 type slidingLog struct {
-	window int64 // W, ns
-	unit   int64 // timestamp resolution, ns
-	wu     int32 // ceil(W/unit): an entry expires at age wu units
+	window int64       // W, ns
+	unit   int64       // timestamp resolution, ns
+	wu     int32       // ceil(W/unit): an entry expires at age wu units
+	sync   *syncLayout // nil unless shared: other nodes' units by bucket
 }
 
 // NewSlidingLog returns a sliding window log limiter: exact, it admits at
@@ -52,7 +53,9 @@ func NewSlidingLog(cfg Config) (Limiter, error) {
 	w := int64(cfg.Window)
 	u := logUnit(w)
 	a := &slidingLog{window: w, unit: u, wu: int32((w + u - 1) / u)}
-	return newLimiter[logRec](cfg, 0, a), nil
+	l := &logLimiter{}
+	l.init(cfg, 0, a)
+	return l, nil
 }
 
 // logUnit returns the timestamp resolution for window w: the smallest power
@@ -139,6 +142,14 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, side []uint32, t int64,
 	}
 	res := Result{Limit: int(lim)}
 	used := int64(r.count)
+	var remote int64 // other nodes' units in the window, when shared
+	if a.sync != nil {
+		if d := a.sync.rotate(side, te/a.sync.bucket); d != 0 && consume {
+			s.syncDropped.Add(uint64(d))
+		}
+		remote = a.sync.estimate(side, te)
+		used += remote
+	}
 	switch {
 	case n == 0:
 		res.Allowed = true
@@ -149,8 +160,13 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, side []uint32, t int64,
 			res.Err = ErrTooManyKeys
 			break
 		}
+		if consume && a.sync != nil {
+			a.sync.add(side, te/a.sync.bucket, uint32(n))
+		}
 		res.Allowed = true
 		used += int64(n)
+	case remote > 0:
+		res.RetryAfter = time.Duration(a.admitAtShared(s, r, side, te, int64(n), int64(lim)) - t)
 	default:
 		// The (used+n-lim)-th oldest timestamp must expire first.
 		i := (r.head + uint32(used+int64(n)-int64(lim)) - 1) % r.cap
@@ -166,6 +182,41 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, side []uint32, t int64,
 		res.ResetAfter = time.Duration(a.window)
 	}
 	return res
+}
+
+// admitAtShared returns the earliest instant >= te at which n units fit
+// with the other nodes' units of a shared key: local units in the window
+// plus the remote estimate, both non-increasing in time, so a binary search
+// over (te, te+W+G] finds it.
+func (a *slidingLog) admitAtShared(s *shard[logRec], r *logRec, side []uint32, te, n, lim int64) int64 {
+	var buf []uint32
+	if r.count > 0 {
+		buf = s.rings.ring(r.ref, r.cap)
+	}
+	fits := func(at int64) bool {
+		// Local units still counted at instant at: the ring is in time
+		// order, so count the expired prefix by binary search.
+		lo, hi := uint32(0), r.count
+		for lo < hi {
+			mid := lo + (hi-lo)/2
+			if a.expiry(te, buf[(r.head+mid)%r.cap]) <= at {
+				lo = mid + 1
+			} else {
+				hi = mid
+			}
+		}
+		return int64(r.count-lo)+a.sync.estimate(side, at)+n <= lim
+	}
+	lo, hi := te, te+a.window+2*a.sync.bucket // fits(lo) is false, fits(hi) true
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if fits(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
 }
 
 // push appends n copies of t's stamp, growing the ring if needed; false if
@@ -243,6 +294,7 @@ func (a *slidingLog) relimit(s *shard[logRec], r *logRec, _ []uint32, _, lim uin
 func (a *slidingLog) limitWord(r *logRec) uint32       { return r.lim }
 func (a *slidingLog) setLimitWord(r *logRec, w uint32) { r.lim = w }
 func (a *slidingLog) lastSeen(r *logRec) int64         { return r.last }
+func (a *slidingLog) syncLayout() *syncLayout          { return a.sync }
 
 func (a *slidingLog) release(s *shard[logRec], r *logRec) {
 	if r.cap > 0 {

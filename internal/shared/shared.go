@@ -1,0 +1,55 @@
+// Package shared is the seam between a limiter and the reconciler of
+// package sync: the per-key state a limiter keeps for sharing counts with
+// other nodes, and the operations the reconciler performs on it. Package
+// shardlimit implements Table and registers its constructor in NewTable.
+package shared
+
+// Flush is one key's state handed to the reconciler by Collect. Its slices
+// describe the key's live buckets, oldest first: index i is bucket
+// Newest-len(Deltas)+1+i.
+type Flush struct {
+	// Key is the limiter key.
+	Key string
+	// Newest is the id of the key's newest live bucket: floor(t / size) for
+	// the key's latest instant t.
+	Newest int64
+	// Deltas are the units admitted locally and not yet sent, per bucket.
+	// Collect moved them to Sent.
+	Deltas []uint32
+	// Sent are the units this node has sent for each bucket in total,
+	// including Deltas: the floor a store that lost data is healed to.
+	Sent []uint32
+}
+
+// Table is the side of a limiter its reconciler talks to. All methods are
+// safe for concurrent use with the limiter's decisions.
+type Table interface {
+	// Buckets returns the length of a sync bucket in nanoseconds and how
+	// many buckets a key keeps (the window's buckets plus the one that
+	// straddles the window's start; 1 for a fixed window).
+	Buckets() (size int64, count int)
+	// Shards returns the number of shards; Collect works on one at a time.
+	Shards() int
+	// Collect appends to dst every key of shard i that had a decision since
+	// the last Collect, moving its deltas to sent. It takes the shard's lock
+	// once. Deltas and Sent of the returned Flushes share one backing array
+	// per call.
+	Collect(i int, dst []Flush) []Flush
+	// Apply records the cluster totals of f's buckets (same order as
+	// f.Deltas; a shorter totals covers the newest buckets) for the buckets
+	// the key still keeps: remote = total - sent.
+	Apply(f *Flush, totals []int64)
+	// Restore gives back f's deltas, which provably did not reach the
+	// store, for the buckets the key still keeps; the key is collected again.
+	Restore(f *Flush)
+	// SyncStats returns units whose bucket ended before they were sent
+	// (dropped) and the keys with pending state (dirty).
+	SyncStats() (dropped uint64, dirty int)
+	// SetDefaultLimit and the rest of shardlimit.Limiter are on the same
+	// value; the reconciler type-asserts it.
+}
+
+// NewTable builds a limiter that keeps sync state for config cfg (a
+// shardlimit.Config). It is set by package shardlimit when it is
+// initialised; the returned value also implements shardlimit.Limiter.
+var NewTable func(cfg any) (Table, error)

@@ -1,0 +1,269 @@
+package shardlimit
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/shardlimit/shardlimit/internal/shared"
+)
+
+// Sync state: what a limiter built for package sync keeps per key to share
+// its counts with other nodes through a store, in the key's side words after
+// the algorithm's own:
+//
+//	[off]           flags (syncTouched: a decision since the last Collect)
+//	[off+1, off+2]  id of the newest bucket the arrays describe (int64)
+//	[off+3, ...]    delta[m], sent[m], remote[m]
+//
+// Bucket id b holds the units of [b*G, (b+1)*G); the arrays are rings
+// indexed b mod m and cover the m newest buckets: for a fixed window m = 1
+// and G = W, for the sliding counter and log m = n+1 and G = W/n. delta is
+// what this node admitted and has not sent, sent what it sent in total,
+// remote the other nodes' units as last read from the store.
+
+const syncTouched = 1
+
+type syncLayout struct {
+	off    int   // first side word of the sync state
+	m      int   // buckets kept
+	bucket int64 // G, ns
+}
+
+func (y *syncLayout) words() int { return 3 + 3*y.m }
+
+func (y *syncLayout) idx(id int64) int {
+	i := id % int64(y.m)
+	if i < 0 {
+		i += int64(y.m)
+	}
+	return int(i)
+}
+
+func (y *syncLayout) head(side []uint32) int64 {
+	return int64(uint64(side[y.off+1]) | uint64(side[y.off+2])<<32)
+}
+
+func (y *syncLayout) setHead(side []uint32, id int64) {
+	side[y.off+1], side[y.off+2] = uint32(id), uint32(uint64(id)>>32)
+}
+
+func (y *syncLayout) arrays(side []uint32) (delta, sent, remote []uint32) {
+	a := y.off + 3
+	return side[a : a+y.m], side[a+y.m : a+2*y.m], side[a+2*y.m : a+3*y.m]
+}
+
+// rotate moves the rings to newest bucket j, clearing the buckets that
+// leave, and returns the unsent units it dropped with them.
+func (y *syncLayout) rotate(side []uint32, j int64) (dropped uint32) {
+	h := y.head(side)
+	if j <= h {
+		return 0
+	}
+	delta, sent, remote := y.arrays(side)
+	if j-h >= int64(y.m) {
+		for i := range delta {
+			dropped += delta[i]
+		}
+		clear(delta)
+		clear(sent)
+		clear(remote)
+	} else {
+		for id := h + 1; id <= j; id++ {
+			i := y.idx(id)
+			dropped += delta[i]
+			delta[i], sent[i], remote[i] = 0, 0, 0
+		}
+	}
+	y.setHead(side, j)
+	return dropped
+}
+
+// remote returns the other nodes' units in bucket id, 0 if the rings do
+// not cover it.
+func (y *syncLayout) remote(side []uint32, id int64) uint32 {
+	h := y.head(side)
+	if id > h || id <= h-int64(y.m) {
+		return 0
+	}
+	_, _, remote := y.arrays(side)
+	return remote[y.idx(id)]
+}
+
+// estimate returns the other nodes' units in the window ending at key time
+// t (policy S2 over the remote ring): the m-1 newest buckets in full and
+// the one straddling t-W weighted by its overlap, rounded up.
+func (y *syncLayout) estimate(side []uint32, t int64) int64 {
+	j := t / y.bucket
+	n := int64(y.m - 1)
+	var sum int64
+	for id := j - n + 1; id <= j; id++ {
+		sum += int64(y.remote(side, id))
+	}
+	straddler := uint64(y.remote(side, j-n))
+	return sum + int64(mulDivCeil(straddler, uint64(y.bucket-(t-j*y.bucket)), uint64(y.bucket)))
+}
+
+// add records n units admitted locally in bucket id.
+func (y *syncLayout) add(side []uint32, id int64, n uint32) {
+	delta, _, _ := y.arrays(side)
+	delta[y.idx(id)] += n
+}
+
+// markTouched queues slot for the next Collect. Requires s.mu held.
+func markTouched[E any](s *shard[E], y *syncLayout, slot uint32, side []uint32) {
+	if side[y.off]&syncTouched == 0 {
+		side[y.off] |= syncTouched
+		s.dirty = append(s.dirty, slot)
+	}
+}
+
+func init() {
+	shared.NewTable = newShared
+}
+
+// newShared builds a limiter that keeps sync state (see shared.Table).
+func newShared(c any) (shared.Table, error) {
+	cfg, ok := c.(Config)
+	if !ok {
+		return nil, fmt.Errorf("%w: %T is not a shardlimit.Config", ErrInvalidConfig, c)
+	}
+	alg := cfg.Algorithm
+	cfg, err := cfg.withDefaults(alg)
+	if err != nil {
+		return nil, err
+	}
+	w := int64(cfg.Window)
+	n := int64(cfg.Buckets)
+	if alg != FixedWindow && w%n != 0 {
+		return nil, fmt.Errorf("%w: window %v is not a multiple of %d buckets in nanoseconds", ErrInvalidConfig, cfg.Window, n)
+	}
+	switch alg {
+	case FixedWindow:
+		y := &syncLayout{off: 0, m: 1, bucket: w}
+		l := &fixedLimiter{}
+		l.init(cfg, y.words(), &fixedWindow{window: w, sync: y})
+		return l, nil
+	case SlidingCounter:
+		y := &syncLayout{off: int(n) + 1, m: int(n) + 1, bucket: w / n}
+		a := &slidingCounter{bucket: w / n, buckets: n, sync: y}
+		l := &counterLimiter{}
+		l.init(cfg, y.off+y.words(), a)
+		return l, nil
+	case SlidingLog:
+		u := logUnit(w)
+		y := &syncLayout{off: 0, m: int(n) + 1, bucket: w / n}
+		a := &slidingLog{window: w, unit: u, wu: int32((w + u - 1) / u), sync: y}
+		l := &logLimiter{}
+		l.init(cfg, y.words(), a)
+		return l, nil
+	}
+	return nil, fmt.Errorf("%w: %v is shared through Redis in exact mode only (package sync, NewExact)", ErrInvalidConfig, alg)
+}
+
+func (l *limiter[E]) Buckets() (size int64, count int) {
+	return l.tab.sync.bucket, l.tab.sync.m
+}
+
+func (l *limiter[E]) Shards() int { return len(l.tab.shards) }
+
+func (l *limiter[E]) Collect(i int, dst []shared.Flush) []shared.Flush {
+	y := l.tab.sync
+	s := &l.tab.shards[i]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	words := make([]uint32, 0, 2*y.m*len(s.dirty))
+	for _, slot := range s.dirty {
+		if s.keyOf[slot] == freeSlot {
+			continue
+		}
+		side := l.tab.sideOf(s, slot)
+		if side[y.off]&syncTouched == 0 {
+			continue
+		}
+		side[y.off] &^= syncTouched
+		delta, sent, _ := y.arrays(side)
+		head := y.head(side)
+		f := shared.Flush{Key: string(s.keyAt(s.keyOf[slot])), Newest: head}
+		start := len(words)
+		for k := range y.m {
+			words = append(words, delta[y.idx(head-int64(y.m-1-k))])
+		}
+		for k := range y.m {
+			i := y.idx(head - int64(y.m-1-k))
+			sent[i] += delta[i]
+			delta[i] = 0
+			words = append(words, sent[i])
+		}
+		f.Deltas = words[start : start+y.m : start+y.m]
+		f.Sent = words[start+y.m : start+2*y.m : start+2*y.m]
+		dst = append(dst, f)
+	}
+	s.dirty = s.dirty[:0]
+	return dst
+}
+
+// syncSide locks the shard of key and returns it with the key's side
+// words, or nil (lock released) if the key is not stored.
+func (l *limiter[E]) syncSide(key string) (*shard[E], uint32, []uint32) {
+	h := xxhash.Sum64String(key)
+	s := l.tab.shardFor(h)
+	s.mu.Lock()
+	slot, ok := find(s, h, key)
+	if !ok {
+		s.mu.Unlock()
+		return nil, 0, nil
+	}
+	return s, slot, l.tab.sideOf(s, slot)
+}
+
+func (l *limiter[E]) Apply(f *shared.Flush, totals []int64) {
+	s, _, side := l.syncSide(f.Key)
+	if s == nil {
+		return
+	}
+	defer s.mu.Unlock()
+	y := l.tab.sync
+	head := y.head(side)
+	_, sent, remote := y.arrays(side)
+	for k, total := range totals {
+		id := f.Newest - int64(len(totals)-1-k)
+		if id > head || id <= head-int64(y.m) {
+			continue
+		}
+		i := y.idx(id)
+		remote[i] = uint32(min(max(0, total-int64(sent[i])), math.MaxUint32))
+	}
+}
+
+func (l *limiter[E]) Restore(f *shared.Flush) {
+	s, slot, side := l.syncSide(f.Key)
+	if s == nil {
+		return
+	}
+	defer s.mu.Unlock()
+	y := l.tab.sync
+	head := y.head(side)
+	delta, sent, _ := y.arrays(side)
+	for k, d := range f.Deltas {
+		id := f.Newest - int64(len(f.Deltas)-1-k)
+		if d == 0 || id > head || id <= head-int64(y.m) {
+			continue
+		}
+		i := y.idx(id)
+		delta[i] += d
+		sent[i] -= min(sent[i], d)
+	}
+	markTouched(s, y, slot, side)
+}
+
+func (l *limiter[E]) SyncStats() (dropped uint64, dirty int) {
+	for i := range l.tab.shards {
+		s := &l.tab.shards[i]
+		dropped += s.syncDropped.Load()
+		s.mu.Lock()
+		dirty += len(s.dirty)
+		s.mu.Unlock()
+	}
+	return dropped, dirty
+}
