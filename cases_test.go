@@ -560,3 +560,25 @@ func TestCaseB27YearLongWindow(t *testing.T) {
 	_, err := New(Config{Algorithm: FixedWindow, Limit: 1, Window: 292 * year})
 	wantErr(t, err, ErrInvalidConfig)
 }
+
+func TestSlidingLogDurationsOffTheResolutionGrid(t *testing.T) {
+	// A one-minute log stamps in 100 ns steps; a unit admitted between two
+	// steps still reports a reset of exactly one minute (CASES.md C7).
+	l := mustNew(t, cfgFor(SlidingLog, 2, time.Minute, 0))
+	now := at(0.123456789)
+	if r := l.AllowN("k", now, 1); r.ResetAfter != time.Minute {
+		t.Fatalf("reset after %v, want 1m", r.ResetAfter)
+	}
+	l.AllowN("k", now.Add(time.Second), 1)
+	r := l.AllowN("k", now.Add(2*time.Second), 1)
+	if r.Allowed || ceilSeconds(r.RetryAfter) != 58 || r.RetryAfter <= 0 {
+		t.Fatalf("%+v", r)
+	}
+	// Never early: the unit counts until its stamp plus W.
+	if l.Peek("k", now.Add(time.Minute-time.Nanosecond), 1).Allowed {
+		t.Fatal("admitted before the oldest unit's minute was over")
+	}
+	if !l.Peek("k", now.Add(time.Minute+100*time.Nanosecond), 1).Allowed {
+		t.Fatal("still denied one resolution step after the minute")
+	}
+}

@@ -30,8 +30,8 @@ func NewFixedWindow(cfg Config) (Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &fixedLimiter{}
-	l.init(cfg, 0, &fixedWindow{window: int64(cfg.Window)})
+	l := &fixedLimiter{alg: &fixedWindow{window: int64(cfg.Window)}}
+	l.init(cfg, 0, l.alg)
 	return l, nil
 }
 
@@ -62,14 +62,19 @@ func (a *fixedWindow) advance(r *fixedRec, t int64) int64 {
 
 // decide: durations are measured from the caller's t, which may precede the
 // instant the decision is made at by up to stepTolerance.
-func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, side []uint32, t int64, n int, consume bool) Result {
+// decide is decideTo returning the Result, for the algorithm interface.
+func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, side []uint32, t int64, n int, consume bool) (res Result) {
+	a.decideTo(&res, s, r, side, t, n, consume)
+	return res
+}
+
+func (a *fixedWindow) decideTo(res *Result, s *shard[fixedRec], r *fixedRec, side []uint32, t int64, n int, consume bool) {
 	a.advance(r, t)
 	lim := effectiveLimit(r.lim, s.defLimit)
 	if lim != 0 {
 		r.lim = r.lim&^limitMask | lim
 	}
 	reset := r.start + a.window - t
-	res := Result{Limit: int(lim), ResetAfter: time.Duration(reset)}
 	used := int64(r.count)
 	var id int64
 	if a.sync != nil {
@@ -80,13 +85,15 @@ func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, side []uint32, t i
 		}
 		used += int64(a.sync.remote(side, id))
 	}
+	var allowed bool
+	var retry time.Duration
 	switch {
 	case n == 0:
-		res.Allowed = true
+		allowed = true
 	case int64(n) > int64(lim):
-		res.RetryAfter = Never
+		retry = Never
 	case used+int64(n) <= int64(lim):
-		res.Allowed = true
+		allowed = true
 		used += int64(n)
 		if consume {
 			r.count += uint32(n)
@@ -95,10 +102,12 @@ func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, side []uint32, t i
 			}
 		}
 	default:
-		res.RetryAfter = time.Duration(reset)
+		retry = time.Duration(reset)
 	}
-	res.Remaining = int(max(0, int64(lim)-used))
-	return res
+	// One store of the whole Result: the caller copies it in 16-byte moves,
+	// which stall on a partly written struct.
+	*res = Result{Allowed: allowed, Limit: int(lim), Remaining: int(max(0, int64(lim)-used)),
+		ResetAfter: time.Duration(reset), RetryAfter: retry}
 }
 
 func (a *fixedWindow) idle(_ *shard[fixedRec], r *fixedRec, _ []uint32, t int64) bool {

@@ -42,8 +42,8 @@ func NewGCRA(cfg Config) (Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &gcraLimiter{}
-	l.init(cfg, 0, &gcra{window: int64(cfg.Window)})
+	l := &gcraLimiter{alg: &gcra{window: int64(cfg.Window)}}
+	l.init(cfg, 0, l.alg)
 	return l, nil
 }
 
@@ -84,20 +84,28 @@ func (a *gcra) remaining(tat int64, rem uint32, t int64, lim uint32) int {
 	return int(q)
 }
 
-func (a *gcra) decide(s *shard[gcraRec], r *gcraRec, side []uint32, t int64, n int, consume bool) Result {
+// decide is decideTo returning the Result, for the algorithm interface.
+func (a *gcra) decide(s *shard[gcraRec], r *gcraRec, side []uint32, t int64, n int, consume bool) (res Result) {
+	a.decideTo(&res, s, r, side, t, n, consume)
+	return res
+}
+
+func (a *gcra) decideTo(res *Result, s *shard[gcraRec], r *gcraRec, side []uint32, t int64, n int, consume bool) {
 	te := a.advance(r, t)
 	lim := effectiveLimit(r.lim, s.defLimit)
 	if old := r.lim & limitMask; lim != 0 && lim != old {
 		a.relimit(s, r, side, old, lim)
 		r.lim = r.lim&^limitMask | lim
 	}
-	res := Result{Limit: int(lim)}
+	var allowed bool
+	var retry, reset time.Duration
+	remaining := 0
 	tat, rem := r.tat, r.rem
 	switch {
 	case n == 0:
-		res.Allowed = true
+		allowed = true
 	case int64(n) > int64(lim):
-		res.RetryAfter = Never
+		retry = Never
 	default:
 		q, rr := mulDiv(uint64(n), uint64(a.window), uint64(lim))
 		ntat, nrem := tat+int64(q), uint64(rem)+rr
@@ -106,7 +114,7 @@ func (a *gcra) decide(s *shard[gcraRec], r *gcraRec, side []uint32, t int64, n i
 			ntat++
 		}
 		if d := ntat - te; d < a.window || (d == a.window && nrem == 0) {
-			res.Allowed = true
+			allowed = true
 			tat, rem = ntat, uint32(nrem)
 			if consume {
 				r.tat, r.rem = tat, rem
@@ -116,17 +124,17 @@ func (a *gcra) decide(s *shard[gcraRec], r *gcraRec, side []uint32, t int64, n i
 			if nrem > 0 {
 				retryAt++
 			}
-			res.RetryAfter = time.Duration(retryAt - t)
+			retry = time.Duration(retryAt - t)
 		}
 	}
 	if lim != 0 {
-		res.Remaining = a.remaining(tat, rem, te, lim)
+		remaining = a.remaining(tat, rem, te, lim)
 	}
-	res.ResetAfter = time.Duration(tat - t)
+	reset = time.Duration(tat - t)
 	if rem > 0 {
-		res.ResetAfter++
+		reset++
 	}
-	return res
+	*res = Result{Allowed: allowed, Limit: int(lim), Remaining: remaining, ResetAfter: reset, RetryAfter: retry}
 }
 
 func (a *gcra) idle(_ *shard[gcraRec], r *gcraRec, _ []uint32, t int64) bool {

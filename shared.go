@@ -141,20 +141,20 @@ func newShared(c any) (shared.Table, error) {
 	switch alg {
 	case FixedWindow:
 		y := &syncLayout{off: 0, m: 1, bucket: w}
-		l := &fixedLimiter{}
-		l.init(cfg, y.words(), &fixedWindow{window: w, sync: y})
+		l := &fixedLimiter{alg: &fixedWindow{window: w, sync: y}}
+		l.init(cfg, y.words(), l.alg)
 		return l, nil
 	case SlidingCounter:
 		y := &syncLayout{off: int(n) + 1, m: int(n) + 1, bucket: w / n}
 		a := &slidingCounter{bucket: w / n, buckets: n, sync: y}
-		l := &counterLimiter{}
+		l := &counterLimiter{alg: a}
 		l.init(cfg, y.off+y.words(), a)
 		return l, nil
 	case SlidingLog:
 		u := logUnit(w)
 		y := &syncLayout{off: 0, m: int(n) + 1, bucket: w / n}
 		a := &slidingLog{window: w, unit: u, wu: int32((w + u - 1) / u), sync: y}
-		l := &logLimiter{}
+		l := &logLimiter{alg: a}
 		l.init(cfg, y.words(), a)
 		return l, nil
 	}

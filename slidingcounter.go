@@ -49,7 +49,7 @@ func NewSlidingCounter(cfg Config) (Limiter, error) {
 	}
 	n := int64(cfg.Buckets)
 	a := &slidingCounter{bucket: int64(cfg.Window) / n, buckets: n}
-	l := &counterLimiter{}
+	l := &counterLimiter{alg: a}
 	l.init(cfg, cfg.Buckets+1, a)
 	return l, nil
 }
@@ -104,7 +104,13 @@ func (a *slidingCounter) advance(r *counterRec, c []uint32, t int64) (kt, from i
 	return kt, from
 }
 
-func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, side []uint32, t int64, n int, consume bool) Result {
+// decide is decideTo returning the Result, for the algorithm interface.
+func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, side []uint32, t int64, n int, consume bool) (res Result) {
+	a.decideTo(&res, s, r, side, t, n, consume)
+	return res
+}
+
+func (a *slidingCounter) decideTo(res *Result, s *shard[counterRec], r *counterRec, side []uint32, t int64, n int, consume bool) {
 	c := side[:a.buckets+1]
 	kt, from := a.advance(r, c, t)
 	lim := effectiveLimit(r.lim, s.defLimit)
@@ -127,14 +133,16 @@ func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, side []uint
 	straddler := a.count(c, remote, j+1) // bucket j-n: same index as j+1
 	weighted := mulDivCeil(uint64(straddler), uint64(a.bucket-delta), uint64(a.bucket))
 	est := sum - straddler + int64(weighted)
-	res := Result{Limit: int(lim)}
+	var allowed bool
+	var retry, reset time.Duration
+	remaining := 0
 	switch {
 	case n == 0:
-		res.Allowed = true
+		allowed = true
 	case int64(n) > int64(lim):
-		res.RetryAfter = Never
+		retry = Never
 	case est+int64(n) <= int64(lim):
-		res.Allowed = true
+		allowed = true
 		est += int64(n)
 		if consume {
 			c[a.idx(j)] += uint32(n)
@@ -144,11 +152,11 @@ func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, side []uint
 			}
 		}
 	default:
-		res.RetryAfter = time.Duration(a.admitAt(j, c, remote, sum, kt, int64(n), int64(lim)) - from)
+		retry = time.Duration(a.admitAt(j, c, remote, sum, kt, int64(n), int64(lim)) - from)
 	}
-	res.Remaining = int(max(0, int64(lim)-est))
-	res.ResetAfter = time.Duration(a.resetAt(j, c, remote, sum) - from)
-	return res
+	remaining = int(max(0, int64(lim)-est))
+	reset = time.Duration(a.resetAt(j, c, remote, sum) - from)
+	*res = Result{Allowed: allowed, Limit: int(lim), Remaining: remaining, ResetAfter: reset, RetryAfter: retry}
 }
 
 // count returns the units of bucket id: local, plus remote when shared.

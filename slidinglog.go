@@ -39,8 +39,11 @@ type slidingLog struct {
 // Timestamps have a resolution of the smallest power of ten nanoseconds
 // that is at least W/2^30: 1 ns for windows up to about 1 s, 100 ns for a
 // minute, 10 µs for an hour, 100 ms for a year. They are rounded up, so a
-// unit counts at most one resolution step longer than W and ResetAfter and
-// RetryAfter are late by less than one step, never early.
+// unit counts at least W and at most one resolution step longer: the log
+// never admits early. ResetAfter and RetryAfter are measured from now
+// rounded up to the resolution, so a unit admitted now reports exactly W;
+// for a now between two resolution steps a call exactly RetryAfter later
+// may still be early by less than one step.
 //
 // It returns an error wrapping ErrInvalidConfig if cfg is invalid (the
 // limit may be at most MaxSlidingLogLimit). The limiter is safe for
@@ -53,7 +56,7 @@ func NewSlidingLog(cfg Config) (Limiter, error) {
 	w := int64(cfg.Window)
 	u := logUnit(w)
 	a := &slidingLog{window: w, unit: u, wu: int32((w + u - 1) / u)}
-	l := &logLimiter{}
+	l := &logLimiter{alg: a}
 	l.init(cfg, 0, a)
 	return l, nil
 }
@@ -130,8 +133,18 @@ func (a *slidingLog) advance(s *shard[logRec], r *logRec, t int64, consume bool)
 	return te, from
 }
 
-func (a *slidingLog) decide(s *shard[logRec], r *logRec, side []uint32, t int64, n int, consume bool) Result {
+// decide is decideTo returning the Result, for the algorithm interface.
+func (a *slidingLog) decide(s *shard[logRec], r *logRec, side []uint32, t int64, n int, consume bool) (res Result) {
+	a.decideTo(&res, s, r, side, t, n, consume)
+	return res
+}
+
+func (a *slidingLog) decideTo(res *Result, s *shard[logRec], r *logRec, side []uint32, t int64, n int, consume bool) {
 	te, t := a.advance(s, r, t, consume)
+	// Durations are measured from t rounded up to the timestamp resolution,
+	// the instant a unit admitted at t is stamped with, so a fresh unit's
+	// reset is exactly W and a whole-second window reads as whole seconds.
+	tu := (t + a.unit - 1) / a.unit * a.unit
 	lim := effectiveLimit(r.lim, s.defLimit)
 	if lim != 0 {
 		r.lim = r.lim&^limitMask | lim
@@ -140,7 +153,10 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, side []uint32, t int64,
 			a.resize(s, r, max(lim, r.count))
 		}
 	}
-	res := Result{Limit: int(lim)}
+	var allowed bool
+	var retry, reset time.Duration
+	var err error
+	remaining := 0
 	used := int64(r.count)
 	var remote int64 // other nodes' units in the window, when shared
 	if a.sync != nil {
@@ -152,36 +168,46 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, side []uint32, t int64,
 	}
 	switch {
 	case n == 0:
-		res.Allowed = true
+		allowed = true
 	case int64(n) > int64(lim):
-		res.RetryAfter = Never
+		retry = Never
 	case used+int64(n) <= int64(lim):
 		if consume && !a.push(s, r, te, uint32(n), lim) {
-			res.Err = ErrTooManyKeys
+			err = ErrTooManyKeys
 			break
 		}
 		if consume && a.sync != nil {
 			a.sync.add(side, te/a.sync.bucket, uint32(n))
 		}
-		res.Allowed = true
+		allowed = true
 		used += int64(n)
 	case remote > 0:
-		res.RetryAfter = time.Duration(a.admitAtShared(s, r, side, te, int64(n), int64(lim)) - t)
+		retry = until(a.admitAtShared(s, r, side, te, int64(n), int64(lim)), t, tu)
 	default:
 		// The (used+n-lim)-th oldest timestamp must expire first.
 		i := (r.head + uint32(used+int64(n)-int64(lim)) - 1) % r.cap
-		res.RetryAfter = time.Duration(a.expiry(te, s.rings.ring(r.ref, r.cap)[i]) - t)
+		retry = until(a.expiry(te, s.rings.ring(r.ref, r.cap)[i]), t, tu)
 	}
-	res.Remaining = int(max(0, int64(lim)-used))
+	remaining = int(max(0, int64(lim)-used))
 	switch {
 	case r.count > 0:
-		res.ResetAfter = time.Duration(a.expiry(te, s.rings.ring(r.ref, r.cap)[r.head]) - t)
-	case res.Allowed && n > 0:
-		res.ResetAfter = time.Duration(a.expiry(te, a.stamp(te)) - t)
+		reset = until(a.expiry(te, s.rings.ring(r.ref, r.cap)[r.head]), t, tu)
+	case allowed && n > 0:
+		reset = until(a.expiry(te, a.stamp(te)), t, tu)
 	default:
-		res.ResetAfter = time.Duration(a.window)
+		reset = time.Duration(a.window)
 	}
-	return res
+	*res = Result{Allowed: allowed, Limit: int(lim), Remaining: remaining, ResetAfter: reset, RetryAfter: retry, Err: err}
+}
+
+// until returns the time from tu (t rounded up to the resolution) until
+// instant x, or from t if x is not after tu, so it is always positive for
+// x > t.
+func until(x, t, tu int64) time.Duration {
+	if x > tu {
+		return time.Duration(x - tu)
+	}
+	return time.Duration(x - t)
 }
 
 // admitAtShared returns the earliest instant >= te at which n units fit
