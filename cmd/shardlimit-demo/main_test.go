@@ -1,0 +1,232 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"go.uber.org/goleak"
+
+	"github.com/shardlimit/shardlimit/internal/mwtest"
+)
+
+func TestMain(m *testing.M) {
+	// fasthttp's process-wide Date refresher never stops, by design.
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"))
+}
+
+// syncBuffer is a bytes.Buffer safe for the server and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// demo is a running demo server.
+type demo struct {
+	url      string
+	clock    mwtest.Clock
+	signals  chan os.Signal
+	reloaded chan error
+	done     chan error
+	stdout   *syncBuffer
+	stderr   *syncBuffer
+}
+
+// startDemo runs the demo with args on an ephemeral loopback port and an
+// injected clock; it is stopped with SIGTERM at the end of the test.
+func startDemo(t *testing.T, args ...string) *demo {
+	t.Helper()
+	d := &demo{
+		clock:    mwtest.NewClock(),
+		signals:  make(chan os.Signal, 1),
+		reloaded: make(chan error, 1),
+		done:     make(chan error, 1),
+		stdout:   &syncBuffer{},
+		stderr:   &syncBuffer{},
+	}
+	ready := make(chan net.Addr, 1)
+	h := &hooks{
+		clock:    d.clock,
+		signals:  d.signals,
+		ready:    func(a net.Addr) { ready <- a },
+		reloaded: func(err error) { d.reloaded <- err },
+		server:   func(s *fasthttp.Server) { s.MaxIdleWorkerDuration = 50 * time.Millisecond },
+	}
+	go func() {
+		d.done <- run(context.Background(), append([]string{"-addr", "127.0.0.1:0"}, args...), d.stdout, d.stderr, h)
+	}()
+	select {
+	case a := <-ready:
+		d.url = "http://" + a.String()
+	case err := <-d.done:
+		t.Fatalf("demo exited: %v\n%s", err, d.stderr)
+	case <-time.After(10 * time.Second):
+		t.Fatal("demo did not start within 10 s")
+	}
+	t.Cleanup(func() {
+		d.signals <- syscall.SIGTERM
+		select {
+		case err := <-d.done:
+			if err != nil {
+				t.Errorf("demo shutdown: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("demo did not stop within 10 s")
+		}
+	})
+	return d
+}
+
+// sighup reloads the demo's rules and returns the reload's error.
+func (d *demo) sighup(t *testing.T) error {
+	t.Helper()
+	d.signals <- syscall.SIGHUP
+	select {
+	case err := <-d.reloaded:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reload within 10 s")
+		return nil
+	}
+}
+
+// TestDemoSeedRules runs the demo with its embedded seed rules: tiers by
+// X-Client-ID, the IP fallback, the headers, the 429 and the unlimited
+// /healthz.
+func TestDemoSeedRules(t *testing.T) {
+	d := startDemo(t)
+	c := mwtest.NewClient(t, d.url, 1)
+	if !strings.Contains(d.stdout.String(), "listening on "+d.url) {
+		t.Errorf("startup message %q", d.stdout)
+	}
+	d.clock.At(mwtest.Sec(20))
+	for i := range 10 {
+		mwtest.Check(t, "client-1 /foo", c.Get("/foo", "X-Client-ID", "client-1"), 200, mwtest.H{
+			mwtest.XLimit: "10", mwtest.XRemaining: strconv.Itoa(9 - i), mwtest.XStrategy: "fixed_window",
+			mwtest.RLPolicy: `"default";q=10;w=60`, mwtest.XReset: "40",
+		})
+	}
+	r := c.Get("/foo", "X-Client-ID", "client-1")
+	mwtest.Check(t, "client-1 /foo #11", r, 429, mwtest.H{mwtest.RetryAfter: "40"})
+	if !strings.HasPrefix(r.Body, "Too Many Requests") {
+		t.Errorf("429 body %q", r.Body)
+	}
+	mwtest.Check(t, "client-2 /bar", c.Get("/bar", "X-Client-ID", "client-2"), 200, mwtest.H{
+		mwtest.XLimit: "10", mwtest.XRemaining: "9", mwtest.XStrategy: "sliding_log",
+	})
+	mwtest.Check(t, "no id /bar #1", c.Get("/bar"), 200, mwtest.H{mwtest.XLimit: "2", mwtest.XRemaining: "1"})
+	mwtest.Check(t, "no id /bar #2", c.Get("/bar"), 200, mwtest.H{mwtest.XLimit: "2", mwtest.XRemaining: "0"})
+	mwtest.Check(t, "no id /bar #3", c.Get("/bar"), 429, mwtest.H{mwtest.RetryAfter: "60"})
+	for range 3 {
+		r := c.Get("/healthz")
+		mwtest.Check(t, "/healthz", r, 200, mwtest.H{mwtest.XLimit: mwtest.Absent})
+		if r.Body != "ok\n" {
+			t.Errorf("/healthz body %q", r.Body)
+		}
+	}
+	mwtest.Check(t, "/nope", c.Get("/nope"), 404, mwtest.H{mwtest.XLimit: mwtest.Absent})
+	if err := d.sighup(t); err != nil {
+		t.Errorf("reloading the embedded rules: %v", err)
+	}
+	mwtest.Check(t, "client-1 /foo after reload", c.Get("/foo", "X-Client-ID", "client-1"), 429, mwtest.H{mwtest.RetryAfter: "40"})
+}
+
+// TestDemoReloadFile runs the demo on a rules file, changes the file and
+// reloads it with SIGHUP: counters of unchanged rules survive, a raised
+// limit applies at once, a broken file is refused and the rules stay; a rule
+// without an algorithm gets -algorithm's.
+func TestDemoReloadFile(t *testing.T) {
+	seed, err := os.ReadFile("rules.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "rules.json")
+	if err := os.WriteFile(path, seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDemo(t, "-rules", path, "-algorithm", "sliding_counter")
+	c := mwtest.NewClient(t, d.url, 1)
+	for range 11 {
+		c.Get("/foo", "X-Client-ID", "client-1")
+	}
+	mwtest.Check(t, "client-1 over", c.Get("/foo", "X-Client-ID", "client-1"), 429, mwtest.H{mwtest.XLimit: "10"})
+
+	raised := strings.Replace(string(seed), `"name": "client-1-foo", "path": "/foo", "algorithm": "fixed_window", "limit": 10`,
+		`"name": "client-1-foo", "path": "/foo", "algorithm": "fixed_window", "limit": 12`, 1)
+	raised = strings.Replace(raised, `"rules": [`, `"rules": [{"name": "baz", "path": "/baz", "limit": 3, "window": "1m"},`, 1)
+	if raised == string(seed) {
+		t.Fatal("seed file changed; update the test")
+	}
+	if err := os.WriteFile(path, []byte(raised), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.sighup(t); err != nil {
+		t.Fatal(err)
+	}
+	mwtest.Check(t, "client-1 after raise #1", c.Get("/foo", "X-Client-ID", "client-1"), 200, mwtest.H{mwtest.XLimit: "12", mwtest.XRemaining: "1"})
+	mwtest.Check(t, "client-1 after raise #2", c.Get("/foo", "X-Client-ID", "client-1"), 200, mwtest.H{mwtest.XRemaining: "0"})
+	mwtest.Check(t, "client-1 after raise #3", c.Get("/foo", "X-Client-ID", "client-1"), 429, nil)
+	mwtest.Check(t, "/baz", c.Get("/baz"), 404, mwtest.H{mwtest.XLimit: "3", mwtest.XStrategy: "sliding_counter"})
+
+	if err := os.WriteFile(path, []byte(`{"rules": [{"name": "x"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.sighup(t); err == nil {
+		t.Fatal("a broken rules file was accepted")
+	}
+	if !strings.Contains(d.stderr.String(), "rules not reloaded") {
+		t.Errorf("stderr %q", d.stderr)
+	}
+	mwtest.Check(t, "/baz after a refused reload", c.Get("/baz"), 404, mwtest.H{mwtest.XLimit: "3", mwtest.XRemaining: "1"})
+}
+
+func TestDemoFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-algorithm", "leaky"}, "unknown algorithm"},
+		{[]string{"-rules", filepath.Join(t.TempDir(), "missing.json")}, "no such file"},
+		{[]string{"extra"}, "unexpected arguments"},
+		{[]string{"-addr", "256.0.0.1:1"}, "256.0.0.1"},
+		{[]string{"-bogus"}, "flag provided but not defined"},
+	} {
+		var out, errOut syncBuffer
+		err := run(context.Background(), tc.args, &out, &errOut, &hooks{signals: make(chan os.Signal)})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want an error mentioning %q", tc.args, err, tc.want)
+		}
+	}
+	var out, errOut syncBuffer
+	if err := run(context.Background(), []string{"-h"}, &out, &errOut, nil); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v", err)
+	}
+	for _, f := range []string{"-addr", "-rules", "-algorithm"} {
+		if !strings.Contains(errOut.String(), f) {
+			t.Errorf("usage does not mention %s:\n%s", f, errOut.String())
+		}
+	}
+}

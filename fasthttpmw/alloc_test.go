@@ -1,0 +1,119 @@
+//go:build !race
+
+package fasthttpmw
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/internal/mwtest"
+)
+
+// newCtx returns a RequestCtx for GET path from peer ip, as a server would
+// hand it to a handler, with request headers hdr (name/value pairs).
+func newCtx(t testing.TB, ip, path string, hdr ...string) *fasthttp.RequestCtx {
+	var req fasthttp.Request
+	req.SetRequestURI(path)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	var ctx fasthttp.RequestCtx
+	ctx.Init(&req, &net.TCPAddr{IP: net.ParseIP(ip), Port: 40000}, nil)
+	return &ctx
+}
+
+// allocs returns the allocations of one request on a reused ctx, after a
+// warm-up request that stores the key.
+func allocs(h fasthttp.RequestHandler, ctx *fasthttp.RequestCtx) float64 {
+	h(ctx)
+	return testing.AllocsPerRun(1000, func() {
+		ctx.Response.Reset()
+		h(ctx)
+	})
+}
+
+// TestCaseB28MiddlewareAllocs is CASES.md B28 step 4: on a reused
+// fasthttp.RequestCtx with an existing key, the allowed path allocates
+// nothing (excluding the wrapped handler, a no-op here) for peer 192.0.2.1
+// and for peer 2001:db8::1 (keyed by its /64), with every header set on; the
+// 429 path allocates nothing either (target 0, at most 2 allowed).
+func TestCaseB28MiddlewareAllocs(t *testing.T) {
+	rules := mwtest.MustRules(t, `{"rules": [
+		{"name": "open", "path": "/open", "limit": 1000000000, "window": "1m"},
+		{"name": "log", "path": "/log", "algorithm": "sliding_log", "limit": 1000000, "window": "1m"},
+		{"name": "counter", "path": "/counter", "algorithm": "sliding_counter", "limit": 1000000000, "window": "1m"},
+		{"name": "shut", "path": "/shut", "limit": 1, "window": "1h"}
+	]}`)
+	all := HeaderXRateLimit | HeaderIETF | HeaderVerbose | HeaderRetryAfter
+	for _, tc := range []struct {
+		name string
+		opts Options
+		hdr  []string
+	}{
+		{"ctx.Time", Options{Headers: all}, nil},
+		{"manual clock", Options{Headers: all, Clock: shardlimit.NewManualClock(mwtest.T0)}, nil},
+		{"identity header", Options{Headers: all, Keys: KeyConfig{Header: "X-Client-ID"}}, []string{"X-Client-ID", "client-1"}},
+		{"trusted proxy", Options{Headers: all, Keys: KeyConfig{TrustedProxies: []string{"192.0.2.0/24", "2001:db8::/32"}}},
+			[]string{"X-Forwarded-For", "198.51.100.7, 2001:db8::99"}},
+		{"default headers", Options{}, nil},
+	} {
+		tc.opts.Rules = rules
+		mw, err := New(Config{Options: tc.opts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := mw.Wrap(func(*fasthttp.RequestCtx) {})
+		for _, ip := range []string{"192.0.2.1", "2001:db8::1"} {
+			for _, path := range []string{"/open", "/log", "/counter"} {
+				ctx := newCtx(t, ip, path, tc.hdr...)
+				if n := allocs(h, ctx); n != 0 {
+					t.Errorf("%s, peer %s, %s allowed: %v allocs per request, want 0", tc.name, ip, path, n)
+				}
+				if ctx.Response.StatusCode() != 200 || len(ctx.Response.Header.Peek("X-RateLimit-Remaining")) == 0 && tc.opts.Headers != 0 {
+					t.Errorf("%s, %s %s: status %d, headers %q", tc.name, ip, path, ctx.Response.StatusCode(), ctx.Response.Header.Header())
+				}
+			}
+			ctx := newCtx(t, ip, "/shut", tc.hdr...)
+			n := allocs(h, ctx)
+			if ctx.Response.StatusCode() != 429 {
+				t.Fatalf("%s, peer %s: status %d, want 429", tc.name, ip, ctx.Response.StatusCode())
+			}
+			if n != 0 {
+				t.Errorf("%s, peer %s denied: %v allocs per request, want 0 (at most 2)", tc.name, ip, n)
+			}
+		}
+		mw.Close()
+	}
+	// Key functions, appending to dst or returning request memory.
+	for name, kf := range map[string]func(*fasthttp.RequestCtx, []byte) []byte{
+		"append": func(ctx *fasthttp.RequestCtx, dst []byte) []byte {
+			return append(dst, ctx.Request.Header.Peek("X-Api-Key")...)
+		},
+		"alias": func(ctx *fasthttp.RequestCtx, _ []byte) []byte { return ctx.Request.Header.Peek("X-Api-Key") },
+	} {
+		mw, err := New(Config{Options: Options{Rules: rules}, KeyFunc: kf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := newCtx(t, "192.0.2.1", "/open", "X-Api-Key", "key-0123456789")
+		if n := allocs(mw.Wrap(func(*fasthttp.RequestCtx) {}), ctx); n != 0 {
+			t.Errorf("key function %s: %v allocs per request, want 0", name, n)
+		}
+		mw.Close()
+	}
+
+	// The allowed path adds nothing to a handler that allocates itself.
+	mw, err := New(Config{Options: Options{Rules: rules, Clock: shardlimit.NewManualClock(mwtest.T0.Add(time.Second))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mw.Close()
+	bare := func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("ok") }
+	if a, b := allocs(bare, newCtx(t, "192.0.2.1", "/open")), allocs(mw.Wrap(bare), newCtx(t, "192.0.2.1", "/open")); a != b {
+		t.Errorf("bare handler %v allocs, wrapped %v", a, b)
+	}
+}

@@ -1,0 +1,81 @@
+package fasthttpmw
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/shardlimit/shardlimit/internal/mwtest"
+)
+
+// harness starts the real fasthttp server on an ephemeral loopback port
+// (net.Listen + fasthttp.Server.Serve) with the middleware of a setup.
+var harness = mwtest.Harness{Start: start}
+
+func start(t *testing.T, s mwtest.Setup) *mwtest.Target {
+	t.Helper()
+	cfg := Config{Options: s.Options}
+	if s.CostHeader {
+		cfg.Cost = func(ctx *fasthttp.RequestCtx) int {
+			v := ctx.Request.Header.Peek("X-Cost")
+			if len(v) == 0 {
+				return 1
+			}
+			n, err := strconv.Atoi(string(v))
+			if err != nil {
+				return -1
+			}
+			return n
+		}
+	}
+	if s.KeyFuncHeader != "" {
+		name := s.KeyFuncHeader
+		cfg.KeyFunc = func(ctx *fasthttp.RequestCtx, dst []byte) []byte {
+			return append(dst, ctx.Request.Header.Peek(name)...)
+		}
+	}
+	if s.SkipPath != "" {
+		cfg.Skip = func(ctx *fasthttp.RequestCtx) bool { return string(ctx.Path()) == s.SkipPath }
+	}
+	if s.CustomDenied {
+		cfg.Denied = func(ctx *fasthttp.RequestCtx, d Decision) {
+			ctx.Response.Header.Set("X-Denied-By", "custom")
+			ctx.SetBodyString("custom denied\n")
+		}
+	}
+	mw, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ln, v6 := mwtest.Listen(t, s.IPv6)
+	// fasthttp's worker-pool cleaner notices Shutdown only after sleeping
+	// MaxIdleWorkerDuration (10 s by default); keep it short so goleak
+	// sees every goroutine gone.
+	srv := &fasthttp.Server{Handler: mw.Wrap(okHandler), MaxIdleWorkerDuration: 50 * time.Millisecond}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		if err := srv.Shutdown(); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		mw.Close()
+	})
+	return &mwtest.Target{
+		URL:    "http://" + ln.Addr().String(),
+		Reload: mw.Reload,
+		Stats:  mw.Stats,
+		Close:  mw.Close,
+		IPv6:   v6,
+	}
+}
+
+// okHandler is the application behind the middleware.
+func okHandler(ctx *fasthttp.RequestCtx) {
+	ctx.SetContentType("text/plain; charset=utf-8")
+	ctx.SetBodyString("ok\n")
+}

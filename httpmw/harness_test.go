@@ -1,0 +1,72 @@
+package httpmw
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+
+	"github.com/shardlimit/shardlimit/internal/mwtest"
+)
+
+// harness starts a real net/http server (httptest, on an ephemeral
+// loopback port) with the middleware of a setup.
+var harness = mwtest.Harness{Start: start}
+
+func start(t *testing.T, s mwtest.Setup) *mwtest.Target {
+	t.Helper()
+	cfg := Config{Options: s.Options}
+	if s.CostHeader {
+		cfg.Cost = func(r *http.Request) int {
+			v := r.Header.Get("X-Cost")
+			if v == "" {
+				return 1
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return -1
+			}
+			return n
+		}
+	}
+	if s.KeyFuncHeader != "" {
+		name := s.KeyFuncHeader
+		cfg.KeyFunc = func(r *http.Request) string { return r.Header.Get(name) }
+	}
+	if s.SkipPath != "" {
+		cfg.Skip = func(r *http.Request) bool { return r.URL.Path == s.SkipPath }
+	}
+	if s.CustomDenied {
+		cfg.Denied = func(w http.ResponseWriter, r *http.Request, d Decision) {
+			w.Header().Set("X-Denied-By", "custom")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = w.Write([]byte("custom denied\n"))
+		}
+	}
+	mw, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	srv := httptest.NewUnstartedServer(mw.Wrap(http.HandlerFunc(okHandler)))
+	ln, v6 := mwtest.Listen(t, s.IPv6)
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(func() {
+		srv.Close()
+		mw.Close()
+	})
+	return &mwtest.Target{
+		URL:    srv.URL,
+		Reload: mw.Reload,
+		Stats:  mw.Stats,
+		Close:  mw.Close,
+		IPv6:   v6,
+	}
+}
+
+// okHandler is the application behind the middleware.
+func okHandler(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ok\n"))
+}

@@ -1,0 +1,214 @@
+package httplimit
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/shardlimit/shardlimit"
+)
+
+// rule is a compiled Rule. Fields are immutable once the rule is published
+// (lim is safe for concurrent use).
+type rule struct {
+	name     string
+	tier     string
+	alg      shardlimit.Algorithm
+	limit    int
+	window   time.Duration
+	buckets  int // resolved; 0 for algorithms without buckets
+	methods  []string
+	path     string
+	prefix   bool
+	lim      shardlimit.Limiter
+	sfName   []byte // the IETF policy name as a structured-field string
+	strategy string
+}
+
+// allows reports whether the rule applies to method.
+func ruleAllows[S byteseq](r *rule, method S) bool {
+	if len(r.methods) == 0 {
+		return true
+	}
+	for _, m := range r.methods {
+		if string(method) == m {
+			return true
+		}
+	}
+	return false
+}
+
+// tier is a compiled tier: its rules indexed for matching.
+type tier struct {
+	name     string
+	exact    map[string][]*rule // by path; method-specific rules first
+	prefixes []*rule            // longest first; method-specific first
+}
+
+// netTier is a tier reached through a client network.
+type netTier struct {
+	net  netip.Prefix
+	tier *tier
+}
+
+// ruleSet is one compiled Rules value, published atomically.
+type ruleSet struct {
+	def       *tier
+	byID      map[string]*tier
+	nets      []netTier
+	rules     map[string]*rule          // by name
+	overrides map[string]map[string]int // rule name -> key -> limit
+}
+
+// matchTier returns t's rule for method and path, or nil.
+func matchTier[S byteseq](t *tier, method, path S) *rule {
+	if rs, ok := t.exact[string(path)]; ok {
+		for _, r := range rs {
+			if ruleAllows(r, method) {
+				return r
+			}
+		}
+	}
+	for _, r := range t.prefixes {
+		if prefixMatch(path, r.path) && ruleAllows(r, method) {
+			return r
+		}
+	}
+	return nil
+}
+
+// prefixMatch reports whether path is p or below p ("/api" matches "/api"
+// and "/api/x", not "/apix"; "/api/" and "/" match everything they start).
+func prefixMatch[S byteseq](path S, p string) bool {
+	if len(path) < len(p) || string(path[:len(p)]) != p {
+		return false
+	}
+	return len(path) == len(p) || p[len(p)-1] == '/' || path[len(p)] == '/'
+}
+
+// match returns the rule for a request and the tier it came from, or nil.
+func match[S byteseq](set *ruleSet, id S, client netip.Addr, method, path S) *rule {
+	t := set.def
+	found := false
+	if len(id) > 0 && len(set.byID) > 0 {
+		t, found = set.byID[string(id)]
+	}
+	if !found && len(set.nets) > 0 && client.IsValid() {
+		a := client.Unmap().WithZone("")
+		for _, nt := range set.nets {
+			if nt.net.Contains(a) {
+				t, found = nt.tier, true
+				break
+			}
+		}
+	}
+	if !found {
+		t = set.def
+	}
+	if r := matchTier(t, method, path); r != nil || t == set.def {
+		return r
+	}
+	return matchTier(set.def, method, path)
+}
+
+// compileTier indexes rules (already validated) of the tier named name,
+// taking limiters from lims.
+func compileTier(name string, rules []Rule, byName map[string]*rule) *tier {
+	t := &tier{name: name, exact: map[string][]*rule{}}
+	for _, ru := range rules {
+		r := byName[ru.Name]
+		if !r.prefix {
+			t.exact[r.path] = append(t.exact[r.path], r)
+		} else {
+			t.prefixes = append(t.prefixes, r)
+		}
+	}
+	specificFirst := func(a, b *rule) int {
+		return cmp.Compare(min(len(b.methods), 1), min(len(a.methods), 1))
+	}
+	for _, rs := range t.exact {
+		slices.SortStableFunc(rs, specificFirst)
+	}
+	slices.SortStableFunc(t.prefixes, func(a, b *rule) int {
+		if c := cmp.Compare(len(b.path), len(a.path)); c != 0 {
+			return c
+		}
+		return specificFirst(a, b)
+	})
+	return t
+}
+
+// newRule returns the compiled form of ru (validated) without a limiter.
+func (e *Engine) newRule(tierName string, ru Rule) *rule {
+	r := &rule{name: ru.Name, tier: tierName, alg: ru.Algorithm, limit: ru.Limit, window: ru.Window}
+	if r.alg == 0 {
+		r.alg = e.defAlg
+	}
+	if r.alg == shardlimit.SlidingCounter {
+		r.buckets = cmp.Or(ru.Buckets, shardlimit.DefaultBuckets)
+	}
+	for _, m := range ru.Methods {
+		r.methods = append(r.methods, strings.ToUpper(m))
+	}
+	if ru.Path != "" {
+		r.path = ru.Path
+	} else {
+		r.path, r.prefix = cmp.Or(ru.Prefix, "/"), true
+	}
+	r.sfName = appendSFString(nil, cmp.Or(ru.Policy, e.policyName))
+	r.strategy = r.alg.String()
+	return r
+}
+
+// limiterConfig returns the limiter configuration of r.
+func (e *Engine) limiterConfig(r *rule) shardlimit.Config {
+	cfg := e.tmpl
+	cfg.Algorithm = r.alg
+	cfg.Limit = r.limit
+	cfg.Window = r.window
+	cfg.Buckets = r.buckets
+	cfg.MaxKeyBytes = e.keys.maxKeyLen()
+	cfg.Clock = e.clock
+	switch {
+	case cfg.MaxKeys == 0:
+		cfg.MaxKeys = DefaultMaxKeys
+	case cfg.MaxKeys < 0:
+		cfg.MaxKeys = 0
+	}
+	return cfg
+}
+
+// overrideKeys returns, per rule name, the key -> limit map of r's
+// overrides. A rule-specific override beats an every-rule one for the same
+// key.
+func (e *Engine) overrideKeys(r *Rules, rules map[string]*rule) map[string]map[string]int {
+	out := map[string]map[string]int{}
+	add := func(rule string, o Override) {
+		var key []byte
+		if o.ID != "" {
+			key = appendIDKey(&e.keys, nil, o.ID)
+		} else {
+			a, _ := netip.ParseAddr(o.IP) // validated
+			key = e.keys.appendAddrKey(nil, a)
+		}
+		if out[rule] == nil {
+			out[rule] = map[string]int{}
+		}
+		out[rule][string(key)] = o.Limit
+	}
+	for _, o := range r.Overrides {
+		if o.Rule == "" {
+			for name := range rules {
+				add(name, o)
+			}
+		}
+	}
+	for _, o := range r.Overrides {
+		if o.Rule != "" {
+			add(o.Rule, o)
+		}
+	}
+	return out
+}

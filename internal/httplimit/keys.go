@@ -1,0 +1,134 @@
+package httplimit
+
+import (
+	"crypto/sha256"
+	"net/netip"
+)
+
+// Key tags: the first byte of every key (see the package documentation).
+const (
+	tagIPv4     = '4'
+	tagIPv6     = '6'
+	tagID       = 'i'
+	tagIDDigest = 'I'
+	tagShared   = 'a'
+)
+
+// usableAddr reports whether a can key a client: valid and not unspecified
+// (fasthttp reports 0.0.0.0 for a peer it does not know).
+func usableAddr(a netip.Addr) bool {
+	return a.IsValid() && !a.IsUnspecified()
+}
+
+// appendAddrKey appends the key of client address a, masked to the
+// configured prefix, to dst. IPv4-mapped IPv6 is keyed as IPv4.
+func (k *keyer) appendAddrKey(dst []byte, a netip.Addr) []byte {
+	a = a.Unmap()
+	if a.Is4() {
+		b := a.As4()
+		maskBytes(b[:], k.v4Bits)
+		return append(append(dst, tagIPv4), b[:]...)
+	}
+	b := a.As16()
+	maskBytes(b[:], k.v6Bits)
+	return append(append(dst, tagIPv6), b[:(k.v6Bits+7)/8]...)
+}
+
+// maskBytes zeroes every bit of b after the first bits.
+func maskBytes(b []byte, bits int) {
+	for i := range b {
+		switch {
+		case bits >= 8:
+			bits -= 8
+		case bits > 0:
+			b[i] &^= 0xff >> bits
+			bits = 0
+		default:
+			b[i] = 0
+		}
+	}
+}
+
+// appendIDKey appends the key of client identity id to dst: the identity
+// itself if it is at most maxKeyBytes long, its SHA-256 digest otherwise.
+func appendIDKey[S byteseq](k *keyer, dst []byte, id S) []byte {
+	if len(id) <= k.maxKeyBytes {
+		return append(append(dst, tagID), id...)
+	}
+	dst = append(dst, tagIDDigest)
+	start := len(dst)
+	dst = append(dst, id...)
+	sum := sha256.Sum256(dst[start:])
+	return append(dst[:start], sum[:]...)
+}
+
+// trusts reports whether a is inside a trusted proxy network.
+func (k *keyer) trusts(a netip.Addr) bool {
+	if len(k.trusted) == 0 || !a.IsValid() {
+		return false
+	}
+	a = a.Unmap().WithZone("")
+	for _, p := range k.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// forwardedClient returns the client address of a request from trusted
+// proxy peer: walking the X-Forwarded-For lines xff right to left, the first
+// address that is not a trusted proxy; if an entry is not an address, every
+// entry is trusted or MaxForwardedHops entries were read, the last trusted
+// address seen. Without X-Forwarded-For entries, X-Real-IP realIP if it is
+// an address, else peer.
+func forwardedClient[S byteseq](k *keyer, peer netip.Addr, xff []S, realIP S) netip.Addr {
+	last := peer
+	hops, entries := 0, 0
+	for li := len(xff) - 1; li >= 0; li-- {
+		line := xff[li]
+		end := len(line)
+		for end >= 0 {
+			start := end - 1
+			for start >= 0 && line[start] != ',' {
+				start--
+			}
+			entry := line[start+1 : end]
+			end = start
+			if isBlank(entry) {
+				continue
+			}
+			entries++
+			a, ok := parseHop(entry)
+			if !ok {
+				return last
+			}
+			if !k.trusts(a) {
+				return a
+			}
+			last = a
+			if hops++; hops >= MaxForwardedHops {
+				return last
+			}
+		}
+	}
+	if entries > 0 {
+		return last
+	}
+	if len(realIP) > 0 {
+		if a, ok := parseHop(realIP); ok {
+			return a
+		}
+	}
+	return peer
+}
+
+// isBlank reports whether s holds only spaces and tabs.
+func isBlank[S byteseq](s S) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] != ' ' && s[i] != '\t' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,176 @@
+package httplimit
+
+import (
+	"bytes"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+func mustKeyer(t *testing.T, kc KeyConfig) *keyer {
+	t.Helper()
+	k, err := newKeyer(kc, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &k
+}
+
+func addrKey(k *keyer, s string) string {
+	return string(k.appendAddrKey(nil, netip.MustParseAddr(s)))
+}
+
+// TestAddrKeys checks CASES.md C10 on parsed addresses: IPv4 per /32, IPv6
+// per /64 (or the configured prefix), IPv4-mapped IPv6 as IPv4, textual
+// variants of one address alike.
+func TestAddrKeys(t *testing.T) {
+	k := mustKeyer(t, KeyConfig{})
+	same := [][]string{
+		{"2001:db8:abcd:12::1", "2001:db8:abcd:12:ffff:ffff:ffff:fffe", "2001:db8:abcd:12::dead:beef"},
+		{"2001:db8:abcd:13::1", "2001:DB8:ABCD:13:0:0:0:2", "2001:db8:abcd:13::3"},
+		{"::ffff:192.0.2.1", "192.0.2.1", "::ffff:c000:201"},
+	}
+	seen := map[string]bool{}
+	for _, group := range same {
+		key := addrKey(k, group[0])
+		if seen[key] {
+			t.Errorf("%s shares a key with another group", group[0])
+		}
+		seen[key] = true
+		for _, a := range group[1:] {
+			if got := addrKey(k, a); got != key {
+				t.Errorf("key(%s) = %x, key(%s) = %x; want equal", a, got, group[0], key)
+			}
+		}
+	}
+	if addrKey(k, "192.0.2.1") == addrKey(k, "192.0.2.2") {
+		t.Error("IPv4 /32: 192.0.2.1 and 192.0.2.2 share a key")
+	}
+	if got := addrKey(k, "192.0.2.1"); got != "4\xc0\x00\x02\x01" {
+		t.Errorf("IPv4 key %x", got)
+	}
+	if got := addrKey(k, "2001:db8::1"); got != "6\x20\x01\x0d\xb8\x00\x00\x00\x00" {
+		t.Errorf("IPv6 /64 key %x", got)
+	}
+	if addrKey(k, "::c000:201") == addrKey(k, "192.0.2.1") {
+		t.Error("IPv4-compatible (not mapped) IPv6 keyed as IPv4")
+	}
+
+	k56 := mustKeyer(t, KeyConfig{IPv6Prefix: 56, IPv4Prefix: 24})
+	if addrKey(k56, "2001:db8:abcd:12::1") != addrKey(k56, "2001:db8:abcd:13::1") {
+		t.Error("/56: 2001:db8:abcd:12::/64 and :13::/64 differ")
+	}
+	if addrKey(k56, "2001:db8:abcd:12::1") == addrKey(k56, "2001:db8:abcd:112::1") {
+		t.Error("/56: 2001:db8:abcd:12:: and :112:: share a key")
+	}
+	if addrKey(k56, "192.0.2.1") != addrKey(k56, "192.0.2.200") || addrKey(k56, "192.0.2.1") == addrKey(k56, "192.0.3.1") {
+		t.Error("IPv4 /24 grouping wrong")
+	}
+	k128 := mustKeyer(t, KeyConfig{IPv6Prefix: 128})
+	if addrKey(k128, "2001:db8::1") == addrKey(k128, "2001:db8::2") {
+		t.Error("/128: two addresses share a key")
+	}
+	k1 := mustKeyer(t, KeyConfig{IPv6Prefix: 1})
+	if addrKey(k1, "2001:db8::1") != addrKey(k1, "7fff::") || addrKey(k1, "8000::") == addrKey(k1, "7fff::") {
+		t.Error("/1 grouping wrong")
+	}
+}
+
+func TestMaskBytes(t *testing.T) {
+	for _, tc := range []struct {
+		bits int
+		want []byte
+	}{
+		{0, []byte{0, 0}}, {1, []byte{0x80, 0}}, {7, []byte{0xfe, 0}}, {8, []byte{0xff, 0}},
+		{9, []byte{0xff, 0x80}}, {16, []byte{0xff, 0xff}},
+	} {
+		b := []byte{0xff, 0xff}
+		maskBytes(b, tc.bits)
+		if !bytes.Equal(b, tc.want) {
+			t.Errorf("mask /%d = %x, want %x", tc.bits, b, tc.want)
+		}
+	}
+}
+
+// TestIDKeys checks identity keys: tagged, capped, long ones digested so
+// that distinct identities keep distinct keys, and never equal to an
+// address key.
+func TestIDKeys(t *testing.T) {
+	k := mustKeyer(t, KeyConfig{MaxKeyBytes: 8})
+	if got := string(appendIDKey(k, nil, "client-1")); got != "iclient-1" {
+		t.Errorf("short identity key %q", got)
+	}
+	a := appendIDKey(k, nil, "client-10")
+	b := appendIDKey(k, nil, []byte("client-11"))
+	if len(a) != 1+digestLen || a[0] != tagIDDigest || bytes.Equal(a, b) {
+		t.Errorf("long identity keys %x, %x", a, b)
+	}
+	if len(k.appendAddrKey(nil, netip.MustParseAddr("192.0.2.1"))) > k.maxKeyLen() || len(a) > k.maxKeyLen() {
+		t.Error("a key is longer than maxKeyLen")
+	}
+	huge := strings.Repeat("x", 10000)
+	if got := appendIDKey(k, make([]byte, 0, 64), huge); len(got) != 1+digestLen {
+		t.Errorf("10 kB identity key has %d bytes", len(got))
+	}
+}
+
+// TestForwardedClient checks the right-most untrusted rule of C10.
+func TestForwardedClient(t *testing.T) {
+	k := mustKeyer(t, KeyConfig{TrustedProxies: []string{"10.0.0.0/8", "2001:db8:ffff::/48", "::ffff:172.16.0.1"}})
+	peer := netip.MustParseAddr("10.0.0.1")
+	for _, tc := range []struct {
+		xff    []string
+		realIP string
+		want   string
+	}{
+		{nil, "", "10.0.0.1"},
+		{[]string{"203.0.113.1"}, "", "203.0.113.1"},
+		{[]string{"198.51.100.1, 203.0.113.1"}, "", "203.0.113.1"},
+		{[]string{"203.0.113.1, 10.2.3.4"}, "", "203.0.113.1"},
+		{[]string{"spoof, 203.0.113.1, 10.2.3.4"}, "", "203.0.113.1"},
+		{[]string{"203.0.113.1, garbage, 10.2.3.4"}, "", "10.2.3.4"},
+		{[]string{"10.9.9.9, 10.2.3.4"}, "", "10.9.9.9"},
+		{[]string{"198.51.100.1", "203.0.113.1, 10.2.3.4"}, "", "203.0.113.1"},
+		{[]string{"198.51.100.1", "10.2.3.4"}, "", "198.51.100.1"},
+		{[]string{"2001:db8::1, 2001:db8:ffff::2"}, "", "2001:db8::1"},
+		{[]string{"[2001:db8::1]:443 , 172.16.0.1"}, "", "2001:db8::1"},
+		{[]string{"::ffff:203.0.113.5"}, "", "203.0.113.5"},
+		{[]string{" , "}, "203.0.113.7", "203.0.113.7"},
+		{nil, "203.0.113.7", "203.0.113.7"},
+		{nil, "not an address", "10.0.0.1"},
+		{[]string{"203.0.113.1"}, "198.51.100.1", "203.0.113.1"},
+		{[]string{"203.0.113.1," + strings.Repeat("10.0.0.5,", MaxForwardedHops) + "10.0.0.6"}, "", "10.0.0.5"},
+	} {
+		got := forwardedClient(k, peer, tc.xff, tc.realIP)
+		var bs [][]byte
+		for _, l := range tc.xff {
+			bs = append(bs, []byte(l))
+		}
+		gotB := forwardedClient(k, peer, bs, []byte(tc.realIP))
+		if got.String() != tc.want || gotB != got {
+			t.Errorf("xff %q real %q: %v (bytes %v), want %s", tc.xff, tc.realIP, got, gotB, tc.want)
+		}
+	}
+	if !k.trusts(netip.MustParseAddr("::ffff:10.1.1.1")) || !k.trusts(netip.MustParseAddr("172.16.0.1")) || k.trusts(netip.MustParseAddr("172.16.0.2")) {
+		t.Error("trusts: IPv4-mapped handling wrong")
+	}
+}
+
+func TestKeyConfigErrors(t *testing.T) {
+	for _, kc := range []KeyConfig{
+		{MaxKeyBytes: -1}, {MaxKeyBytes: MaxKeyBytesLimit + 1}, {IPv4Prefix: 33}, {IPv4Prefix: -1},
+		{IPv6Prefix: 129}, {TrustedProxies: []string{"10.0.0.0/33"}}, {TrustedProxies: []string{"nope"}},
+		{Header: "X Client"}, {EmptyKey: 9}, {TrustedProxies: []string{"::ffff:0:0/80"}},
+	} {
+		if _, err := newKeyer(kc, false); err == nil {
+			t.Errorf("newKeyer(%+v) accepted", kc)
+		}
+	}
+	if _, err := newKeyer(KeyConfig{Header: "X-Api-Key"}, true); err == nil {
+		t.Error("a key header and a key function both accepted")
+	}
+	k := mustKeyer(t, KeyConfig{Header: "x-api-key"})
+	if k.header != "X-Api-Key" {
+		t.Errorf("header not canonical: %q", k.header)
+	}
+}

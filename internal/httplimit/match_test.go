@@ -1,0 +1,96 @@
+package httplimit
+
+import (
+	"net/netip"
+	"testing"
+)
+
+func newTestEngine(t *testing.T, o Options) *Engine {
+	t.Helper()
+	e, err := NewEngine(o, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+func mustParse(t *testing.T, js string) *Rules {
+	t.Helper()
+	r, err := ParseRules([]byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestMatch checks rule precedence: exact path over prefix, longer prefix
+// over shorter, method-specific over any-method, tiers by identity then by
+// network, and tier clients falling back to the default rules.
+func TestMatch(t *testing.T) {
+	e := newTestEngine(t, Options{Rules: mustParse(t, `{
+		"rules": [
+			{"name": "all", "limit": 1, "window": "1m"},
+			{"name": "api", "prefix": "/api", "limit": 1, "window": "1m"},
+			{"name": "api-v2", "prefix": "/api/v2/", "limit": 1, "window": "1m"},
+			{"name": "api-post", "prefix": "/api", "methods": ["POST"], "limit": 1, "window": "1m"},
+			{"name": "login", "path": "/api/login", "limit": 1, "window": "1m"},
+			{"name": "login-post", "path": "/api/login", "methods": ["post", "PUT"], "limit": 1, "window": "1m"}
+		],
+		"tiers": [
+			{"name": "gold", "clients": ["g"], "networks": ["10.0.0.0/8", "2001:db8::/32"], "rules": [
+				{"name": "gold-api", "prefix": "/api", "limit": 1, "window": "1m"}
+			]}
+		]}`)})
+	set := e.set.Load()
+	none := netip.Addr{}
+	for _, tc := range []struct {
+		id, client, method, path, want string
+	}{
+		{"", "", "GET", "/", "all"},
+		{"", "", "GET", "/x/y", "all"},
+		{"", "", "GET", "/api", "api"},
+		{"", "", "GET", "/api/", "api"},
+		{"", "", "GET", "/apix", "all"},
+		{"", "", "GET", "/api/v2", "api"},
+		{"", "", "GET", "/api/v2/", "api-v2"},
+		{"", "", "GET", "/api/v2/x", "api-v2"},
+		{"", "", "POST", "/api/x", "api-post"},
+		{"", "", "POST", "/api/v2/x", "api-v2"},
+		{"", "", "GET", "/api/login", "login"},
+		{"", "", "POST", "/api/login", "login-post"},
+		{"", "", "PUT", "/api/login", "login-post"},
+		{"", "", "post", "/api/login", "login"},
+		{"", "", "GET", "/api/login/x", "api"},
+		{"g", "", "GET", "/api/login", "gold-api"},
+		{"g", "", "GET", "/other", "all"},
+		{"h", "", "GET", "/api", "api"},
+		{"", "10.1.2.3", "GET", "/api", "gold-api"},
+		{"", "::ffff:10.1.2.3", "GET", "/api", "gold-api"},
+		{"", "2001:db8::7", "GET", "/api/v2/x", "gold-api"},
+		{"", "192.0.2.1", "GET", "/api", "api"},
+		{"h", "10.1.2.3", "GET", "/api", "gold-api"},
+	} {
+		client := none
+		if tc.client != "" {
+			client = netip.MustParseAddr(tc.client)
+		}
+		r := match(set, tc.id, client, tc.method, tc.path)
+		rb := match(set, []byte(tc.id), client, []byte(tc.method), []byte(tc.path))
+		got := "<none>"
+		if r != nil {
+			got = r.name
+		}
+		if got != tc.want || r != rb {
+			t.Errorf("match(id %q, %s, %s %s) = %s, want %s", tc.id, tc.client, tc.method, tc.path, got, tc.want)
+		}
+	}
+
+	e2 := newTestEngine(t, Options{Rules: mustParse(t, `{"rules": [{"name": "foo", "path": "/foo", "limit": 1, "window": "1m"}]}`)})
+	if r := match(e2.set.Load(), "", none, "GET", "/bar"); r != nil {
+		t.Errorf("/bar matched %s without a rule", r.name)
+	}
+	if r := match(e2.set.Load(), "", none, "GET", "/foo/"); r != nil {
+		t.Errorf("/foo/ matched the exact rule /foo")
+	}
+}

@@ -1,0 +1,355 @@
+package mwtest
+
+import (
+	"cmp"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/internal/httplimit"
+)
+
+// deniedLog records OnDenied decisions.
+type deniedLog struct {
+	mu sync.Mutex
+	ds []httplimit.Decision
+}
+
+func (l *deniedLog) add(d httplimit.Decision) {
+	l.mu.Lock()
+	l.ds = append(l.ds, d)
+	l.mu.Unlock()
+}
+
+func (l *deniedLog) last(t *testing.T) httplimit.Decision {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.ds) == 0 {
+		t.Fatal("OnDenied was not called")
+	}
+	return l.ds[len(l.ds)-1]
+}
+
+func (l *deniedLog) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.ds)
+}
+
+// SeedRules runs the demo's seed rules (the JSON file at path): client-1
+// may call /foo 10 times a minute (fixed window) and /bar 5 times (sliding
+// log), client-2 20 and 10, anyone else 5 and 2; routes without a rule are
+// not limited. Every Retry-After equals the core's exact retry-after
+// rounded up.
+func SeedRules(t *testing.T, h Harness, path string) {
+	rules, err := httplimit.LoadRules(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := NewClock()
+	var denied deniedLog
+	tg := h.Start(t, Setup{Options: httplimit.Options{
+		Rules:    rules,
+		Keys:     httplimit.KeyConfig{Header: "X-Client-ID"},
+		Headers:  httplimit.HeaderXRateLimit | httplimit.HeaderIETF | httplimit.HeaderVerbose | httplimit.HeaderRetryAfter,
+		Clock:    clock,
+		OnDenied: denied.add,
+	}})
+	c := NewClient(t, tg.URL, 2)
+	clock.At(Sec(15.3))
+	for _, tc := range []struct {
+		client    string // X-Client-ID; "" sends none (keyed by address)
+		route     string
+		limit     int
+		algorithm string
+		ra        string // Retry-After of the first denial
+	}{
+		{"client-1", "/foo", 10, "fixed_window", "45"},
+		{"client-1", "/bar", 5, "sliding_log", "60"},
+		{"client-2", "/foo", 20, "fixed_window", "45"},
+		{"client-2", "/bar", 10, "sliding_log", "60"},
+		{"client-3", "/foo", 5, "fixed_window", "45"},
+		{"client-3", "/bar", 2, "sliding_log", "60"},
+		{"", "/foo", 5, "fixed_window", "45"},
+		{"", "/bar", 2, "sliding_log", "60"},
+	} {
+		var hdr []string
+		if tc.client != "" {
+			hdr = []string{"X-Client-ID", tc.client}
+		}
+		name := fmt.Sprintf("%s %s", cmp.Or(tc.client, "(no id)"), tc.route)
+		for i := range tc.limit {
+			Check(t, fmt.Sprintf("%s #%d", name, i+1), c.Get(tc.route, hdr...), 200, H{
+				XLimit: strconv.Itoa(tc.limit), XRemaining: strconv.Itoa(tc.limit - 1 - i),
+				XStrategy: tc.algorithm, XWindowMs: "60000", RetryAfter: Absent,
+			})
+		}
+		r := c.Get(tc.route, hdr...)
+		Check(t, name+" over the limit", r, 429, H{XLimit: strconv.Itoa(tc.limit), XRemaining: "0", RetryAfter: tc.ra})
+		d := denied.last(t)
+		if want, _ := httplimit.RetryAfterSeconds(d.Result.RetryAfter); r.Header.Get(RetryAfter) != strconv.FormatInt(want, 10) {
+			t.Errorf("%s: Retry-After %q, core's retry-after %v", name, r.Header.Get(RetryAfter), d.Result.RetryAfter)
+		}
+		if !strings.Contains(r.Body, "Too Many Requests") {
+			t.Errorf("%s: 429 body %q", name, r.Body)
+		}
+	}
+	r := c.Get("/healthz", "X-Client-ID", "client-1")
+	Check(t, "/healthz (no rule)", r, 200, H{XLimit: Absent, XRemaining: Absent, XReset: Absent, RLPolicy: Absent, RL: Absent})
+}
+
+// SpoofedForwardedFor checks that X-Forwarded-For and X-Real-IP from an
+// untrusted peer (no trusted proxies configured) are ignored: every request
+// is keyed by the loopback peer.
+func SpoofedForwardedFor(t *testing.T, h Harness) {
+	tg := h.Start(t, Setup{Options: httplimit.Options{Rules: OneRule(t, "fixed_window", 3, "1m", 0, ""), Clock: NewClock()}})
+	c := NewClient(t, tg.URL, 1)
+	expectStep(t, "XFF 192.0.2.1", c.Get("/", "X-Forwarded-For", "192.0.2.1"), A(2))
+	expectStep(t, "XFF 192.0.2.2, 192.0.2.3", c.Get("/", "X-Forwarded-For", "192.0.2.2, 192.0.2.3"), A(1))
+	expectStep(t, "X-Real-IP 192.0.2.4", c.Get("/", "X-Real-IP", "192.0.2.4"), A(0))
+	expectStep(t, "XFF 198.51.100.1", c.Get("/", "X-Forwarded-For", "198.51.100.1"), D(60))
+}
+
+// TrustedChain checks the right-most untrusted rule behind trusted proxies
+// (loopback and 10.0.0.0/8): spoofed entries left of the real client do not
+// change its key; X-Real-IP is used without X-Forwarded-For.
+func TrustedChain(t *testing.T, h Harness) {
+	tg := h.Start(t, Setup{Options: httplimit.Options{
+		Rules: OneRule(t, "fixed_window", 4, "1m", 0, ""),
+		Keys:  httplimit.KeyConfig{TrustedProxies: append([]string{"10.0.0.0/8"}, Loopback...)},
+		Clock: NewClock(),
+	}})
+	c := NewClient(t, tg.URL, 1)
+	expectStep(t, "via 10.0.0.2", c.Get("/", "X-Forwarded-For", "203.0.113.9, 10.0.0.2"), A(3))
+	expectStep(t, "spoofed left entry", c.Get("/", "X-Forwarded-For", "192.0.2.77, 203.0.113.9, 10.0.0.2"), A(2))
+	expectStep(t, "two header lines", c.Get("/", "X-Forwarded-For", "192.0.2.78", "X-Forwarded-For", "203.0.113.9:4711, 10.1.2.3"), A(1))
+	expectStep(t, "X-Real-IP", c.Get("/", "X-Real-IP", "203.0.113.9"), A(0))
+	expectStep(t, "denied", c.Get("/", "X-Forwarded-For", "203.0.113.9"), D(60))
+	expectStep(t, "another client", c.Get("/", "X-Forwarded-For", "203.0.113.10, 10.0.0.2"), A(3))
+	expectStep(t, "all hops trusted: the left-most", c.Get("/", "X-Forwarded-For", "10.9.9.9, 10.0.0.2"), A(3))
+}
+
+// ReloadKeepsCounters checks Reload over the network: rules that keep their
+// name, algorithm and window keep every client's count (a changed limit
+// applies at once), a rule whose algorithm changed starts fresh, a new rule
+// applies, a removed one stops limiting, and an invalid rule set is refused
+// and changes nothing.
+func ReloadKeepsCounters(t *testing.T, h Harness) {
+	clock := NewClock()
+	tg := h.Start(t, Setup{Options: httplimit.Options{
+		Rules: MustRules(t, `{"rules": [
+			{"name": "a", "path": "/a", "algorithm": "fixed_window", "limit": 5, "window": "1m"},
+			{"name": "b", "path": "/b", "algorithm": "sliding_log", "limit": 3, "window": "1m"},
+			{"name": "c", "path": "/c", "algorithm": "fixed_window", "limit": 2, "window": "1m"},
+			{"name": "gone", "path": "/gone", "limit": 1, "window": "1m"}
+		]}`),
+		Clock: clock,
+	}})
+	c := NewClient(t, tg.URL, 1)
+	for i := range 3 {
+		expectStep(t, fmt.Sprintf("a #%d", i+1), c.Get("/a"), A(4-i))
+	}
+	for i := range 2 {
+		expectStep(t, fmt.Sprintf("b #%d", i+1), c.Get("/b"), A(2-i))
+	}
+	expectStep(t, "c #1", c.Get("/c"), A(1))
+	expectStep(t, "gone #1", c.Get("/gone"), A(0))
+	expectStep(t, "gone #2", c.Get("/gone"), D(60))
+
+	bad := &httplimit.Rules{Rules: []httplimit.Rule{{Name: "a", Path: "/a", Limit: -1, Window: time.Minute}}}
+	if err := tg.Reload(bad); err == nil {
+		t.Fatal("Reload accepted a negative limit")
+	}
+	expectStep(t, "a after a refused reload", c.Get("/a"), A(1))
+
+	clock.At(Sec(10))
+	err := tg.Reload(MustRules(t, `{"rules": [
+		{"name": "a", "path": "/a", "algorithm": "fixed_window", "limit": 10, "window": "1m"},
+		{"name": "b", "path": "/b", "algorithm": "sliding_log", "limit": 3, "window": "1m"},
+		{"name": "c", "path": "/c", "algorithm": "sliding_log", "limit": 2, "window": "1m"},
+		{"name": "d", "path": "/d", "algorithm": "gcra", "limit": 1, "window": "1m"}
+	]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	Check(t, "a keeps 4 used of a raised limit", c.Get("/a"), 200, H{XLimit: "10", XRemaining: "5"})
+	expectStep(t, "b keeps 2 used", c.Get("/b"), A(0))
+	expectStep(t, "b is full", c.Get("/b"), D(50))
+	expectStep(t, "c changed algorithm: fresh", c.Get("/c"), A(1))
+	expectStep(t, "d is new", c.Get("/d"), A(0))
+	Check(t, "gone is not limited", c.Get("/gone"), 200, H{XLimit: Absent})
+	if st := tg.Stats(); st.Rules != 4 {
+		t.Errorf("Stats.Rules = %d, want 4", st.Rules)
+	}
+}
+
+// DryRun checks shadow mode: nothing is refused, the fields are written
+// (without Retry-After), and would-be denials are counted and reported.
+func DryRun(t *testing.T, h Harness) {
+	var denied deniedLog
+	tg := h.Start(t, Setup{Options: httplimit.Options{
+		Rules: OneRule(t, "fixed_window", 2, "1m", 0, ""), DryRun: true, OnDenied: denied.add, Clock: NewClock(),
+	}})
+	c := NewClient(t, tg.URL, 1)
+	for i, rem := range []string{"1", "0", "0", "0"} {
+		Check(t, fmt.Sprintf("#%d", i+1), c.Get("/"), 200, H{XLimit: "2", XRemaining: rem, RetryAfter: Absent})
+	}
+	if st := tg.Stats(); st.WouldDeny != 2 || st.Allowed != 2 || st.Denied != 2 {
+		t.Errorf("Stats %+v, want 2 allowed, 2 denied, 2 would-deny", st)
+	}
+	if denied.len() != 2 || !denied.last(t).DryRun {
+		t.Errorf("OnDenied saw %d decisions (last DryRun %v), want 2 dry-run ones", denied.len(), denied.last(t).DryRun)
+	}
+}
+
+// Hooks checks the skip function, the custom denied handler and the
+// per-method rules.
+func Hooks(t *testing.T, h Harness) {
+	tg := h.Start(t, Setup{SkipPath: "/skip", CustomDenied: true, Options: httplimit.Options{
+		Rules: MustRules(t, `{"rules": [
+			{"name": "post-x", "path": "/x", "methods": ["post"], "limit": 1, "window": "1m"},
+			{"name": "x", "path": "/x", "limit": 3, "window": "1m"},
+			{"name": "all", "limit": 1, "window": "1m"}
+		]}`),
+		Clock: NewClock(),
+	}})
+	c := NewClient(t, tg.URL, 1)
+	for i := range 3 {
+		Check(t, fmt.Sprintf("skip #%d", i+1), c.Get("/skip"), 200, H{XLimit: Absent})
+	}
+	expectStep(t, "catch-all #1", c.Get("/other"), A(0))
+	r := c.Get("/other")
+	Check(t, "custom denied", r, 429, H{"X-Denied-By": "custom", RetryAfter: "60", XRemaining: "0"})
+	if r.Body != "custom denied\n" {
+		t.Errorf("custom denied body %q", r.Body)
+	}
+	post, err := c.Do("POST", "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	Check(t, "POST /x", post, 200, H{XLimit: "1", XRemaining: "0"})
+	Check(t, "GET /x", c.Get("/x"), 200, H{XLimit: "3", XRemaining: "2"})
+}
+
+// EmptyKeys checks the empty-identity policies with an identity header and
+// with a key function, and that long identities keep distinct budgets.
+func EmptyKeys(t *testing.T, h Harness) {
+	for _, kf := range []bool{false, true} {
+		setup := func(p httplimit.EmptyKeyPolicy) Setup {
+			s := Setup{Options: httplimit.Options{
+				Rules: OneRule(t, "fixed_window", 2, "1m", 0, ""),
+				Keys:  httplimit.KeyConfig{EmptyKey: p, TrustedProxies: Loopback, MaxKeyBytes: 16},
+				Clock: NewClock(),
+			}}
+			if kf {
+				s.KeyFuncHeader = "X-Api-Key"
+			} else {
+				s.Options.Keys.Header = "X-Api-Key"
+			}
+			return s
+		}
+		t.Run(fmt.Sprintf("keyfunc=%v", kf), func(t *testing.T) {
+			tg := h.Start(t, setup(httplimit.EmptyKeyUseIP))
+			c := NewClient(t, tg.URL, 1)
+			expectStep(t, "use-ip peer 1", c.Get("/", XFF("192.0.2.1")...), A(1))
+			expectStep(t, "use-ip peer 2", c.Get("/", XFF("192.0.2.2")...), A(1))
+			long := strings.Repeat("k", 40)
+			expectStep(t, "long key 1", c.Get("/", "X-Api-Key", long+"1"), A(1))
+			expectStep(t, "long key 2", c.Get("/", "X-Api-Key", long+"2"), A(1))
+			expectStep(t, "long key 1 again", c.Get("/", "X-Api-Key", long+"1"), A(0))
+
+			tg = h.Start(t, setup(httplimit.EmptyKeyShared))
+			c = NewClient(t, tg.URL, 1)
+			expectStep(t, "shared peer 1", c.Get("/", XFF("192.0.2.1")...), A(1))
+			expectStep(t, "shared peer 2", c.Get("/", XFF("192.0.2.2")...), A(0))
+			expectStep(t, "with a key", c.Get("/", "X-Api-Key", "k1"), A(1))
+
+			tg = h.Start(t, setup(httplimit.EmptyKeyReject))
+			c = NewClient(t, tg.URL, 1)
+			r := c.Get("/")
+			Check(t, "reject", r, 400, H{XLimit: Absent})
+			if r.Body != httplimit.BodyNoIdentity {
+				t.Errorf("reject body %q", r.Body)
+			}
+			expectStep(t, "with a key", c.Get("/", "X-Api-Key", "k1"), A(1))
+			if st := tg.Stats(); st.NoIdentity != 1 {
+				t.Errorf("Stats.NoIdentity = %d", st.NoIdentity)
+			}
+		})
+	}
+}
+
+// Failures checks Result.Err handling: a full table under RejectNewKeys
+// answers 503 (FailClosed) or passes without fields (FailOpen), and a
+// closed middleware answers per its policy.
+func Failures(t *testing.T, h Harness) {
+	for _, p := range []httplimit.ErrorPolicy{httplimit.FailClosed, httplimit.FailOpen} {
+		t.Run(fmt.Sprintf("policy=%d", p), func(t *testing.T) {
+			tg := h.Start(t, Setup{Options: httplimit.Options{
+				Rules:   OneRule(t, "fixed_window", 2, "1m", 0, ""),
+				Keys:    httplimit.KeyConfig{TrustedProxies: Loopback},
+				Limiter: shardlimit.Config{Shards: 1, MaxKeys: 1, WhenFull: shardlimit.RejectNewKeys},
+				OnError: p,
+				Clock:   NewClock(),
+			}})
+			c := NewClient(t, tg.URL, 1)
+			expectStep(t, "first client", c.Get("/", XFF("192.0.2.1")...), A(1))
+			r := c.Get("/", XFF("192.0.2.2")...)
+			if p == httplimit.FailClosed {
+				Check(t, "table full", r, 503, H{XLimit: Absent, RetryAfter: Absent})
+				if r.Body != httplimit.BodyUnavailable {
+					t.Errorf("503 body %q", r.Body)
+				}
+			} else {
+				Check(t, "table full", r, 200, H{XLimit: Absent})
+			}
+			if st := tg.Stats(); st.Errors != 1 {
+				t.Errorf("Stats.Errors = %d, want 1", st.Errors)
+			}
+			if err := tg.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := tg.Close(); err != nil {
+				t.Fatalf("second Close: %v", err)
+			}
+			want := 503
+			if p == httplimit.FailOpen {
+				want = 200
+			}
+			Check(t, "after Close", c.Get("/", XFF("192.0.2.1")...), want, H{XLimit: Absent})
+			if err := tg.Reload(OneRule(t, "fixed_window", 2, "1m", 0, "")); err == nil {
+				t.Error("Reload after Close succeeded")
+			}
+		})
+	}
+}
+
+// HeaderSets checks HeaderNone, the verbose pair and IETF policy names.
+func HeaderSets(t *testing.T, h Harness) {
+	t.Run("none", func(t *testing.T) {
+		tg := h.Start(t, Setup{Options: httplimit.Options{Rules: OneRule(t, "fixed_window", 1, "1m", 0, ""), Headers: httplimit.HeaderNone, Clock: NewClock()}})
+		c := NewClient(t, tg.URL, 1)
+		none := H{XLimit: Absent, XRemaining: Absent, XReset: Absent, RL: Absent, RLPolicy: Absent, RetryAfter: Absent, XStrategy: Absent}
+		Check(t, "200", c.Get("/"), 200, none)
+		Check(t, "429", c.Get("/"), 429, none)
+	})
+	t.Run("ietf+verbose", func(t *testing.T) {
+		tg := h.Start(t, Setup{Options: httplimit.Options{
+			Rules: MustRules(t, `{"rules": [
+				{"name": "a", "path": "/a", "algorithm": "gcra", "limit": 10, "window": "90s", "policy": "per-\"a\""},
+				{"name": "b", "path": "/b", "algorithm": "sliding_counter", "limit": 4, "window": "1500ms", "buckets": 3}
+			]}`),
+			Headers:    httplimit.HeaderIETF | httplimit.HeaderVerbose,
+			PolicyName: "api",
+			Clock:      NewClock(),
+		}})
+		c := NewClient(t, tg.URL, 1)
+		Check(t, "/a", c.Get("/a"), 200, H{XLimit: Absent, RLPolicy: `"per-\"a\"";q=10;w=90`, XWindowMs: "90000", XStrategy: "gcra"})
+		Check(t, "/b", c.Get("/b"), 200, H{RLPolicy: `"api";q=4;w=2`, RL: `"api";r=3;t=2`, XWindowMs: "1500", XStrategy: "sliding_counter"})
+	})
+}

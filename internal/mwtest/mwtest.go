@@ -1,0 +1,303 @@
+// Package mwtest is the end-to-end test suite shared by the fasthttpmw and
+// httpmw middlewares: each package supplies a Harness that starts its real
+// server on an ephemeral loopback port, and runs the cases of
+// ../shared/cases/CASES.md (and the issue's acceptance tests) against it with
+// a real net/http client and an injected shardlimit.ManualClock.
+//
+// Clients other than the loopback peer are simulated with X-Forwarded-For
+// from a trusted loopback proxy (Loopback), since a test cannot connect from
+// 192.0.2.x; the untrusted case is tested separately.
+package mwtest
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/internal/httplimit"
+)
+
+// T0 is the cases' origin (CASES.md C1): a Unix instant that is a multiple of
+// every window used.
+var T0 = time.Unix(1_734_480_000, 0)
+
+// Loopback are the trusted proxy networks that let a test client speak for
+// any client address through X-Forwarded-For.
+var Loopback = []string{"127.0.0.1/32", "::1/128"}
+
+// Setup describes the middleware a case needs.
+type Setup struct {
+	// Options are the shared options (rules, keys, headers, clock...).
+	Options httplimit.Options
+	// IPv6 asks for a listener on [::1] (the harness falls back to
+	// 127.0.0.1 and logs it if IPv6 is unavailable).
+	IPv6 bool
+	// CostHeader makes the request cost the integer in header X-Cost (1 if
+	// absent).
+	CostHeader bool
+	// KeyFuncHeader, if set, installs a key function returning that
+	// header's value.
+	KeyFuncHeader string
+	// SkipPath, if set, installs a skip function for that exact path.
+	SkipPath string
+	// CustomDenied installs a denied handler answering 429 with header
+	// X-Denied-By: custom and body "custom denied\n".
+	CustomDenied bool
+}
+
+// Target is a running server.
+type Target struct {
+	// URL is the server's base URL, e.g. "http://127.0.0.1:41234".
+	URL string
+	// Reload, Stats and Close call the middleware's methods.
+	Reload func(*httplimit.Rules) error
+	// Stats returns the middleware's counters.
+	Stats func() httplimit.Stats
+	// Close closes the middleware (not the server).
+	Close func() error
+	// IPv6 reports whether the server listens on [::1].
+	IPv6 bool
+}
+
+// Harness starts one middleware's real server.
+type Harness struct {
+	// Start starts a server for s, registering its shutdown with
+	// t.Cleanup. The application handler answers 200 "ok\n".
+	Start func(t *testing.T, s Setup) *Target
+}
+
+// Listen returns a loopback listener on an ephemeral port: [::1] if ipv6
+// and available, else 127.0.0.1.
+func Listen(t *testing.T, ipv6 bool) (net.Listener, bool) {
+	t.Helper()
+	if ipv6 {
+		ln, err := net.Listen("tcp6", "[::1]:0")
+		if err == nil {
+			return ln, true
+		}
+		t.Logf("IPv6 loopback unavailable (%v); using 127.0.0.1", err)
+	}
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln, false
+}
+
+// Resp is one response.
+type Resp struct {
+	Status int         // status code
+	Header http.Header // response header
+	Body   string      // response body
+}
+
+// Client is a real HTTP client for one target, closed at the end of the
+// test.
+type Client struct {
+	t    *testing.T
+	base string
+	hc   *http.Client
+}
+
+// NewClient returns a client of base with up to conns connections.
+func NewClient(t *testing.T, base string, conns int) *Client {
+	tr := &http.Transport{
+		MaxIdleConns:        conns,
+		MaxIdleConnsPerHost: conns,
+		MaxConnsPerHost:     conns,
+		DisableCompression:  true,
+		IdleConnTimeout:     time.Minute,
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &Client{t: t, base: base, hc: &http.Client{Transport: tr, Timeout: 10 * time.Second}}
+}
+
+// Get sends GET path with header name/value pairs hdr and returns the
+// response; it fails the test on a transport error.
+func (c *Client) Get(path string, hdr ...string) Resp {
+	c.t.Helper()
+	r, err := c.Do("GET", path, hdr...)
+	if err != nil {
+		c.t.Fatalf("GET %s: %v", path, err)
+	}
+	return r
+}
+
+// Do sends one request.
+func (c *Client) Do(method, path string, hdr ...string) (Resp, error) {
+	req, err := http.NewRequest(method, c.base+path, nil)
+	if err != nil {
+		return Resp{}, err
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Add(hdr[i], hdr[i+1])
+	}
+	res, err := c.hc.Do(req)
+	if err != nil {
+		return Resp{}, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return Resp{}, err
+	}
+	return Resp{Status: res.StatusCode, Header: res.Header, Body: string(b)}, nil
+}
+
+// H lists expected header values; Absent requires a field to be missing.
+type H map[string]string
+
+// Absent is the H value of a field that must not be present.
+const Absent = "\x00absent"
+
+// Header names as the tests spell them (lookups are case-insensitive).
+const (
+	XLimit     = "X-RateLimit-Limit"
+	XRemaining = "X-RateLimit-Remaining"
+	XReset     = "X-RateLimit-Reset"
+	XWindowMs  = "X-RateLimit-Window-Ms"
+	XStrategy  = "X-RateLimit-Strategy"
+	RLPolicy   = "RateLimit-Policy"
+	RL         = "RateLimit"
+	RetryAfter = "Retry-After"
+)
+
+var (
+	delaySeconds = regexp.MustCompile(`^[1-9][0-9]*$`)
+	nonNegInt    = regexp.MustCompile(`^(0|[1-9][0-9]*)$`)
+	rateLimitSF  = regexp.MustCompile(`^"(?:[^"\\]|\\.)*";r=(0|[1-9][0-9]*);t=(0|[1-9][0-9]*)$`)
+	policySF     = regexp.MustCompile(`^"(?:[^"\\]|\\.)*";q=(0|[1-9][0-9]*);w=([1-9][0-9]*)$`)
+)
+
+// Check asserts r's status and headers, and the invariants every response
+// must keep (CASES.md C8, C9): integer fields, remaining within [0, limit],
+// Retry-After only on 429 and a positive integer.
+func Check(t *testing.T, step string, r Resp, status int, want H) {
+	t.Helper()
+	if r.Status != status {
+		t.Errorf("%s: status %d, want %d (body %q)", step, r.Status, status, r.Body)
+	}
+	for name, v := range want {
+		got, ok := r.Header[http.CanonicalHeaderKey(name)]
+		switch {
+		case v == Absent && ok:
+			t.Errorf("%s: %s = %q, want absent", step, name, got)
+		case v != Absent && !ok:
+			t.Errorf("%s: %s absent, want %q", step, name, v)
+		case v != Absent && (len(got) != 1 || got[0] != v):
+			t.Errorf("%s: %s = %q, want %q", step, name, got, v)
+		}
+	}
+	CheckInvariants(t, step, r)
+}
+
+// CheckInvariants asserts the format rules of every rate-limit field.
+func CheckInvariants(t *testing.T, step string, r Resp) {
+	t.Helper()
+	h := r.Header
+	for _, name := range []string{XLimit, XRemaining, XReset, XWindowMs} {
+		if v := h.Get(name); v != "" && !nonNegInt.MatchString(v) {
+			t.Errorf("%s: %s = %q, not a non-negative integer", step, name, v)
+		}
+	}
+	if l, rem := h.Get(XLimit), h.Get(XRemaining); l != "" && rem != "" {
+		li, _ := strconv.Atoi(l)
+		ri, _ := strconv.Atoi(rem)
+		if ri > li {
+			t.Errorf("%s: remaining %d above limit %d", step, ri, li)
+		}
+	}
+	if v := h.Get(RL); v != "" && !rateLimitSF.MatchString(v) {
+		t.Errorf("%s: RateLimit = %q, not a structured field", step, v)
+	}
+	if v := h.Get(RLPolicy); v != "" && !policySF.MatchString(v) {
+		t.Errorf("%s: RateLimit-Policy = %q, not a structured field", step, v)
+	}
+	ra, has := h[RetryAfter]
+	if has && r.Status != http.StatusTooManyRequests {
+		t.Errorf("%s: Retry-After %q on a %d", step, ra, r.Status)
+	}
+	if has && (len(ra) != 1 || !delaySeconds.MatchString(ra[0])) {
+		t.Errorf("%s: Retry-After %q is not RFC 9110 delay-seconds", step, ra)
+	}
+	if r.Status == http.StatusTooManyRequests && !strings.HasPrefix(h.Get("Content-Type"), "text/plain") && h.Get("X-Denied-By") == "" {
+		t.Errorf("%s: 429 Content-Type %q", step, h.Get("Content-Type"))
+	}
+}
+
+// Clock is a ManualClock set in offsets from T0.
+type Clock struct{ *shardlimit.ManualClock }
+
+// NewClock returns a clock reading T0.
+func NewClock() Clock { return Clock{shardlimit.NewManualClock(T0)} }
+
+// At sets the clock to T0 + d.
+func (c Clock) At(d time.Duration) { c.Set(T0.Add(d)) }
+
+// Sec returns s seconds.
+func Sec(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// MustRules parses rules JSON.
+func MustRules(t testing.TB, js string) *httplimit.Rules {
+	t.Helper()
+	r, err := httplimit.ParseRules([]byte(js))
+	if err != nil {
+		t.Fatalf("rules: %v", err)
+	}
+	return r
+}
+
+// OneRule returns rules with one catch-all rule "r" of the algorithm named
+// alg ("fixed_window", "sliding_log", "sliding_counter"), limit and window,
+// plus extra JSON members (e.g. `"overrides": [...]`).
+func OneRule(t *testing.T, alg string, limit int, window string, buckets int, extra string) *httplimit.Rules {
+	t.Helper()
+	b := ""
+	if buckets > 0 {
+		b = fmt.Sprintf(`, "buckets": %d`, buckets)
+	}
+	if extra != "" {
+		extra = ", " + extra
+	}
+	return MustRules(t, fmt.Sprintf(`{"rules": [{"name": "r", "algorithm": %q, "limit": %d, "window": %q%s}]%s}`,
+		alg, limit, window, b, extra))
+}
+
+// XFF returns the header pair that makes a request come from client ip
+// through the trusted loopback proxy.
+func XFF(ip string) []string { return []string{"X-Forwarded-For", ip} }
+
+// step is one expected decision: allowed with remaining Rem, or denied with
+// Retry-After RA (0: absent).
+type step struct {
+	allowed bool
+	rem     int
+	ra      int
+}
+
+// A is an allowed step with remaining rem.
+func A(rem int) step { return step{allowed: true, rem: rem} }
+
+// D is a denied step with Retry-After ra (0: absent) and remaining 0.
+func D(ra int) step { return step{ra: ra} }
+
+// expectStep checks r against s.
+func expectStep(t *testing.T, name string, r Resp, s step) {
+	t.Helper()
+	if s.allowed {
+		Check(t, name, r, 200, H{XRemaining: strconv.Itoa(s.rem), RetryAfter: Absent})
+		return
+	}
+	ra := Absent
+	if s.ra > 0 {
+		ra = strconv.Itoa(s.ra)
+	}
+	Check(t, name, r, 429, H{XRemaining: "0", RetryAfter: ra})
+}
