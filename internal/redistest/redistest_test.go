@@ -1,0 +1,160 @@
+package redistest
+
+import (
+	"bufio"
+	"errors"
+	"net"
+	"reflect"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestParseMonitorLine(t *testing.T) {
+	line := `+1700000000.123456 [0 127.0.0.1:5555] "EVALSHA" "ab\"c" "2" "p{a b}:1" "x\x00y\\z\n"`
+	got, ok := ParseMonitorLine(line)
+	want := []string{"EVALSHA", `ab"c`, "2", "p{a b}:1", "x\x00y\\z\n"}
+	if !ok || !reflect.DeepEqual(got, want) {
+		t.Fatalf("ParseMonitorLine = %q, %v; want %q", got, ok, want)
+	}
+	if _, ok := ParseMonitorLine("+OK"); ok {
+		t.Fatal("ParseMonitorLine(+OK) ok")
+	}
+}
+
+// TestFakeServer checks the handshake defaults and a custom reply.
+func TestFakeServer(t *testing.T) {
+	f := StartFake(t, func(args []string) []byte {
+		if args[0] == "GET" {
+			return []byte("*2\r\n:1\r\n$3\r\nabc\r\n")
+		}
+		return nil
+	})
+	if _, err := Do(f.Addr, "HELLO", "3"); err == nil {
+		t.Fatal("HELLO accepted, want an error reply")
+	}
+	v, err := Do(f.Addr, "GET", "k")
+	if err != nil || !reflect.DeepEqual(v, []any{int64(1), "abc"}) {
+		t.Fatalf("GET = %v, %v", v, err)
+	}
+}
+
+// TestProxyModes drives one connection through every mode of the proxy in
+// front of a fake server.
+func TestProxyModes(t *testing.T) {
+	f := StartFake(t, nil)
+	p := StartProxy(t, f.Addr)
+	c, err := net.DialTimeout("tcp", p.Addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	ping := func(timeout time.Duration) (time.Duration, error) {
+		start := time.Now()
+		_ = c.SetDeadline(start.Add(timeout))
+		if _, err := c.Write(AppendCommand(nil, "PING")); err != nil {
+			return 0, err
+		}
+		v, err := ReadReply(r)
+		if err == nil && v != "PONG" {
+			err = errors.New("not PONG")
+		}
+		return time.Since(start), err
+	}
+	if _, err := ping(time.Second); err != nil {
+		t.Fatalf("pass: %v", err)
+	}
+	p.SetDelay(100 * time.Millisecond)
+	if d, err := ping(2 * time.Second); err != nil || d < 200*time.Millisecond {
+		t.Fatalf("delay: %v after %v, want PONG after >= 200ms (both ways)", err, d)
+	}
+	p.SetMode(Blackhole)
+	if _, err := ping(150 * time.Millisecond); err == nil {
+		t.Fatal("blackhole: got a reply")
+	} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+		t.Fatalf("blackhole: %v, want a timeout", err)
+	}
+	p.SetMode(Drop)
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := r.ReadByte(); err == nil {
+		t.Fatal("drop: connection still open")
+	}
+	// New connections are closed at once while dropping, served again after.
+	c2, err := net.DialTimeout("tcp", p.Addr, time.Second)
+	if err == nil {
+		_ = c2.SetDeadline(time.Now().Add(time.Second))
+		if _, err := bufio.NewReader(c2).ReadByte(); err == nil {
+			t.Fatal("drop: new connection served")
+		}
+		c2.Close()
+	}
+	p.SetMode(Pass)
+	if v, err := Do(p.Addr, "PING"); err != nil || v != "PONG" {
+		t.Fatalf("pass again: %v, %v", v, err)
+	}
+}
+
+// TestBlackholeWithoutUpstream: a blackhole accepts even when the target is
+// down.
+func TestBlackholeWithoutUpstream(t *testing.T) {
+	p := StartProxy(t, "127.0.0.1:1")
+	p.SetMode(Blackhole)
+	c, err := net.DialTimeout("tcp", p.Addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _ = c.Write(AppendCommand(nil, "PING"))
+	_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("blackhole answered")
+	} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+		t.Fatalf("blackhole: %v, want a timeout (connection kept open)", err)
+	}
+}
+
+// TestServerRestart starts a private server, writes a key, restarts it and
+// finds it empty.
+func TestServerRestart(t *testing.T) {
+	s := StartServer(t)
+	if _, err := Do(s.Addr, "SET", "k", "1"); err != nil {
+		t.Fatal(err)
+	}
+	s.Stop()
+	if _, err := Do(s.Addr, "PING"); err == nil {
+		t.Fatal("stopped server answers")
+	}
+	s.Start()
+	if v, err := Do(s.Addr, "GET", "k"); err != nil || v != nil {
+		t.Fatalf("GET after restart = %v, %v; want nil (empty)", v, err)
+	}
+}
+
+func TestMonitor(t *testing.T) {
+	s := StartServer(t)
+	m := StartMonitor(t, s.Addr)
+	if _, err := Do(s.Addr, "SET", "a{b}", "x y"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) && len(m.Commands()) == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmds := m.Stop()
+	if len(cmds) != 1 || !reflect.DeepEqual(cmds[0], []string{"SET", "a{b}", "x y"}) {
+		t.Fatalf("monitor saw %q", cmds)
+	}
+}
+
+func TestRequireRedis(t *testing.T) {
+	addr := RequireRedis(t)
+	if v, err := Do(addr, "PING"); err != nil || v != "PONG" {
+		t.Fatalf("PING = %v, %v", v, err)
+	}
+}

@@ -1,0 +1,440 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/shardlimit/shardlimit"
+)
+
+// MaxSpan is the largest Item.Span: the largest bucket count of a sliding
+// window counter, so that one call can read all n+1 buckets that overlap a
+// window of shardlimit.MaxBuckets buckets.
+const MaxSpan = shardlimit.MaxBuckets
+
+// Item is one operation of a batch sent to a Backend: add Delta units to
+// the counter of window or bucket ID of limiter Key, keep it for TTL, and
+// read back its total (and, with Span, the totals of the Span counters
+// before it).
+type Item struct {
+	// Key is the limiter key: 1 to shardlimit.MaxKeyBytesLimit bytes.
+	Key string
+	// ID is the window or bucket id, usually floor(unix_nanos / length).
+	ID int64
+	// Delta is the number of units to add; 0 adds nothing and writes
+	// nothing (unless Floor heals the counter), so an Item with Delta 0 is a
+	// read.
+	Delta uint32
+	// Floor, if positive, raises the counter to at least Floor after Delta
+	// is added. The reconciler passes the units this node has contributed to
+	// the window in total, so a store that lost the counter (restarted
+	// empty, failed over before replicating) is healed from what this node
+	// already sent. In [0, 2^53).
+	Floor int64
+	// TTL is how long the counter is kept after this write, at least one
+	// millisecond (rounded up to whole milliseconds). Every write sets it:
+	// no counter is ever stored without an expiry.
+	TTL time.Duration
+	// Span is how many counters before ID (IDs ID-Span .. ID-1) to read
+	// back as well, in [0, MaxSpan]; a sliding window counter of n buckets
+	// reads n to see every bucket of its window. The reads and the write are
+	// one atomic step.
+	Span int
+}
+
+// Outcome says whether the store applied an Item.
+type Outcome uint8
+
+const (
+	// MaybeApplied (the zero value) means nothing is proven: the command was
+	// sent and its reply was lost (a timeout, a broken connection) or could
+	// not be decoded. Retrying may count Delta twice.
+	MaybeApplied Outcome = iota
+	// Applied means the store applied the Item; Total and Totals are valid.
+	Applied
+	// NotApplied means the Item provably changed nothing: it was invalid, it
+	// was never sent (the client reported a dial error, a closed client or
+	// an exhausted pool, or ctx was done before Add began), or the store
+	// answered with an error reply, which every script gives only before its
+	// first write. Retrying cannot count Delta twice. (go-redis dials in the
+	// background: a deadline that passes while it is still dialling is
+	// reported as the context's error, hence MaybeApplied.)
+	NotApplied
+)
+
+// String returns "maybe_applied", "applied" or "not_applied".
+func (o Outcome) String() string {
+	switch o {
+	case Applied:
+		return "applied"
+	case NotApplied:
+		return "not_applied"
+	}
+	return "maybe_applied"
+}
+
+// ItemResult is the result of one Item.
+type ItemResult struct {
+	// Outcome says whether the Item was applied.
+	Outcome Outcome
+	// Total is the counter of ID after the Item, summed over every node that
+	// wrote it; valid when Outcome is Applied.
+	Total int64
+	// Totals holds the totals of IDs ID-Span .. ID, oldest first (so its
+	// last element is Total); valid when Outcome is Applied. Add reuses the
+	// capacity of the slice it finds at the same index of out.
+	Totals []int64
+	// Err is nil when Outcome is Applied, else the reason: an error
+	// wrapping ErrInvalidItem or shardlimit.ErrInvalidKey, a go-redis error
+	// (a connection error, a context error, a Redis error reply such as
+	// CROSSSLOT or NOPERM), or an error wrapping ErrBadReply.
+	Err error
+}
+
+// Backend is the shared store the reconciler reaches. RedisBackend is the
+// implementation shipped; another store can be plugged in by implementing
+// these three methods. Implementations must be safe for concurrent use and
+// must never panic on what the store answers.
+type Backend interface {
+	// Add applies every item, each atomically (increment, floor and expiry
+	// in one step), and returns one ItemResult per item, in order, appended
+	// to out[:0]. Items are independent: one failing does not fail the
+	// others. Add returns when every item has a result or ctx is done.
+	Add(ctx context.Context, items []Item, out []ItemResult) []ItemResult
+	// Read returns the totals of the counters of key for IDs id-span .. id,
+	// oldest first, appended to dst[:0], reading them in one atomic step and
+	// writing nothing. span is in [0, MaxSpan].
+	Read(ctx context.Context, key string, id int64, span int, dst []int64) ([]int64, error)
+	// Time returns the store's clock, for estimating this node's offset to
+	// it.
+	Time(ctx context.Context) (time.Time, error)
+}
+
+// RedisClient is the part of redis.UniversalClient this package uses.
+// *redis.Client (single node or Sentinel failover), *redis.ClusterClient,
+// *redis.Ring and every redis.UniversalClient satisfy it.
+type RedisClient interface {
+	redis.Scripter
+	Pipeline() redis.Pipeliner
+	Ping(ctx context.Context) *redis.StatusCmd
+	Time(ctx context.Context) *redis.TimeCmd
+	Del(ctx context.Context, keys ...string) *redis.IntCmd
+}
+
+// RedisBackend is the Backend over go-redis v9: one EVALSHA of a Lua script
+// per item, all items of a batch in one pipeline. A Cluster client routes
+// each script to the master of its key's slot; every key one script touches
+// has the same hash tag, so no call spans two slots. RedisBackend is safe for
+// concurrent use and needs no Close (the client stays the caller's); each
+// call runs its Redis commands on a goroutine of its own that outlives the
+// call only when ctx ends first (see Add).
+type RedisBackend struct {
+	client RedisClient
+	prefix string
+}
+
+var _ Backend = (*RedisBackend)(nil)
+
+// NewRedisBackend returns a RedisBackend that writes keys under prefix (""
+// means DefaultPrefix) through client. It does no I/O. It returns an error
+// wrapping shardlimit.ErrInvalidConfig if client is nil or prefix contains a
+// brace or is longer than MaxPrefixBytes.
+func NewRedisBackend(client RedisClient, prefix string) (*RedisBackend, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: nil redis client", shardlimit.ErrInvalidConfig)
+	}
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if err := checkPrefix(prefix); err != nil {
+		return nil, err
+	}
+	return &RedisBackend{client: client, prefix: prefix}, nil
+}
+
+// CounterKey returns the Redis key holding the counter of window or bucket
+// id of limiter key: <prefix>{<key>}:<id>, or <prefix>#{<hex of key>}:<id>
+// for a key containing a brace.
+func (b *RedisBackend) CounterKey(key string, id int64) string {
+	return counterKey(tagged(b.prefix, key), id)
+}
+
+// checkItem validates an item before it is sent.
+func checkItem(it *Item) error {
+	switch {
+	case len(it.Key) == 0:
+		return fmt.Errorf("%w: empty key", shardlimit.ErrInvalidKey)
+	case len(it.Key) > shardlimit.MaxKeyBytesLimit:
+		return fmt.Errorf("%w: key of %d bytes is longer than %d", shardlimit.ErrInvalidKey, len(it.Key), shardlimit.MaxKeyBytesLimit)
+	case it.TTL < time.Millisecond:
+		return fmt.Errorf("%w: ttl %v is below 1ms", ErrInvalidItem, it.TTL)
+	case it.Span < 0 || it.Span > MaxSpan:
+		return fmt.Errorf("%w: span %d outside [0, %d]", ErrInvalidItem, it.Span, MaxSpan)
+	case it.Floor < 0 || it.Floor >= 1<<53:
+		return fmt.Errorf("%w: floor %d outside [0, 2^53)", ErrInvalidItem, it.Floor)
+	}
+	return nil
+}
+
+// scriptArgs returns the KEYS and ARGV of addScript for it.
+func (b *RedisBackend) scriptArgs(it *Item) ([]string, []any) {
+	tag := tagged(b.prefix, it.Key)
+	keys := make([]string, it.Span+1)
+	for i := range keys {
+		keys[i] = counterKey(tag, it.ID-int64(i))
+	}
+	ttl := (it.TTL + time.Millisecond - 1) / time.Millisecond
+	return keys, []any{it.Delta, int64(ttl), it.Floor}
+}
+
+// Add implements Backend. The items are sent as one pipeline of EVALSHA
+// calls; items answered NOSCRIPT (a store restarted or its script cache
+// flushed) are sent again with EVAL, which also loads the script. go-redis's
+// Script.Run cannot do this inside a pipeline, where a command's error is
+// only known after Exec.
+//
+// Add returns when ctx is done even if the client does not honour context
+// deadlines on its sockets (go-redis Options.ContextTimeoutEnabled is false
+// by default): the items still in flight are then MaybeApplied with ctx's
+// error, and the abandoned pipeline ends by the client's own ReadTimeout and
+// WriteTimeout. Set ContextTimeoutEnabled to true so that it ends at ctx's
+// deadline too.
+func (b *RedisBackend) Add(ctx context.Context, items []Item, out []ItemResult) []ItemResult {
+	out = sizeResults(out, len(items))
+	if err := ctx.Err(); err != nil {
+		for i := range out {
+			out[i].Outcome, out[i].Err = NotApplied, err
+		}
+		return out
+	}
+	var batch []pending
+	for i := range items {
+		if err := checkItem(&items[i]); err != nil {
+			out[i].Outcome, out[i].Err = NotApplied, err
+			continue
+		}
+		keys, args := b.scriptArgs(&items[i])
+		batch = append(batch, pending{idx: i, span: items[i].Span, keys: keys, args: args})
+	}
+	if len(batch) == 0 {
+		return out
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.exec(ctx, batch)
+	}()
+	select {
+	case <-done:
+		for i := range batch {
+			p := &batch[i]
+			r := &out[p.idx]
+			r.Outcome, r.Total, r.Err = p.res.Outcome, p.res.Total, p.res.Err
+			r.Totals = append(r.Totals[:0], p.res.Totals...)
+		}
+	case <-ctx.Done():
+		// exec still owns batch: mark the items sent (all of out but the
+		// invalid ones) without reading it.
+		for i := range out {
+			if out[i].Outcome != NotApplied {
+				out[i].Outcome, out[i].Err = MaybeApplied, ctx.Err()
+			}
+		}
+	}
+	return out
+}
+
+// pending is one item of a batch on its way to Redis. exec owns it once
+// started: Add never reads it again if it stops waiting.
+type pending struct {
+	idx  int // in items
+	span int
+	keys []string
+	args []any
+	res  ItemResult
+}
+
+// exec sends batch as one pipeline of EVALSHA and then the items answered
+// NOSCRIPT as one pipeline of EVAL, and fills each res.
+func (b *RedisBackend) exec(ctx context.Context, batch []pending) {
+	cmds := make([]*redis.Cmd, len(batch))
+	pipe := b.client.Pipeline()
+	for i := range batch {
+		cmds[i] = addScript.EvalSha(ctx, pipe, batch[i].keys, batch[i].args...)
+	}
+	_, _ = pipe.Exec(ctx) // errors are read per command below
+	refreshTopology(b.client, cmds)
+	var again []int
+	for i, cmd := range cmds {
+		if isNoScript(cmd.Err()) {
+			again = append(again, i)
+			continue
+		}
+		decodeAdd(cmd, batch[i].span, &batch[i].res)
+	}
+	if len(again) == 0 {
+		return
+	}
+	pipe = b.client.Pipeline()
+	for _, i := range again {
+		cmds[i] = addScript.Eval(ctx, pipe, batch[i].keys, batch[i].args...)
+	}
+	_, _ = pipe.Exec(ctx)
+	for _, i := range again {
+		decodeAdd(cmds[i], batch[i].span, &batch[i].res)
+	}
+}
+
+// sizeResults returns out[:n], reallocated if too small, with every
+// element reset but its Totals capacity.
+func sizeResults(out []ItemResult, n int) []ItemResult {
+	if cap(out) < n {
+		out = append(out[:cap(out)], make([]ItemResult, n-cap(out))...)
+	}
+	out = out[:n]
+	for i := range out {
+		out[i] = ItemResult{Totals: out[i].Totals[:0]}
+	}
+	return out
+}
+
+// decodeAdd fills r from the reply of addScript for an item of span.
+func decodeAdd(cmd *redis.Cmd, span int, r *ItemResult) {
+	v, err := cmd.Result()
+	if err != nil {
+		if errors.Is(err, redis.Nil) {
+			err = fmt.Errorf("%w: got nil, want an array", ErrBadReply)
+		}
+		r.Outcome, r.Err = classify(err), err
+		return
+	}
+	totals, err := decodeTotals(v, span+1, r.Totals[:0])
+	if err != nil {
+		r.Outcome, r.Err = MaybeApplied, err
+		return
+	}
+	r.Outcome, r.Totals, r.Total = Applied, totals, totals[len(totals)-1]
+}
+
+// decodeTotals checks that v is an array of n non-negative integers and
+// appends them to dst.
+func decodeTotals(v any, n int, dst []int64) ([]int64, error) {
+	arr, ok := v.([]any)
+	if !ok {
+		return dst, fmt.Errorf("%w: got %T, want an array", ErrBadReply, v)
+	}
+	if len(arr) != n {
+		return dst, fmt.Errorf("%w: got %d totals, want %d", ErrBadReply, len(arr), n)
+	}
+	for _, e := range arr {
+		x, ok := e.(int64)
+		if !ok || x < 0 {
+			return dst, fmt.Errorf("%w: total %v (%T) is not a non-negative integer", ErrBadReply, e, e)
+		}
+		dst = append(dst, x)
+	}
+	return dst, nil
+}
+
+// Read implements Backend with addScript and a delta of 0, which writes
+// nothing. Like Add, it returns when ctx is done whatever the client's
+// options.
+func (b *RedisBackend) Read(ctx context.Context, key string, id int64, span int, dst []int64) ([]int64, error) {
+	it := Item{Key: key, ID: id, TTL: time.Millisecond, Span: span}
+	if err := checkItem(&it); err != nil {
+		return dst[:0], err
+	}
+	keys, args := b.scriptArgs(&it)
+	v, err := call(ctx, func() (any, error) {
+		return addScript.Run(ctx, b.client, keys, args...).Result()
+	}, nil)
+	if errors.Is(err, redis.Nil) {
+		err = fmt.Errorf("%w: got nil, want an array", ErrBadReply)
+	}
+	if err != nil {
+		return dst[:0], err
+	}
+	return decodeTotals(v, span+1, dst[:0])
+}
+
+// Time implements Backend with the TIME command (in a Cluster, of any
+// node). It returns when ctx is done whatever the client's options.
+func (b *RedisBackend) Time(ctx context.Context) (time.Time, error) {
+	v, err := call(ctx, func() (any, error) { return b.client.Time(ctx).Result() }, nil)
+	if err != nil {
+		return time.Time{}, err
+	}
+	t, ok := v.(time.Time)
+	if !ok || t.IsZero() {
+		return time.Time{}, fmt.Errorf("%w: TIME gave %v", ErrBadReply, v)
+	}
+	return t, nil
+}
+
+// isNoScript reports whether err is Redis's NOSCRIPT reply to EVALSHA.
+func isNoScript(err error) bool {
+	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
+}
+
+// classify returns the Outcome that err proves for a command that failed
+// with it.
+func classify(err error) Outcome {
+	if errors.Is(err, ErrBadReply) {
+		return MaybeApplied
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		// The store answered: a Redis error reply is given only before a
+		// script's first write (see scripts.go), and a rejected command
+		// (CROSSSLOT, NOPERM, READONLY, CLUSTERDOWN, ...) never ran.
+		return NotApplied
+	}
+	if neverSent(err) {
+		return NotApplied
+	}
+	return MaybeApplied
+}
+
+// neverSent reports whether err proves that no byte of the command reached
+// the store: no connection could be made, or the client is closed.
+func neverSent(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	return errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrPoolExhausted)
+}
+
+// topologyReloader is implemented by *redis.ClusterClient.
+type topologyReloader interface {
+	ReloadState(ctx context.Context)
+}
+
+// refreshTopology asks a Cluster client to reload its slot map in the
+// background when a command failed with a transport error: a go-redis
+// pipeline does not do it itself, and without it every command for the
+// slots of a master that was failed over keeps going to the dead address.
+func refreshTopology(c RedisClient, cmds []*redis.Cmd) {
+	r, ok := c.(topologyReloader)
+	if !ok {
+		return
+	}
+	for _, cmd := range cmds {
+		if err := cmd.Err(); err != nil && transportError(err) {
+			r.ReloadState(context.Background())
+			return
+		}
+	}
+}
+
+// transportError reports whether err is a failure to talk to the store (as
+// opposed to an answer from it, such as an error reply or garbage).
+func transportError(err error) bool {
+	var rerr redis.Error
+	return !errors.As(err, &rerr) && !errors.Is(err, ErrBadReply) &&
+		!errors.Is(err, context.Canceled)
+}

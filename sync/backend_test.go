@@ -1,0 +1,473 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/internal/redistest"
+)
+
+func newBackend(t testing.TB, c RedisClient) *RedisBackend {
+	t.Helper()
+	b, err := NewRedisBackend(c, redistest.Prefix(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestKeyLayout: the hash tag holds exactly the limiter key, so all of one
+// key's counters share a slot whatever bytes the key has, and escaped keys
+// cannot collide with plain ones.
+func TestKeyLayout(t *testing.T) {
+	b, err := NewRedisBackend(sharedClientless{}, "rl:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.CounterKey("user:42", 7); got != "rl:{user:42}:7" {
+		t.Fatalf("CounterKey = %q", got)
+	}
+	if got := b.CounterKey("}a{", -3); got != "rl:#{7d617b}:-3" {
+		t.Fatalf("CounterKey with braces = %q", got)
+	}
+	for _, key := range []string{"a", "user:1", "}x", "{x}", "x}", "a}b{c", "::", "ключ", "\x00\xff", strings.Repeat("k", 600)} {
+		s := keySlot(b.CounterKey(key, 0))
+		for _, id := range []int64{1, 99, -1, 1 << 40} {
+			if got := keySlot(b.CounterKey(key, id)); got != s {
+				t.Errorf("key %q: id %d in slot %d, id 0 in slot %d", key, id, got, s)
+			}
+		}
+		if strings.ContainsAny(key, "{}") {
+			continue
+		}
+		if want := int(crc16(key) % 16384); s != want {
+			t.Errorf("key %q in slot %d, want the key's own slot %d", key, s, want)
+		}
+	}
+	for _, p := range []string{"a{", "}", strings.Repeat("p", MaxPrefixBytes+1)} {
+		if _, err := NewRedisBackend(sharedClientless{}, p); !errors.Is(err, shardlimit.ErrInvalidConfig) {
+			t.Errorf("prefix %q: err %v, want ErrInvalidConfig", p, err)
+		}
+	}
+	if _, err := NewRedisBackend(nil, ""); !errors.Is(err, shardlimit.ErrInvalidConfig) {
+		t.Errorf("nil client: err %v", err)
+	}
+}
+
+// sharedClientless satisfies RedisClient for tests that send nothing.
+type sharedClientless struct{ RedisClient }
+
+// TestBackendAdd: totals accumulate over calls and nodes, each item is
+// independent, and every counter written has a TTL.
+func TestBackendAdd(t *testing.T) {
+	c := sharedClient(t)
+	b := newBackend(t, c)
+	ctx := ctxT(t, 10*time.Second)
+	items := []Item{
+		{Key: "a", ID: 100, Delta: 3, TTL: time.Minute},
+		{Key: "b", ID: 100, Delta: 1, TTL: 1500 * time.Microsecond}, // rounds up to 2ms
+		{Key: "a", ID: 101, Delta: 2, TTL: time.Minute},
+		{Key: "a", ID: 100, Delta: 4, TTL: 30 * time.Second},
+	}
+	var out []ItemResult
+	out = b.Add(ctx, items, out)
+	want := []int64{3, 1, 2, 7}
+	for i, r := range out {
+		if r.Outcome != Applied || r.Err != nil || r.Total != want[i] || !reflect.DeepEqual(r.Totals, []int64{want[i]}) {
+			t.Fatalf("item %d: %+v, want total %d", i, r, want[i])
+		}
+	}
+	// A second node adds to the same counters.
+	b2, _ := NewRedisBackend(c, b.prefix)
+	out = b2.Add(ctx, items[:1], out)
+	if out[0].Total != 10 || len(out) != 1 {
+		t.Fatalf("second node: %+v", out)
+	}
+	for _, k := range []string{b.CounterKey("a", 100), b.CounterKey("a", 101)} {
+		ttl, err := c.PTTL(ctx, k).Result()
+		if err != nil || ttl <= 0 || ttl > time.Minute {
+			t.Errorf("PTTL %s = %v, %v; want in (0, 1m]", k, ttl, err)
+		}
+	}
+	// "b" had a 2 ms TTL: gone soon.
+	deadline := time.Now().Add(2 * time.Second)
+	for c.Exists(ctx, b.CounterKey("b", 100)).Val() == 1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if c.Exists(ctx, b.CounterKey("b", 100)).Val() != 0 {
+		t.Error("counter with 2ms TTL still there after 2s")
+	}
+}
+
+// TestBackendSpan: one call returns the totals of buckets id-span..id,
+// oldest first; Read and Delta 0 write nothing.
+func TestBackendSpan(t *testing.T) {
+	c := sharedClient(t)
+	b := newBackend(t, c)
+	ctx := ctxT(t, 10*time.Second)
+	var items []Item
+	for id := int64(10); id <= 13; id++ {
+		items = append(items, Item{Key: "s", ID: id, Delta: uint32(id), TTL: time.Minute})
+	}
+	for _, r := range b.Add(ctx, items, nil) {
+		if r.Outcome != Applied {
+			t.Fatalf("setup: %+v", r)
+		}
+	}
+	out := b.Add(ctx, []Item{{Key: "s", ID: 14, Delta: 1, TTL: time.Minute, Span: 5}}, nil)
+	if want := []int64{0, 10, 11, 12, 13, 1}; out[0].Outcome != Applied || !reflect.DeepEqual(out[0].Totals, want) || out[0].Total != 1 {
+		t.Fatalf("span add: %+v, want totals %v", out[0], want)
+	}
+	got, err := b.Read(ctx, "s", 15, 3, nil)
+	if want := []int64{12, 13, 1, 0}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("Read = %v, %v; want %v", got, err, want)
+	}
+	out = b.Add(ctx, []Item{{Key: "s", ID: 16, TTL: time.Minute, Span: 1}}, out)
+	if out[0].Outcome != Applied || !reflect.DeepEqual(out[0].Totals, []int64{0, 0}) {
+		t.Fatalf("delta 0: %+v", out[0])
+	}
+	for _, id := range []int64{15, 16, 9} {
+		if n := c.Exists(ctx, b.CounterKey("s", id)).Val(); n != 0 {
+			t.Errorf("a read created counter %d", id)
+		}
+	}
+	if _, err := b.Read(ctx, "s", 1, MaxSpan+1, nil); !errors.Is(err, ErrInvalidItem) {
+		t.Errorf("Read span too large: %v", err)
+	}
+}
+
+// TestBackendFloor: a counter the store lost is healed up to what this
+// node has sent (Floor), and a floor below the total changes nothing.
+func TestBackendFloor(t *testing.T) {
+	c := sharedClient(t)
+	b := newBackend(t, c)
+	ctx := ctxT(t, 10*time.Second)
+	add := func(it Item) ItemResult {
+		t.Helper()
+		it.Key, it.ID, it.TTL = "f", 7, time.Minute
+		r := b.Add(ctx, []Item{it}, nil)[0]
+		if r.Outcome != Applied {
+			t.Fatalf("%+v: %+v", it, r)
+		}
+		return r
+	}
+	add(Item{Delta: 3, Floor: 3})
+	c.Del(ctx, b.CounterKey("f", 7)) // the store loses the counter
+	if r := add(Item{Delta: 1, Floor: 4}); r.Total != 4 {
+		t.Fatalf("healed total %d, want 4", r.Total)
+	}
+	if r := add(Item{Delta: 2, Floor: 2}); r.Total != 6 {
+		t.Fatalf("total %d, want 6 (floor below total)", r.Total)
+	}
+	c.Del(ctx, b.CounterKey("f", 7))
+	if r := add(Item{Floor: 6}); r.Total != 6 {
+		t.Fatalf("heal by delta 0: total %d, want 6", r.Total)
+	}
+	if ttl := c.PTTL(ctx, b.CounterKey("f", 7)).Val(); ttl <= 0 {
+		t.Fatalf("healed counter has PTTL %v", ttl)
+	}
+}
+
+// TestBackendInvalidItems: invalid items are refused before sending and do
+// not disturb valid ones in the same batch.
+func TestBackendInvalidItems(t *testing.T) {
+	c := sharedClient(t)
+	b := newBackend(t, c)
+	ctx := ctxT(t, 10*time.Second)
+	items := []Item{
+		{Key: "", ID: 1, Delta: 1, TTL: time.Minute},
+		{Key: "k", ID: 1, Delta: 1, TTL: 0},
+		{Key: "k", ID: 1, Delta: 1, TTL: time.Minute, Span: -1},
+		{Key: "k", ID: 1, Delta: 1, TTL: time.Minute, Floor: -1},
+		{Key: strings.Repeat("x", shardlimit.MaxKeyBytesLimit+1), ID: 1, Delta: 1, TTL: time.Minute},
+		{Key: "k", ID: 1, Delta: 1, TTL: time.Minute},
+	}
+	out := b.Add(ctx, items, nil)
+	wantErr := []error{shardlimit.ErrInvalidKey, ErrInvalidItem, ErrInvalidItem, ErrInvalidItem, shardlimit.ErrInvalidKey}
+	for i, w := range wantErr {
+		if out[i].Outcome != NotApplied || !errors.Is(out[i].Err, w) {
+			t.Errorf("item %d: %+v, want NotApplied %v", i, out[i], w)
+		}
+	}
+	if r := out[5]; r.Outcome != Applied || r.Total != 1 {
+		t.Errorf("valid item: %+v", r)
+	}
+}
+
+// TestBackendCorruptCounter: a counter holding foreign data is an error
+// reply for that item only, with nothing written.
+func TestBackendCorruptCounter(t *testing.T) {
+	c := sharedClient(t)
+	b := newBackend(t, c)
+	ctx := ctxT(t, 10*time.Second)
+	c.Set(ctx, b.CounterKey("x", 1), "abc", time.Minute)
+	c.Set(ctx, b.CounterKey("neg", 1), "-5", time.Minute)
+	c.HSet(ctx, b.CounterKey("h", 1), "f", "1")
+	c.Expire(ctx, b.CounterKey("h", 1), time.Minute)
+	c.Set(ctx, b.CounterKey("old", 4), "1e3", time.Minute)
+	c.Set(ctx, b.CounterKey("big", 1), "99999999999999999999", time.Minute)
+	items := []Item{
+		{Key: "x", ID: 1, Delta: 1, TTL: time.Minute},
+		{Key: "neg", ID: 1, Delta: 1, TTL: time.Minute},
+		{Key: "h", ID: 1, Delta: 1, TTL: time.Minute},
+		{Key: "old", ID: 5, Delta: 1, TTL: time.Minute, Span: 2}, // older bucket corrupt
+		{Key: "big", ID: 1, Delta: 1, TTL: time.Minute},
+		{Key: "ok", ID: 1, Delta: 1, TTL: time.Minute},
+	}
+	out := b.Add(ctx, items, nil)
+	for i, r := range out[:5] {
+		var rerr redis.Error
+		if r.Outcome != NotApplied || !errors.As(r.Err, &rerr) {
+			t.Errorf("item %d: %+v, want NotApplied with a Redis error reply", i, r)
+		}
+	}
+	if out[5].Outcome != Applied || out[5].Total != 1 {
+		t.Errorf("valid item: %+v", out[5])
+	}
+	if v := c.Get(ctx, b.CounterKey("x", 1)).Val(); v != "abc" {
+		t.Errorf("corrupt counter changed to %q", v)
+	}
+	if n := c.Exists(ctx, b.CounterKey("old", 5)).Val(); n != 0 {
+		t.Error("increment applied although an older bucket was corrupt")
+	}
+}
+
+// garbage maps a limiter key to the reply a fake server gives its script.
+var garbage = map[string]string{
+	"status":    "+OK\r\n",
+	"int":       ":5\r\n",
+	"nil":       "$-1\r\n",
+	"bulk":      "$3\r\nabc\r\n",
+	"nilarr":    "*-1\r\n",
+	"empty":     "*0\r\n",
+	"long":      "*2\r\n:1\r\n:2\r\n",
+	"strelem":   "*1\r\n$1\r\n7\r\n",
+	"negative":  "*1\r\n:-5\r\n",
+	"nested":    "*1\r\n*1\r\n:1\r\n",
+	"nilelem":   "*1\r\n$-1\r\n",
+	"errelem":   "*1\r\n-ERR x\r\n",
+	"double":    "*1\r\n,1.5\r\n",
+	"error":     "-ERR boom\r\n",
+	"good":      "*1\r\n:7\r\n",
+	"goodspan":  "*3\r\n:1\r\n:2\r\n:3\r\n",
+	"shortspan": "*2\r\n:1\r\n:2\r\n",
+}
+
+// limiterKeyOf extracts the limiter key from the first KEYS element of an
+// EVAL/EVALSHA command.
+func limiterKeyOf(args []string) string {
+	if len(args) < 4 {
+		return ""
+	}
+	k := args[3]
+	i, j := strings.IndexByte(k, '{'), strings.IndexByte(k, '}')
+	if i < 0 || j < i {
+		return ""
+	}
+	return k[i+1 : j]
+}
+
+// TestBackendGarbageReplies: every malformed reply is an error for its item
+// only (MaybeApplied: the script may have run), never a panic.
+func TestBackendGarbageReplies(t *testing.T) {
+	f := redistest.StartFake(t, func(args []string) []byte {
+		switch strings.ToUpper(args[0]) {
+		case "EVALSHA", "EVAL":
+			return []byte(garbage[limiterKeyOf(args)])
+		}
+		return nil
+	})
+	b := newBackend(t, newClient(t, f.Addr))
+	ctx := ctxT(t, 10*time.Second)
+	var items []Item
+	var keys []string
+	for k := range garbage {
+		span := 0
+		if strings.HasSuffix(k, "span") {
+			span = 2
+		}
+		keys = append(keys, k)
+		items = append(items, Item{Key: k, ID: 1, Delta: 1, TTL: time.Minute, Span: span})
+	}
+	out := b.Add(ctx, items, nil)
+	for i, k := range keys {
+		r := out[i]
+		switch k {
+		case "good":
+			if r.Outcome != Applied || r.Total != 7 {
+				t.Errorf("%s: %+v", k, r)
+			}
+		case "goodspan":
+			if r.Outcome != Applied || r.Total != 3 || !reflect.DeepEqual(r.Totals, []int64{1, 2, 3}) {
+				t.Errorf("%s: %+v", k, r)
+			}
+		case "error":
+			if r.Outcome != NotApplied || r.Err == nil {
+				t.Errorf("%s: %+v, want NotApplied", k, r)
+			}
+		default:
+			if r.Outcome != MaybeApplied || !errors.Is(r.Err, ErrBadReply) {
+				t.Errorf("%s: %+v, want MaybeApplied ErrBadReply", k, r)
+			}
+		}
+	}
+	if _, err := b.Read(ctx, "bulk", 1, 0, nil); !errors.Is(err, ErrBadReply) {
+		t.Errorf("Read of garbage: %v", err)
+	}
+	if _, err := b.Time(ctx); err == nil {
+		t.Error("Time from a server answering +OK: no error")
+	}
+}
+
+// TestBackendNoScript: after the store's script cache is flushed, items are
+// retried with EVAL inside the same Add, and the next Add uses EVALSHA
+// again. MONITOR shows the exact sequence.
+func TestBackendNoScript(t *testing.T) {
+	s := redistest.StartServer(t)
+	c := newClient(t, s.Addr)
+	b := newBackend(t, c)
+	ctx := ctxT(t, 10*time.Second)
+	items := []Item{{Key: "a", ID: 1, Delta: 1, TTL: time.Minute}, {Key: "b", ID: 1, Delta: 1, TTL: time.Minute}}
+	check := func(want int64) {
+		t.Helper()
+		for _, r := range b.Add(ctx, items, nil) {
+			if r.Outcome != Applied || r.Total != want {
+				t.Fatalf("%+v, want total %d", r, want)
+			}
+		}
+	}
+	m := redistest.StartMonitor(t, s.Addr)
+	check(1) // a fresh server: NOSCRIPT, then EVAL
+	check(2) // cached: EVALSHA only
+	if _, err := redistest.Do(s.Addr, "SCRIPT", "FLUSH"); err != nil {
+		t.Fatal(err)
+	}
+	check(3)
+	time.Sleep(50 * time.Millisecond)
+	var seq []string
+	for _, cmd := range m.Stop() {
+		switch name := strings.ToUpper(cmd[0]); name {
+		case "EVALSHA", "EVAL":
+			seq = append(seq, name)
+		}
+	}
+	want := []string{"EVALSHA", "EVALSHA", "EVAL", "EVAL", "EVALSHA", "EVALSHA", "EVALSHA", "EVALSHA", "EVAL", "EVAL"}
+	if !reflect.DeepEqual(seq, want) {
+		t.Fatalf("script commands %v, want %v", seq, want)
+	}
+}
+
+// TestBackendUnreachable: failures that provably sent nothing are
+// NotApplied, a reply lost to a timeout is MaybeApplied, and Add returns
+// within its context's deadline.
+func TestBackendUnreachable(t *testing.T) {
+	items := []Item{{Key: "a", ID: 1, Delta: 1, TTL: time.Minute}, {Key: "b", ID: 1, Delta: 1, TTL: time.Minute}}
+	expect := func(name string, b *RedisBackend, ctx context.Context, want Outcome) {
+		t.Helper()
+		start := time.Now()
+		out := b.Add(ctx, items, nil)
+		if el := time.Since(start); el > time.Second {
+			t.Errorf("%s: Add took %v", name, el)
+		}
+		for _, r := range out {
+			if r.Outcome != want || r.Err == nil {
+				t.Errorf("%s: %+v (%v), want %v", name, r, r.Err, want)
+			}
+		}
+	}
+	// go-redis retries a refused dial 5 times, 100ms apart, before it
+	// reports the dial error: give it the time.
+	refused := newBackend(t, newClient(t, "127.0.0.1:1"))
+	expect("refused", refused, ctxT(t, 2*time.Second), NotApplied)
+
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expect("canceled", newBackend(t, sharedClient(t)), canceled, NotApplied)
+
+	closed := redis.NewClient(&redis.Options{Addr: redistest.RequireRedis(t), MaxRetries: -1})
+	_ = closed.Close()
+	expect("closed client", newBackend(t, closed), ctxT(t, time.Second), NotApplied)
+
+	p := redistest.StartProxy(t, redistest.RequireRedis(t))
+	hole := newBackend(t, newClient(t, p.Addr))
+	if out := hole.Add(ctxT(t, time.Second), items, nil); out[0].Outcome != Applied {
+		t.Fatalf("through the proxy: %+v", out[0])
+	}
+	p.SetMode(redistest.Blackhole)
+	expect("blackhole", hole, ctxT(t, 100*time.Millisecond), MaybeApplied)
+
+	// A client that ignores context deadlines on its sockets: Add still
+	// returns at the deadline.
+	lax := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, ReadTimeout: 5 * time.Second})
+	t.Cleanup(func() { _ = lax.Close() })
+	expect("blackhole, ContextTimeoutEnabled false", newBackend(t, lax), ctxT(t, 100*time.Millisecond), MaybeApplied)
+	if _, err := newBackend(t, lax).Read(ctxT(t, 100*time.Millisecond), "a", 1, 0, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Read through blackhole: %v", err)
+	}
+	if _, err := newBackend(t, lax).Time(ctxT(t, 100*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Time through blackhole: %v", err)
+	}
+}
+
+// TestBackendTime: Redis TIME is close to the local clock.
+func TestBackendTime(t *testing.T) {
+	b := newBackend(t, sharedClient(t))
+	rt, err := b.Time(ctxT(t, time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(rt); d > time.Second || d < -time.Second {
+		t.Fatalf("Redis TIME %v is %v from local time", rt, d)
+	}
+}
+
+// TestBackendConcurrentAdd: many goroutines adding to one counter lose no
+// unit.
+func TestBackendConcurrentAdd(t *testing.T) {
+	b := newBackend(t, sharedClient(t))
+	ctx := ctxT(t, 10*time.Second)
+	var failed atomic.Int64
+	done := make(chan struct{})
+	for g := range 16 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			items := make([]Item, 10)
+			for i := range items {
+				items[i] = Item{Key: fmt.Sprintf("k%d", i), ID: 1, Delta: uint32(g%3 + 1), TTL: time.Minute}
+			}
+			for _, r := range b.Add(ctx, items, nil) {
+				if r.Outcome != Applied {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	for range 16 {
+		<-done
+	}
+	if failed.Load() != 0 {
+		t.Fatalf("%d items failed", failed.Load())
+	}
+	want := int64(0)
+	for g := range 16 {
+		want += int64(g%3 + 1)
+	}
+	got, err := b.Read(ctx, "k3", 1, 0, nil)
+	if err != nil || got[0] != want {
+		t.Fatalf("total %v, %v; want %d", got, err, want)
+	}
+}

@@ -1,0 +1,274 @@
+package sync
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/shardlimit/shardlimit/internal/redistest"
+)
+
+// TestCaseB23Cluster runs against a local 6-node Redis Cluster (3 masters,
+// 3 replicas):
+//
+//  1. one batch of 1,000 keys user:0..user:999 (plus 100 sliding-counter
+//     items that each read 6 buckets) spread over all masters: zero errors,
+//     every counter 1;
+//  2. MONITOR on every master: each EVALSHA/EVAL touches keys of one slot
+//     only (no CROSSSLOT is possible), and every master got some;
+//  3. Exact decides keys on every master without error;
+//  4. a master is killed and failed over: after retrying the items that
+//     failed (none can have been applied by a dead master), every counter
+//     is exactly 2 (nothing lost, nothing counted twice), and Exact works
+//     again.
+func TestCaseB23Cluster(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	client := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:                 cl.Addrs,
+		MaxRetries:            -1,
+		ContextTimeoutEnabled: true,
+		DialTimeout:           time.Second,
+		ReadTimeout:           2 * time.Second,
+		WriteTimeout:          2 * time.Second,
+	})
+	t.Cleanup(func() { _ = client.Close() })
+	b := newBackend(t, client)
+
+	const window = int64(1_000)
+	var items []Item
+	for i := range 1000 {
+		items = append(items, Item{Key: fmt.Sprintf("user:%d", i), ID: window, Delta: 1, TTL: 5 * time.Minute})
+	}
+	for i := range 100 {
+		items = append(items, Item{Key: fmt.Sprintf("s:%d", i), ID: 50, Delta: 1, TTL: 5 * time.Minute, Span: 5})
+	}
+	masters := cl.Masters()
+	if len(masters) != 3 {
+		t.Fatalf("masters %v", masters)
+	}
+	var mons []*redistest.Monitor
+	for _, m := range masters {
+		mons = append(mons, redistest.StartMonitor(t, m))
+	}
+
+	out := b.Add(ctxT(t, 10*time.Second), items, nil)
+	for i, r := range out {
+		want := []int64{1}
+		if items[i].Span > 0 {
+			want = []int64{0, 0, 0, 0, 0, 1}
+		}
+		if r.Outcome != Applied || r.Total != 1 || !slicesEqual(r.Totals, want) {
+			t.Fatalf("item %s: %+v (%v)", items[i].Key, r, r.Err)
+		}
+	}
+	checkCounters(t, client, b, items, 1)
+
+	// Step 2: every script call's keys are in one slot, on every master.
+	time.Sleep(100 * time.Millisecond)
+	seen := 0
+	for i, m := range mons {
+		calls := 0
+		for _, cmd := range m.Stop() {
+			name := strings.ToUpper(cmd[0])
+			if name != "EVALSHA" && name != "EVAL" {
+				continue
+			}
+			calls++
+			nk, err := strconv.Atoi(cmd[2])
+			if err != nil || nk < 1 || 3+nk > len(cmd) {
+				t.Fatalf("malformed script call %q", cmd)
+			}
+			keys := cmd[3 : 3+nk]
+			for _, k := range keys[1:] {
+				if keySlot(k) != keySlot(keys[0]) {
+					t.Fatalf("one script call on %s touches slots %d and %d: %q", masters[i], keySlot(keys[0]), keySlot(k), cmd)
+				}
+			}
+		}
+		if calls == 0 {
+			t.Errorf("master %s got no script call", masters[i])
+		}
+		seen += calls
+	}
+	if seen < len(items) {
+		t.Errorf("MONITOR saw %d script calls for %d items", seen, len(items))
+	}
+	// The Go slot function agrees with the cluster's own.
+	for _, key := range []string{"user:0", "user:517", "s:3", "}odd{"} {
+		rk := b.CounterKey(key, window)
+		v, err := redistest.Do(masters[0], "CLUSTER", "KEYSLOT", rk)
+		if err != nil || v != int64(keySlot(rk)) {
+			t.Fatalf("CLUSTER KEYSLOT %s = %v, %v; Go says %d", rk, v, err, keySlot(rk))
+		}
+	}
+
+	// Step 3: exact mode on the cluster.
+	e := newExact(t, client, ExactConfig{Config: gcraCfg(5, time.Minute)})
+	for i := range 300 {
+		if r := e.AllowN(fmt.Sprintf("user:%d", i), time.Now(), 1); !r.Allowed || r.Remaining != 4 {
+			t.Fatalf("exact on cluster, user:%d: %+v", i, r)
+		}
+	}
+	if st := e.ExactStats(); st.Errors != 0 {
+		t.Fatalf("exact on cluster: %+v", st)
+	}
+
+	// Step 4: failover. Let the replicas catch up first, so the test can
+	// demand exact counts.
+	for _, m := range masters {
+		waitReplicated(t, m)
+	}
+	promoted := cl.KillMaster(masters[0])
+	t.Logf("killed master %s; %s took over", masters[0], promoted)
+
+	pending := items
+	deadline := time.Now().Add(30 * time.Second)
+	for round := 0; len(pending) > 0; round++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d items still failing 30s after the failover", len(pending))
+		}
+		out = b.Add(ctxT(t, 5*time.Second), pending, out)
+		var again []Item
+		outcomes := map[Outcome]int{}
+		for i, r := range out {
+			outcomes[r.Outcome]++
+			if r.Outcome != Applied {
+				again = append(again, pending[i])
+			}
+		}
+		if len(again) > 0 {
+			var first error
+			for _, r := range out {
+				if r.Err != nil {
+					first = r.Err
+					break
+				}
+			}
+			t.Logf("round %d after failover: %v (%v)", round, outcomes, first)
+			time.Sleep(100 * time.Millisecond)
+		}
+		pending = again
+	}
+	checkCounters(t, client, b, items, 2)
+
+	deadline = time.Now().Add(10 * time.Second)
+	for i := 0; i < 300; {
+		r := e.AllowN(fmt.Sprintf("user:%d", i), time.Now(), 1)
+		if e.State() == Healthy && r.Err == nil && r.Remaining == 3 {
+			i++
+			continue
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("exact after failover, user:%d: %+v, stats %+v", i, r, e.ExactStats())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func slicesEqual(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// checkCounters reads every item's counter through the cluster client.
+func checkCounters(t *testing.T, c *redis.ClusterClient, b *RedisBackend, items []Item, want int64) {
+	t.Helper()
+	ctx := ctxT(t, 10*time.Second)
+	pipe := c.Pipeline()
+	cmds := make([]*redis.StringCmd, len(items))
+	for i, it := range items {
+		cmds[i] = pipe.Get(ctx, b.CounterKey(it.Key, it.ID))
+	}
+	_, _ = pipe.Exec(ctx)
+	for i, cmd := range cmds {
+		v, err := cmd.Int64()
+		if err != nil || v != want {
+			t.Fatalf("counter of %s = %v, %v; want %d", items[i].Key, v, err, want)
+		}
+	}
+}
+
+var replOffset = regexp.MustCompile(`offset=(\d+)`)
+
+// waitReplicated waits until every replica of the master at addr has
+// acknowledged the master's whole replication stream.
+func waitReplicated(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var info string
+	for time.Now().Before(deadline) {
+		var err error
+		info, err = redistest.DoString(addr, "INFO", "replication")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var master int64 = -1
+		var offsets []int64
+		for _, line := range strings.Split(info, "\n") {
+			line = strings.TrimSpace(line)
+			if v, ok := strings.CutPrefix(line, "master_repl_offset:"); ok {
+				master, _ = strconv.ParseInt(v, 10, 64)
+			}
+			if strings.HasPrefix(line, "slave") && strings.Contains(line, "state=online") {
+				off := int64(-2)
+				if m := replOffset.FindStringSubmatch(line); m != nil {
+					off, _ = strconv.ParseInt(m[1], 10, 64)
+				}
+				offsets = append(offsets, off)
+			}
+		}
+		replicas, caught := len(offsets), 0
+		for _, off := range offsets {
+			if off == master {
+				caught++
+			}
+		}
+		if replicas > 0 && caught == replicas {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("replicas of %s did not catch up within 10s:\n%s", addr, info)
+}
+
+// TestCaseB23Step3NoScriptingExact: a Redis user whose ACL forbids
+// scripting gets NOPERM: Backend items are NotApplied, and Exact decisions
+// stay local and correct (5 of 7 admitted, remaining 4..0 then 0, never
+// negative), with the errors only in the counters.
+func TestCaseB23Step3NoScriptingExact(t *testing.T) {
+	s := redistest.StartServer(t)
+	if _, err := redistest.Do(s.Addr, "ACL", "SETUSER", "noscript", "on", ">pw", "~*", "&*", "+@all", "-@scripting"); err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, Username: "noscript", Password: "pw", MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	b := newBackend(t, c)
+	for _, r := range b.Add(ctxT(t, 5*time.Second), []Item{{Key: "k", ID: 1, Delta: 1, TTL: time.Minute}}, nil) {
+		if r.Outcome != NotApplied || !redis.IsPermissionError(r.Err) && !strings.Contains(fmt.Sprint(r.Err), "NOPERM") {
+			t.Fatalf("backend item: %+v (%v)", r, r.Err)
+		}
+	}
+	e := newExact(t, c, ExactConfig{Config: fixedCfg(5, time.Minute)})
+	now := time.Now()
+	for i := range 7 {
+		r := e.AllowN("k", now, 1)
+		want := max(0, 4-i)
+		if r.Err != nil || r.Allowed != (i < 5) || r.Remaining != want {
+			t.Fatalf("call %d: %+v", i, r)
+		}
+	}
+	if st := e.ExactStats(); st.Errors != 7 || st.State != Healthy || st.Trips != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}

@@ -1,0 +1,78 @@
+// Package sync shares rate limits between processes through a store every
+// process can reach, Redis (go-redis v9) being the one shipped. Import it
+// under another name, as its examples do:
+//
+//	import shardsync "github.com/shardlimit/shardlimit/sync"
+//
+// The package offers three things:
+//
+//   - Shared, a shardlimit.Limiter that decides every request in-process,
+//     with no round trip, and shares its counts approximately with every
+//     other process through the store: a reconciler goroutine flushes the
+//     units admitted since its last flush every FlushInterval (50 ms by
+//     default) and folds the cluster's totals back into the local
+//     decisions (fixed window, sliding counter, sliding log).
+//   - Backend, the small interface through which the reconciler reaches the
+//     shared store, and RedisBackend, its go-redis implementation for a
+//     single node, Sentinel or Cluster. Each item of a batch is applied by
+//     one Lua script call: increment and expiry in one atomic step, never an
+//     INCR a crash can separate from its EXPIRE, and never a counter written
+//     without a TTL.
+//   - Exact, a shardlimit.Limiter that decides every request by one Lua
+//     script in Redis (fixed window, sliding window counter, GCRA): exact
+//     cluster-wide limits at the price of one round trip per decision, with
+//     a timeout and a failure policy (by default a local limiter takes over
+//     while Redis is unreachable).
+//
+// # Redis keys
+//
+// Every Redis key carries the limiter key as a Redis Cluster hash tag, so
+// all data of one limiter key lives in one hash slot and no script ever
+// touches keys of two slots:
+//
+//	<prefix>{<key>}:<id>   counter of window or bucket id (Backend)
+//	<prefix>{<key>}:fw     fixed window state (Exact)
+//	<prefix>{<key>}:sc     sliding window counter state (Exact)
+//	<prefix>{<key>}:gcra   GCRA state (Exact)
+//
+// A key that contains '{' or '}' would change the hash tag, so it is written
+// hex-encoded after a '#': <prefix>#{<hex of key>}:<suffix>. The prefix
+// (default DefaultPrefix) may not contain braces.
+//
+// # go-redis client settings
+//
+// go-redis re-sends a command or pipeline whose reply was lost to a
+// connection error or a read timeout (Options.MaxRetries, default 3). For a
+// counter increment a re-send after Redis already applied it counts the
+// units twice, and a dial error reported for the re-send hides the first
+// attempt. For exact accounting give this package a client with
+// MaxRetries: -1; with retries on, the Outcome reported for an item is still
+// right except when a connection broke after Redis had received a command.
+//
+// go-redis applies a context's deadline to socket reads and writes only with
+// ContextTimeoutEnabled: true (the default ignores it and waits up to
+// ReadTimeout, 3 s). This package never waits past its own deadlines either
+// way (a call still running at its deadline is abandoned and reported), but
+// only with ContextTimeoutEnabled does the abandoned command also end there
+// and free its connection. Recommended client options therefore are
+// MaxRetries: -1 and ContextTimeoutEnabled: true.
+//
+// Redis 5 or later is required (scripts read the server clock with TIME).
+package sync
+
+import "errors"
+
+// Sentinel errors of this package. Errors returned by its functions wrap one
+// of them, a shardlimit sentinel, or the go-redis error that caused them.
+var (
+	// ErrBadReply reports a reply from the store that does not have the
+	// shape the script returns (wrong type, wrong length, out-of-range
+	// values). The command may or may not have been applied.
+	ErrBadReply = errors.New("shardlimit/sync: bad reply from store")
+	// ErrInvalidItem reports an Item that cannot be sent: TTL below one
+	// millisecond, Span out of [0, MaxSpan], or Floor negative.
+	ErrInvalidItem = errors.New("shardlimit/sync: invalid item")
+	// ErrUnavailable reports that the store could not be reached or did not
+	// answer in time.
+	ErrUnavailable = errors.New("shardlimit/sync: store unavailable")
+)

@@ -1,0 +1,56 @@
+package sync
+
+import (
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/shardlimit/shardlimit"
+)
+
+// DefaultPrefix is the prefix of every Redis key the package writes when
+// none is configured.
+const DefaultPrefix = "shardlimit:"
+
+// MaxPrefixBytes is the longest accepted key prefix.
+const MaxPrefixBytes = 256
+
+// checkPrefix validates a key prefix: at most MaxPrefixBytes bytes and no
+// brace, which would move the hash tag into the prefix.
+func checkPrefix(p string) error {
+	if len(p) > MaxPrefixBytes {
+		return fmt.Errorf("%w: prefix of %d bytes is longer than %d", shardlimit.ErrInvalidConfig, len(p), MaxPrefixBytes)
+	}
+	if strings.ContainsAny(p, "{}") {
+		return fmt.Errorf("%w: prefix %q contains a brace", shardlimit.ErrInvalidConfig, p)
+	}
+	return nil
+}
+
+// tagged returns <prefix>{<key>} or, for a key with a brace, the
+// hex-encoded form <prefix>#{<hex>}. Both forms put the limiter key, and
+// nothing else, inside the hash tag, and they cannot collide: the byte after
+// the prefix is '{' in one and '#' in the other.
+func tagged(prefix, key string) string {
+	var b strings.Builder
+	if strings.ContainsAny(key, "{}") {
+		b.Grow(len(prefix) + 3 + 2*len(key) + 24)
+		b.WriteString(prefix)
+		b.WriteString("#{")
+		b.WriteString(hex.EncodeToString([]byte(key)))
+	} else {
+		b.Grow(len(prefix) + 2 + len(key) + 24)
+		b.WriteString(prefix)
+		b.WriteByte('{')
+		b.WriteString(key)
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// counterKey returns the Redis key of the counter of window or bucket id:
+// <prefix>{<key>}:<id>.
+func counterKey(tag string, id int64) string {
+	return tag + ":" + strconv.FormatInt(id, 10)
+}

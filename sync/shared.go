@@ -1,0 +1,598 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	stdsync "sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/internal/shared"
+)
+
+// Defaults of SharedConfig fields left zero.
+const (
+	DefaultFlushInterval = 50 * time.Millisecond
+	DefaultFlushTimeout  = time.Second
+	DefaultMaxBatch      = 1024
+	DefaultFailAfter     = 2
+)
+
+// SharedConfig configures a Shared limiter. Its embedded Config takes the
+// fields of shardlimit.Config with their meaning and defaults; Algorithm
+// must be FixedWindow, SlidingCounter or SlidingLog (GCRA is shared in exact
+// mode only: NewExact).
+type SharedConfig struct {
+	shardlimit.Config
+
+	// Backend is the shared store. If nil, NewShared builds a RedisBackend
+	// over its client with Prefix.
+	Backend Backend
+
+	// Prefix starts every Redis key (see the package doc). Default
+	// DefaultPrefix. Ignored when Backend is set.
+	Prefix string
+
+	// FlushInterval is how often the reconciler sends the units admitted
+	// since the last flush and reads back the cluster's totals, in
+	// [1ms, 1min]. Default 50ms. Other nodes' units reach this node's
+	// decisions at most 2*FlushInterval plus one flush's round trip late.
+	FlushInterval time.Duration
+
+	// FlushTimeout bounds each flush, in [1ms, 1min]. Default 1s.
+	FlushTimeout time.Duration
+
+	// MaxBatch is the most items sent in one pipeline, in [1, 1<<20];
+	// a flush of more items sends several pipelines in turn. Default 1024.
+	MaxBatch int
+
+	// FailAfter is how many flushes in a row must fail (nothing applied) for
+	// the limiter to become Degraded, in [1, 1000]. Default 2.
+	FailAfter int
+
+	// Policy decides while Degraded. FallbackLocal (the default) keeps
+	// deciding in this process with the other nodes' last known units, which
+	// age out with their buckets: N nodes then admit up to N times the limit.
+	// FailOpen admits every request whose cost could ever be admitted;
+	// FailClosed denies every request of positive cost.
+	Policy FailurePolicy
+
+	// FallbackLimit, if positive, is the default limit while Degraded under
+	// FallbackLocal: a stricter per-node limit such as Limit/N for N nodes
+	// bounds the cluster to about the limit while the store is down. Keys
+	// with a limit of their own (SetLimit) keep it. In [0, MaxLimit].
+	FallbackLimit int
+
+	// OnStateChange, if set, is called on every change between Healthy and
+	// Degraded, in order, from the reconciler goroutine. It must not block
+	// for long and must not call Close.
+	OnStateChange func(StateChange)
+}
+
+// SharedStats are a Shared limiter's counters since construction.
+type SharedStats struct {
+	State         State         // state now
+	Flushes       uint64        // flushes that sent at least one item
+	FailedFlushes uint64        // of which nothing was applied
+	Items         uint64        // items sent (one per key and bucket)
+	ItemErrors    uint64        // items not applied
+	LastKeys      int           // keys in the last flush
+	LastLatency   time.Duration // duration of the last flush
+	MaxLatency    time.Duration // longest flush
+	SentUnits     uint64        // units sent and applied
+	RetriedUnits  uint64        // units that provably did not reach the store, sent again later
+	UnknownUnits  uint64        // units whose reply was lost (healed by the next flush's floor)
+	DroppedUnits  uint64        // units whose bucket ended before they could be sent
+	Trips         uint64        // changes Healthy -> Degraded
+	Recoveries    uint64        // changes Degraded -> Healthy
+	ClockOffset   time.Duration // store clock minus local clock, last measured
+	Pending       int           // keys waiting for the next flush
+}
+
+// Shared is a shardlimit.Limiter whose counts are shared, approximately,
+// with every other process using the same store. Each request is decided in
+// this process, with no round trip: a key's local units plus the other
+// nodes' units last read from the store must fit the limit. A reconciler
+// goroutine, every FlushInterval, collects the keys decided since the last
+// flush shard by shard, sends one atomic increment-and-expire per key and
+// bucket in pipelines of at most MaxBatch, and reads back the cluster's
+// totals; at most one flush is in flight.
+//
+// Accuracy: a node sees the others at most D = 2*FlushInterval + d late (d
+// a flush's round trip), so with N nodes each offered R units/s for a key, a
+// window admits at most min(N*L, L + (N-1)*R*D) units, plus units lost to
+// store faults. With one node it is exactly the local algorithm. The fixed
+// window shares its window's count; the sliding counter its buckets'; the
+// sliding log keeps its exact local log and adds the other nodes' units by
+// Buckets sub-windows, weighted as the counter does (policy S2).
+//
+// Failures: decisions never wait for the store. A flush that provably did
+// not reach the store is retried; one whose reply was lost is healed at the
+// next flush, which raises the store's counter to at least what this node
+// sent (so a store that restarted empty is healed too); units of buckets
+// that ended first are dropped and counted. After FailAfter failed flushes
+// in a row the limiter is Degraded, decides by Policy, and flushes with
+// back-off until the store answers.
+//
+// All methods are safe for concurrent use. Close (or Shutdown with a
+// deadline) flushes once, stops the reconciler and closes the local limiter.
+type Shared struct {
+	core     shardlimit.Limiter
+	tab      shared.Table
+	backend  Backend
+	clock    shardlimit.Clock
+	interval time.Duration
+	timeout  time.Duration
+	maxBatch int
+	failMax  int
+	policy   FailurePolicy
+	fbLimit  int
+	onChange func(StateChange)
+	size     int64 // bucket length, ns
+	span     int   // buckets per key
+
+	defMu    stdsync.Mutex
+	defLimit int // the configured default limit (not the fallback)
+
+	state    atomic.Int32
+	flushMu  stdsync.Mutex // one flush at a time (the loop and Shutdown)
+	failures int           // flushes failed in a row; under flushMu
+
+	// scratch, reused by flushes under flushMu
+	flushes []shared.Flush
+	items   []Item
+	owners  []owner
+	results []ItemResult
+
+	flushCount, failedFlushes, itemCount, itemErrs atomic.Uint64
+	sentUnits, retried, unknown, dropped           atomic.Uint64
+	trips, recoveries                              atomic.Uint64
+	lastKeys                                       atomic.Int64
+	lastLatency, maxLatency, offset                atomic.Int64
+
+	closed    atomic.Bool
+	closeOnce stdsync.Once
+	closeErr  error
+	stop      chan struct{}
+	done      chan struct{}
+}
+
+// owner ties an item to its flush and bucket index.
+type owner struct {
+	flush, bucket int
+}
+
+var _ shardlimit.Limiter = (*Shared)(nil)
+
+// NewShared returns a Shared limiter reaching the store through client (or
+// cfg.Backend). It does no I/O, so it returns at once whether or not the
+// store is reachable. It starts the reconciler goroutine; call Close.
+//
+// It returns an error wrapping shardlimit.ErrInvalidConfig if both client
+// and cfg.Backend are nil, cfg.Algorithm is GCRA or unknown, or any field is
+// out of range.
+func NewShared(client RedisClient, cfg SharedConfig) (*Shared, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{shardlimit.ErrInvalidConfig}, args...)...)
+	}
+	s := &Shared{backend: cfg.Backend}
+	if s.backend == nil {
+		if client == nil {
+			return nil, bad("nil redis client and no backend")
+		}
+		b, err := NewRedisBackend(client, cfg.Prefix)
+		if err != nil {
+			return nil, err
+		}
+		s.backend = b
+	}
+	s.interval = cmp0(cfg.FlushInterval, DefaultFlushInterval)
+	s.timeout = cmp0(cfg.FlushTimeout, DefaultFlushTimeout)
+	if s.interval < time.Millisecond || s.interval > time.Minute {
+		return nil, bad("flush interval %v outside [1ms, 1m]", s.interval)
+	}
+	if s.timeout < time.Millisecond || s.timeout > time.Minute {
+		return nil, bad("flush timeout %v outside [1ms, 1m]", s.timeout)
+	}
+	s.maxBatch = cmp0(cfg.MaxBatch, DefaultMaxBatch)
+	if s.maxBatch < 1 || s.maxBatch > 1<<20 {
+		return nil, bad("max batch %d outside [1, %d]", s.maxBatch, 1<<20)
+	}
+	s.failMax = cmp0(cfg.FailAfter, DefaultFailAfter)
+	if s.failMax < 1 || s.failMax > 1000 {
+		return nil, bad("fail after %d outside [1, 1000]", s.failMax)
+	}
+	if cfg.Policy < FallbackLocal || cfg.Policy > FailClosed {
+		return nil, bad("unknown failure policy %d", int(cfg.Policy))
+	}
+	s.policy = cfg.Policy
+	if cfg.FallbackLimit < 0 || cfg.FallbackLimit > shardlimit.MaxLimit {
+		return nil, bad("fallback limit %d outside [0, %d]", cfg.FallbackLimit, shardlimit.MaxLimit)
+	}
+	s.fbLimit = cfg.FallbackLimit
+	s.onChange = cfg.OnStateChange
+	tab, err := shared.NewTable(cfg.Config)
+	if err != nil {
+		return nil, err
+	}
+	s.tab = tab
+	s.core = tab.(shardlimit.Limiter)
+	full := s.core.Config()
+	s.clock = full.Clock
+	s.defLimit = full.Limit
+	s.size, s.span = tab.Buckets()
+	s.stop = make(chan struct{})
+	s.done = make(chan struct{})
+	go s.run()
+	return s, nil
+}
+
+func cmp0[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// degraded reports whether decisions follow FailOpen or FailClosed now.
+func (s *Shared) degraded() bool {
+	return s.policy != FallbackLocal && State(s.state.Load()) == Degraded
+}
+
+// byPolicy decides n units under FailOpen or FailClosed.
+func (s *Shared) byPolicy(key string, now time.Time, n int) shardlimit.Result {
+	r := s.core.Peek(key, now, 0)
+	if r.Err != nil {
+		return r
+	}
+	switch {
+	case n == 0:
+		r.Allowed = true
+	case n > r.Limit:
+		r.Allowed, r.RetryAfter = false, shardlimit.Never
+	case s.policy == FailOpen:
+		r.Allowed, r.Remaining = true, r.Limit-n
+	default:
+		r.Allowed, r.RetryAfter = false, s.interval
+	}
+	return r
+}
+
+// Allow reports whether one request for key may happen now (Config.Clock).
+func (s *Shared) Allow(key string) bool {
+	if s.degraded() {
+		return s.byPolicy(key, s.clock.Now(), 1).Allowed
+	}
+	return s.core.Allow(key)
+}
+
+// AllowN decides whether n units for key may happen at now, counting the
+// other nodes' units last read from the store. See shardlimit.Limiter.
+func (s *Shared) AllowN(key string, now time.Time, n int) shardlimit.Result {
+	if s.degraded() {
+		return s.byPolicy(key, now, n)
+	}
+	return s.core.AllowN(key, now, n)
+}
+
+// AllowBytes is Allow for a []byte key; it does not allocate for a stored
+// key and never retains key.
+func (s *Shared) AllowBytes(key []byte) bool {
+	if s.degraded() {
+		return s.byPolicy(string(key), s.clock.Now(), 1).Allowed
+	}
+	return s.core.AllowBytes(key)
+}
+
+// AllowBytesN is AllowN for a []byte key; it does not allocate for a stored
+// key and never retains key.
+func (s *Shared) AllowBytesN(key []byte, now time.Time, n int) shardlimit.Result {
+	if s.degraded() {
+		return s.byPolicy(string(key), now, n)
+	}
+	return s.core.AllowBytesN(key, now, n)
+}
+
+// Peek reports what AllowN(key, now, n) would decide, consuming nothing.
+func (s *Shared) Peek(key string, now time.Time, n int) shardlimit.Result {
+	return s.core.Peek(key, now, n)
+}
+
+// SetLimit gives key a limit of its own in this process; set it on every
+// node. See shardlimit.Limiter.
+func (s *Shared) SetLimit(key string, limit int) error { return s.core.SetLimit(key, limit) }
+
+// ClearLimit makes key use the default limit again.
+func (s *Shared) ClearLimit(key string) error { return s.core.ClearLimit(key) }
+
+// SetDefaultLimit changes the limit of every key without its own; while
+// Degraded with a FallbackLimit, it takes effect on recovery.
+func (s *Shared) SetDefaultLimit(limit int) error {
+	s.defMu.Lock()
+	defer s.defMu.Unlock()
+	if State(s.state.Load()) == Degraded && s.fbLimit > 0 && s.policy == FallbackLocal {
+		if err := s.core.SetDefaultLimit(s.fbLimit); err != nil {
+			return err
+		}
+	} else if err := s.core.SetDefaultLimit(limit); err != nil {
+		return err
+	}
+	s.defLimit = limit
+	return nil
+}
+
+// Reset forgets key's local usage in this process (not in the store).
+func (s *Shared) Reset(key string) error { return s.core.Reset(key) }
+
+// Len returns the number of keys stored in this process.
+func (s *Shared) Len() int { return s.core.Len() }
+
+// Stats returns the local limiter's counters.
+func (s *Shared) Stats() shardlimit.Stats { return s.core.Stats() }
+
+// Sweep evicts idle keys of the local limiter; see shardlimit.Limiter.
+func (s *Shared) Sweep(now time.Time) int { return s.core.Sweep(now) }
+
+// Config returns the configuration of the local limiter.
+func (s *Shared) Config() shardlimit.Config { return s.core.Config() }
+
+// State returns the health of the link to the store.
+func (s *Shared) State() State { return State(s.state.Load()) }
+
+// SharedStats returns the reconciler's counters.
+func (s *Shared) SharedStats() SharedStats {
+	dropped, pending := s.tab.SyncStats()
+	return SharedStats{
+		State:         State(s.state.Load()),
+		Flushes:       s.flushCount.Load(),
+		FailedFlushes: s.failedFlushes.Load(),
+		Items:         s.itemCount.Load(),
+		ItemErrors:    s.itemErrs.Load(),
+		LastKeys:      int(s.lastKeys.Load()),
+		LastLatency:   time.Duration(s.lastLatency.Load()),
+		MaxLatency:    time.Duration(s.maxLatency.Load()),
+		SentUnits:     s.sentUnits.Load(),
+		RetriedUnits:  s.retried.Load(),
+		UnknownUnits:  s.unknown.Load(),
+		DroppedUnits:  s.dropped.Load() + dropped,
+		Trips:         s.trips.Load(),
+		Recoveries:    s.recoveries.Load(),
+		ClockOffset:   time.Duration(s.offset.Load()),
+		Pending:       pending,
+	}
+}
+
+// Flush sends what is pending now instead of at the next interval and
+// returns when it is done or ctx is, with an error wrapping ErrUnavailable
+// if items were sent and none was applied. It is what Close does last.
+func (s *Shared) Flush(ctx context.Context) error {
+	if s.closed.Load() {
+		return shardlimit.ErrClosed
+	}
+	if err := s.flush(ctx); !errors.Is(err, errNothingSent) {
+		return err
+	}
+	return nil
+}
+
+// Close flushes once within FlushTimeout, stops the reconciler and closes
+// the local limiter. It is idempotent; later calls return the first's
+// result. Decisions after Close return shardlimit.ErrClosed.
+func (s *Shared) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	return s.Shutdown(ctx)
+}
+
+// Shutdown is Close with the final flush bounded by ctx instead of
+// FlushTimeout. It never waits longer than ctx allows for the store.
+func (s *Shared) Shutdown(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		<-s.done
+		err := s.flush(ctx)
+		if errors.Is(err, errNothingSent) {
+			err = nil
+		}
+		s.closed.Store(true)
+		if cerr := s.core.Close(); err == nil {
+			err = cerr
+		}
+		s.closeErr = err
+	})
+	return s.closeErr
+}
+
+// run is the reconciler: a flush every interval, with back-off while
+// Degraded, until Close.
+func (s *Shared) run() {
+	defer close(s.done)
+	timer := time.NewTimer(s.interval)
+	defer timer.Stop()
+	backoff := s.interval
+	lastOffset := time.Time{}
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-timer.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+		err := s.flush(ctx)
+		if State(s.state.Load()) == Degraded && errors.Is(err, errNothingSent) {
+			// Idle while degraded: probe the store's clock instead.
+			err = s.measureOffset(ctx)
+			s.flushMu.Lock()
+			s.record(err == nil)
+			s.flushMu.Unlock()
+		} else if time.Since(lastOffset) > 10*time.Second && err == nil {
+			lastOffset = time.Now()
+			_ = s.measureOffset(ctx)
+		}
+		cancel()
+		if State(s.state.Load()) == Degraded {
+			backoff = min(2*backoff, max(s.interval, time.Second))
+		} else {
+			backoff = s.interval
+		}
+		timer.Reset(backoff)
+	}
+}
+
+// errNothingSent is flush's answer when no key had a decision.
+var errNothingSent = errors.New("nothing to send")
+
+// measureOffset reads the store's clock and records its offset to ours.
+func (s *Shared) measureOffset(ctx context.Context) error {
+	before := time.Now()
+	st, err := s.backend.Time(ctx)
+	if err != nil {
+		return err
+	}
+	after := time.Now()
+	s.offset.Store(int64(st.Sub(before.Add(after.Sub(before) / 2))))
+	return nil
+}
+
+// flush sends every pending key once.
+func (s *Shared) flush(ctx context.Context) error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	start := time.Now()
+	now := s.clock.Now().UnixNano()
+	s.flushes = s.flushes[:0]
+	for i := range s.tab.Shards() {
+		s.flushes = s.tab.Collect(i, s.flushes)
+	}
+	s.items, s.owners = s.items[:0], s.owners[:0]
+	m := s.span
+	for fi := range s.flushes {
+		f := &s.flushes[fi]
+		for k := range m {
+			id := f.Newest - int64(m-1-k)
+			newest := k == m-1
+			if f.Deltas[k] == 0 && !newest {
+				continue
+			}
+			// Bucket id counts until (id+m)*size; keep it one bucket and a
+			// second longer for nodes whose clocks lag.
+			end := (id + int64(m)) * s.size
+			if end <= now {
+				s.dropped.Add(uint64(f.Deltas[k]))
+				continue
+			}
+			span := 0
+			if newest {
+				span = m - 1
+			}
+			s.items = append(s.items, Item{
+				Key: f.Key, ID: id, Delta: f.Deltas[k], Floor: int64(f.Sent[k]),
+				TTL:  time.Duration(end-now+s.size) + time.Second,
+				Span: span,
+			})
+			s.owners = append(s.owners, owner{fi, k})
+		}
+	}
+	s.lastKeys.Store(int64(len(s.flushes)))
+	if len(s.items) == 0 {
+		return errNothingSent
+	}
+	applied := 0
+	var firstErr error
+	for lo := 0; lo < len(s.items); lo += s.maxBatch {
+		hi := min(lo+s.maxBatch, len(s.items))
+		s.results = s.backend.Add(ctx, s.items[lo:hi], s.results)
+		for i := range s.results {
+			res := &s.results[i]
+			it := &s.items[lo+i]
+			o := s.owners[lo+i]
+			f := &s.flushes[o.flush]
+			switch res.Outcome {
+			case Applied:
+				applied++
+				s.sentUnits.Add(uint64(it.Delta))
+				if it.Span > 0 || m == 1 {
+					s.tab.Apply(f, res.Totals)
+				} else {
+					s.tab.Apply(&shared.Flush{Key: f.Key, Newest: it.ID}, []int64{res.Total})
+				}
+			case NotApplied:
+				s.itemErrs.Add(1)
+				if it.Delta > 0 {
+					s.retried.Add(uint64(it.Delta))
+					s.tab.Restore(&shared.Flush{Key: f.Key, Newest: it.ID, Deltas: []uint32{it.Delta}})
+				}
+				firstErr = cmpErr(firstErr, res.Err)
+			default:
+				s.itemErrs.Add(1)
+				s.unknown.Add(uint64(it.Delta))
+				firstErr = cmpErr(firstErr, res.Err)
+			}
+		}
+	}
+	s.flushCount.Add(1)
+	s.itemCount.Add(uint64(len(s.items)))
+	d := time.Since(start)
+	s.lastLatency.Store(int64(d))
+	if int64(d) > s.maxLatency.Load() {
+		s.maxLatency.Store(int64(d))
+	}
+	ok := applied > 0
+	if !ok {
+		s.failedFlushes.Add(1)
+	}
+	s.record(ok)
+	if !ok {
+		return fmt.Errorf("%w: no item of %d applied: %w", ErrUnavailable, len(s.items), firstErr)
+	}
+	return nil
+}
+
+func cmpErr(first, err error) error {
+	if first == nil {
+		return err
+	}
+	return first
+}
+
+// record updates the health after a flush or probe. Requires s.flushMu held.
+func (s *Shared) record(ok bool) {
+	if ok {
+		s.failures = 0
+		if s.state.CompareAndSwap(int32(Degraded), int32(Healthy)) {
+			s.recoveries.Add(1)
+			s.applyFallback(false)
+			s.notify(StateChange{From: Degraded, To: Healthy, At: time.Now()})
+		}
+		return
+	}
+	s.failures++
+	if s.failures >= s.failMax && s.state.CompareAndSwap(int32(Healthy), int32(Degraded)) {
+		s.trips.Add(1)
+		s.applyFallback(true)
+		s.notify(StateChange{From: Healthy, To: Degraded, Err: ErrUnavailable, At: time.Now()})
+	}
+}
+
+// applyFallback switches the default limit to FallbackLimit and back.
+func (s *Shared) applyFallback(on bool) {
+	if s.fbLimit == 0 || s.policy != FallbackLocal {
+		return
+	}
+	s.defMu.Lock()
+	defer s.defMu.Unlock()
+	if on {
+		_ = s.core.SetDefaultLimit(s.fbLimit)
+	} else {
+		_ = s.core.SetDefaultLimit(s.defLimit)
+	}
+}
+
+func (s *Shared) notify(c StateChange) {
+	if s.onChange != nil {
+		s.onChange(c)
+	}
+}

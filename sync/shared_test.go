@@ -1,0 +1,257 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/internal/redistest"
+)
+
+// newShared returns a Shared limiter on client with the test's prefix and a
+// manual clock at T0, closed by the test's cleanup.
+func newShared(t testing.TB, client RedisClient, cfg SharedConfig) *Shared {
+	t.Helper()
+	if cfg.Prefix == "" {
+		cfg.Prefix = redistest.Prefix(t)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = shardlimit.NewManualClock(T0)
+	}
+	if cfg.FlushInterval == 0 {
+		cfg.FlushInterval = time.Minute // tests flush by hand unless they say
+	}
+	s, err := NewShared(client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func mustFlush(t testing.TB, s *Shared) {
+	t.Helper()
+	if err := s.Flush(ctxT(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSharedTwoNodesShareOneLimit(t *testing.T) {
+	for _, alg := range []shardlimit.Algorithm{shardlimit.FixedWindow, shardlimit.SlidingCounter, shardlimit.SlidingLog} {
+		t.Run(alg.String(), func(t *testing.T) {
+			c := sharedClient(t)
+			prefix := redistest.Prefix(t)
+			cfg := SharedConfig{Config: shardlimit.Config{Algorithm: alg, Limit: 10, Window: time.Hour}, Prefix: prefix}
+			a, b := newShared(t, c, cfg), newShared(t, c, cfg)
+			now := at(time.Second)
+			for i := range 6 {
+				if r := a.AllowN("client", now, 1); !r.Allowed || r.Remaining != 9-i {
+					t.Fatalf("a %d: %+v", i, r)
+				}
+			}
+			mustFlush(t, a)
+			if r := b.AllowN("client", now, 1); !r.Allowed || r.Remaining != 9 {
+				t.Fatalf("b before its flush: %+v", r)
+			}
+			mustFlush(t, b) // sends b's unit, learns a's 6
+			if r := b.Peek("client", now, 0); r.Remaining != 3 {
+				t.Fatalf("b after flush: remaining %d, want 3", r.Remaining)
+			}
+			mustFlush(t, a) // nothing pending: a learns nothing new yet
+			a.AllowN("client", now, 1)
+			mustFlush(t, a)
+			if r := a.Peek("client", now, 0); r.Remaining != 2 {
+				t.Fatalf("a after flush: remaining %d, want 2", r.Remaining)
+			}
+			admitted := 0
+			for range 10 {
+				if a.AllowN("client", now, 1).Allowed {
+					admitted++
+				}
+				if b.AllowN("client", now, 1).Allowed {
+					admitted++
+				}
+			}
+			// a sees 7+1 used, b 1+6 (not a's 7th yet): 2 and 3 more
+			// before the next flushes, 11 in all: the over-admission of
+			// a node seeing the other one flush late.
+			if admitted != 5 {
+				t.Fatalf("admitted %d more, want 5", admitted)
+			}
+			mustFlush(t, a)
+			mustFlush(t, b)
+			if a.AllowN("client", now, 1).Allowed || b.AllowN("client", now, 1).Allowed {
+				t.Fatal("admitted after both nodes flushed a full window")
+			}
+			if st := a.SharedStats(); st.Flushes != 3 || st.SentUnits != 9 || st.State != Healthy || st.ItemErrors != 0 {
+				t.Fatalf("stats %+v", st)
+			}
+		})
+	}
+}
+
+func TestSharedRestartIsNotAFreeReset(t *testing.T) {
+	c := sharedClient(t)
+	cfg := SharedConfig{Config: shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 10, Window: time.Hour},
+		Prefix: redistest.Prefix(t)}
+	a := newShared(t, c, cfg)
+	a.AllowN("k", at(time.Second), 7)
+	if err := a.Close(); err != nil { // the final flush sends the 7
+		t.Fatal(err)
+	}
+	wantClosed(t, a.AllowN("k", at(time.Second), 1).Err)
+	a2 := newShared(t, c, cfg)
+	a2.AllowN("k", at(2*time.Second), 1)
+	mustFlush(t, a2)
+	if r := a2.Peek("k", at(2*time.Second), 0); r.Remaining != 2 {
+		t.Fatalf("after restart: remaining %d, want 2", r.Remaining)
+	}
+}
+
+func wantClosed(t *testing.T, err error) {
+	t.Helper()
+	if !errors.Is(err, shardlimit.ErrClosed) {
+		t.Fatalf("error %v, want ErrClosed", err)
+	}
+}
+
+func TestSharedHealsAStoreThatLostData(t *testing.T) {
+	c := sharedClient(t)
+	cfg := SharedConfig{Config: shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 100, Window: time.Hour},
+		Prefix: redistest.Prefix(t)}
+	a := newShared(t, c, cfg)
+	be := a.backend.(*RedisBackend)
+	now := at(time.Second)
+	id := now.UnixNano() / int64(time.Hour)
+	a.AllowN("k", now, 5)
+	mustFlush(t, a)
+	if err := c.Del(ctxT(t, time.Second), be.CounterKey("k", id)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	a.AllowN("k", now, 1)
+	mustFlush(t, a)
+	got, err := be.Read(ctxT(t, time.Second), "k", id, 0, nil)
+	if err != nil || len(got) != 1 || got[0] != 6 {
+		t.Fatalf("counter after heal %v %v, want [6]", got, err)
+	}
+	ttl, err := c.PTTL(ctxT(t, time.Second), be.CounterKey("k", id)).Result()
+	if err != nil || ttl <= 0 {
+		t.Fatalf("counter without expiry: %v %v", ttl, err)
+	}
+}
+
+func TestSharedRedisDown(t *testing.T) {
+	// CASES.md B22: nothing listening, and a black hole.
+	bh := redistest.StartProxy(t, redistest.RequireRedis(t))
+	bh.SetMode(redistest.Blackhole)
+	for name, addr := range map[string]string{"refused": "127.0.0.1:1", "blackhole": bh.Addr} {
+		t.Run(name, func(t *testing.T) {
+			var changes atomic.Int32
+			start := time.Now()
+			s, err := NewShared(newClient(t, addr), SharedConfig{
+				Config:        shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 5, Window: time.Minute},
+				FlushInterval: 5 * time.Millisecond, FlushTimeout: 50 * time.Millisecond,
+				OnStateChange: func(StateChange) { changes.Add(1) },
+			})
+			if err != nil || time.Since(start) > time.Second {
+				t.Fatalf("NewShared: %v after %v", err, time.Since(start))
+			}
+			admitted := 0
+			for range 6 {
+				if s.Allow("k") {
+					admitted++
+				}
+			}
+			if admitted != 5 {
+				t.Fatalf("admitted %d of 6 with limit 5 while Redis is down", admitted)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for s.State() != Degraded {
+				if time.Now().After(deadline) {
+					t.Fatalf("never degraded: %+v", s.SharedStats())
+				}
+				s.Allow("other")
+				time.Sleep(5 * time.Millisecond)
+			}
+			if changes.Load() == 0 {
+				t.Fatal("no state change reported")
+			}
+			start = time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			s.Shutdown(ctx)
+			if d := time.Since(start); d > 2*time.Second {
+				t.Fatalf("Shutdown took %v with Redis down", d)
+			}
+		})
+	}
+}
+
+func TestSharedFailClosed(t *testing.T) {
+	s := newShared(t, newClient(t, "127.0.0.1:1"), SharedConfig{
+		Config:        shardlimit.Config{Algorithm: shardlimit.SlidingCounter, Limit: 5, Window: time.Minute},
+		FlushInterval: time.Millisecond, FlushTimeout: 20 * time.Millisecond, FailAfter: 1, Policy: FailClosed,
+	})
+	s.AllowN("k", at(0), 1)
+	deadline := time.Now().Add(10 * time.Second)
+	for s.State() != Degraded {
+		if time.Now().After(deadline) {
+			t.Fatal("never degraded")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	r := s.AllowN("k", at(0), 1)
+	if r.Allowed || r.RetryAfter <= 0 {
+		t.Fatalf("fail closed admitted: %+v", r)
+	}
+	if r := s.AllowN("k", at(0), 0); !r.Allowed {
+		t.Fatal("a peek failed closed")
+	}
+}
+
+func TestSharedFallbackLimit(t *testing.T) {
+	s := newShared(t, newClient(t, "127.0.0.1:1"), SharedConfig{
+		Config:        shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 8, Window: time.Minute},
+		FlushInterval: time.Millisecond, FlushTimeout: 20 * time.Millisecond, FailAfter: 1, FallbackLimit: 2,
+	})
+	s.AllowN("k", at(0), 1)
+	deadline := time.Now().Add(10 * time.Second)
+	for s.State() != Degraded {
+		if time.Now().After(deadline) {
+			t.Fatal("never degraded")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if r := s.Peek("k2", at(0), 0); r.Limit != 2 {
+		t.Fatalf("limit while degraded %d, want 2", r.Limit)
+	}
+}
+
+func TestSharedConfigValidation(t *testing.T) {
+	c := newClient(t, "127.0.0.1:1")
+	base := shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 1, Window: time.Second}
+	for name, cfg := range map[string]SharedConfig{
+		"gcra":           {Config: shardlimit.Config{Algorithm: shardlimit.GCRA, Limit: 1, Window: time.Second}},
+		"bad limit":      {Config: shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: -1, Window: time.Second}},
+		"interval":       {Config: base, FlushInterval: -1},
+		"timeout":        {Config: base, FlushTimeout: 2 * time.Minute},
+		"batch":          {Config: base, MaxBatch: -3},
+		"fail after":     {Config: base, FailAfter: 5000},
+		"policy":         {Config: base, Policy: 9},
+		"fallback limit": {Config: base, FallbackLimit: -1},
+		"prefix":         {Config: base, Prefix: "a{b"},
+	} {
+		if s, err := NewShared(c, cfg); !errors.Is(err, shardlimit.ErrInvalidConfig) {
+			t.Errorf("%s: %v", name, err)
+			if s != nil {
+				s.Close()
+			}
+		}
+	}
+	if _, err := NewShared(nil, SharedConfig{Config: base}); !errors.Is(err, shardlimit.ErrInvalidConfig) {
+		t.Error("nil client accepted")
+	}
+}
