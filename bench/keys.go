@@ -1,0 +1,109 @@
+package bench
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+)
+
+// KeySet is a set of distinct IPv4-like keys of 8 to 11 bytes ("10.7.3.21"),
+// held without pointers (one string and an offset table) so that holding a
+// million of them adds nothing to the garbage collector's mark work.
+type KeySet struct {
+	all  string
+	allB []byte
+	off  []uint32
+}
+
+// Len returns the number of keys.
+func (k *KeySet) Len() int { return len(k.off) - 1 }
+
+// Key returns key i as a string that shares the set's memory.
+func (k *KeySet) Key(i int) string { return k.all[k.off[i]:k.off[i+1]] }
+
+// Bytes returns key i as a []byte that shares the set's memory; callers
+// must not modify it.
+func (k *KeySet) Bytes(i int) []byte { return k.allB[k.off[i]:k.off[i+1]:k.off[i+1]] }
+
+// MillionKeys is the number of keys in the many-key benchmarks.
+const MillionKeys = 1_000_000
+
+var million struct {
+	sync.Once
+	ks *KeySet
+}
+
+// Million returns the process's set of MillionKeys keys, built once
+// (seed 1) and verified distinct.
+func Million() *KeySet {
+	million.Do(func() {
+		ks, err := NewKeySet(MillionKeys, 1)
+		if err != nil {
+			panic(err)
+		}
+		million.ks = ks
+	})
+	return million.ks
+}
+
+// NewKeySet returns n distinct keys drawn with the given seed: dotted IPv4
+// addresses of 8 to 11 bytes, lengths spread evenly, in random order. It
+// checks with a map that the keys are distinct and returns an error if they
+// are not (or if n exceeds what 8 to 11 bytes can hold).
+func NewKeySet(n int, seed uint64) (*KeySet, error) {
+	if n < 0 || n > 50_000_000 {
+		return nil, fmt.Errorf("bench: %d keys out of range", n)
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x5ca1ab1e))
+	seen := make(map[uint32]struct{}, n)
+	buf := make([]byte, 0, n*10)
+	off := make([]uint32, 1, n+1)
+	// lo[d], hi[d]: the octets of d decimal digits.
+	lo := [4]int{0, 0, 10, 100}
+	hi := [4]int{0, 9, 99, 255}
+	for len(off) <= n {
+		// 8 to 11 bytes: 3 dots and 5 to 8 digits over 4 octets of 1 to
+		// 3 digits each.
+		extra := 1 + rng.IntN(4)
+		var digits [4]int
+		for i := range digits {
+			digits[i] = 1
+		}
+		for extra > 0 {
+			if i := rng.IntN(4); digits[i] < 3 {
+				digits[i]++
+				extra--
+			}
+		}
+		var ip uint32
+		for _, d := range digits {
+			ip = ip<<8 | uint32(lo[d]+rng.IntN(hi[d]-lo[d]+1))
+		}
+		if _, dup := seen[ip]; dup {
+			continue
+		}
+		seen[ip] = struct{}{}
+		for i := 3; i >= 0; i-- {
+			buf = strconv.AppendUint(buf, uint64(ip>>(8*i)&0xff), 10)
+			if i > 0 {
+				buf = append(buf, '.')
+			}
+		}
+		off = append(off, uint32(len(buf)))
+	}
+	ks := &KeySet{all: string(buf), allB: buf, off: off}
+	// The check the benchmarks rely on: n distinct strings.
+	distinct := make(map[string]struct{}, n)
+	for i := range n {
+		k := ks.Key(i)
+		if len(k) < 8 || len(k) > 11 {
+			return nil, fmt.Errorf("bench: key %q is not 8 to 11 bytes", k)
+		}
+		distinct[k] = struct{}{}
+	}
+	if len(distinct) != n {
+		return nil, fmt.Errorf("bench: %d of %d keys are distinct", len(distinct), n)
+	}
+	return ks, nil
+}

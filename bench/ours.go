@@ -1,0 +1,99 @@
+package bench
+
+import (
+	"time"
+
+	"github.com/shardlimit/shardlimit"
+)
+
+// Ours adapts a shardlimit limiter. Allow and AllowBytes read the limiter's
+// clock (shardlimit.SystemClock); AllowAt and AllowBytesAt pass now to
+// AllowN and AllowBytesN.
+type Ours struct {
+	l    shardlimit.Limiter
+	name string
+	step time.Duration
+}
+
+// ourAlgorithms are shardlimit's algorithms in report order.
+var ourAlgorithms = []shardlimit.Algorithm{
+	shardlimit.FixedWindow,
+	shardlimit.SlidingLog,
+	shardlimit.SlidingCounter,
+	shardlimit.GCRA,
+}
+
+// OurFactories returns one Factory per shardlimit algorithm, named
+// "shardlimit_" plus the algorithm's name.
+func OurFactories() []Factory {
+	fs := make([]Factory, 0, len(ourAlgorithms))
+	for _, alg := range ourAlgorithms {
+		fs = append(fs, Factory{
+			Name: "shardlimit_" + alg.String(),
+			Ours: true,
+			New:  func(p Profile) (Keyed, error) { return NewOurs(alg, p) },
+		})
+	}
+	return fs
+}
+
+// NewOurs returns shardlimit's limiter for alg configured to p, with the
+// janitor disabled (the peers' sweepers run at most every few minutes, no
+// benchmark lasts that long, and a sweep would evict the keys of an idle
+// bucket mid-benchmark). The sliding log replaces the Allowed profile by
+// AllowedLog.
+func NewOurs(alg shardlimit.Algorithm, p Profile) (*Ours, error) {
+	if alg == shardlimit.SlidingLog && p == Allowed {
+		p = AllowedLog
+	}
+	return NewOursConfig(shardlimit.Config{
+		Algorithm:       alg,
+		Limit:           p.Limit,
+		Window:          p.Window,
+		JanitorInterval: -1,
+	})
+}
+
+// NewOursConfig returns an adapter of a shardlimit limiter built from cfg,
+// named "shardlimit_" plus the algorithm's name.
+func NewOursConfig(cfg shardlimit.Config) (*Ours, error) {
+	l, err := shardlimit.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	o := &Ours{l: l, name: "shardlimit_" + cfg.Algorithm.String()}
+	if cfg.Algorithm == shardlimit.SlidingLog && cfg.Limit > 1 {
+		// Twice the pace that would just fill the ring in a window.
+		o.step = 2 * (cfg.Window + time.Duration(cfg.Limit) - 1) / time.Duration(cfg.Limit)
+	}
+	return o, nil
+}
+
+// Limiter returns the wrapped limiter.
+func (o *Ours) Limiter() shardlimit.Limiter { return o.l }
+
+// Name returns "shardlimit_" plus the algorithm's name.
+func (o *Ours) Name() string { return o.name }
+
+// Allow calls Limiter.Allow.
+func (o *Ours) Allow(key string) bool { return o.l.Allow(key) }
+
+// AllowBytes calls Limiter.AllowBytes.
+func (o *Ours) AllowBytes(key []byte) bool { return o.l.AllowBytes(key) }
+
+// AllowAt calls Limiter.AllowN with a cost of 1.
+func (o *Ours) AllowAt(key string, now time.Time) bool {
+	return o.l.AllowN(key, now, 1).Allowed
+}
+
+// AllowBytesAt calls Limiter.AllowBytesN with a cost of 1.
+func (o *Ours) AllowBytesAt(key []byte, now time.Time) bool {
+	return o.l.AllowBytesN(key, now, 1).Allowed
+}
+
+// Step is, for the sliding log, twice the interval at which requests just
+// fill its ring in a window; 0 for the other algorithms.
+func (o *Ours) Step() time.Duration { return o.step }
+
+// Close calls Limiter.Close.
+func (o *Ours) Close() { _ = o.l.Close() }
