@@ -89,7 +89,7 @@ func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int
 		}
 	} else if ok && (!consume || n == 0) {
 		// A peek works on a copy: it changes no state.
-		s.scratch = s.recs[slot]
+		s.scratch = *s.rec(slot)
 		copy(s.scratchSd, l.tab.sideOf(s, slot))
 		r = l.alg.decide(s, &s.scratch, s.scratchSd, t, n, false)
 	} else {
@@ -99,10 +99,10 @@ func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int
 				s.mu.Unlock()
 				return Result{Limit: int(s.defLimit), Err: err}
 			}
-			l.alg.init(&s.recs[slot], t, s.defLimit)
+			l.alg.init(s.rec(slot), t, s.defLimit)
 		}
 		side := l.tab.sideOf(s, slot)
-		r = l.alg.decide(s, &s.recs[slot], side, t, n, true)
+		r = l.alg.decide(s, s.rec(slot), side, t, n, true)
 		if l.tab.sync != nil {
 			markTouched(s, l.tab.sync, slot, side)
 		}
@@ -160,9 +160,9 @@ func (l *limiter[E]) SetLimit(key string, limit int) error {
 		if slot, err = insert(&l.tab, s, h, key, 0); err != nil {
 			return err
 		}
-		l.alg.init(&s.recs[slot], 0, s.defLimit)
+		l.alg.init(s.rec(slot), 0, s.defLimit)
 	}
-	rec := &s.recs[slot]
+	rec := s.rec(slot)
 	w := l.alg.limitWord(rec)
 	old := w & limitMask
 	if limit == 0 {
@@ -185,7 +185,7 @@ func (l *limiter[E]) ClearLimit(key string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if slot, ok := find(s, h, key); ok {
-		rec := &s.recs[slot]
+		rec := s.rec(slot)
 		l.alg.setLimitWord(rec, l.alg.limitWord(rec)&limitMask)
 	}
 	return nil
@@ -220,7 +220,7 @@ func (l *limiter[E]) Reset(key string) error {
 	if !ok {
 		return nil
 	}
-	rec := &s.recs[slot]
+	rec := s.rec(slot)
 	w := l.alg.limitWord(rec)
 	if w&ownLimit == 0 {
 		l.tab.evict(s, slot)

@@ -66,7 +66,7 @@ func fixedAllow[K keyBytes](l *fixedLimiter, key K, h uint64, t int64, n int) (r
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, n, true)
 	}
-	l.alg.decideTo(&r, s, &s.recs[slot], l.tab.sideOf(s, slot), t, n, true)
+	l.alg.decideTo(&r, s, s.rec(slot), l.tab.sideOf(s, slot), t, n, true)
 	unlockStored(&l.limiter, s, slot, r.Allowed)
 	return r
 }
@@ -76,7 +76,7 @@ func logAllow[K keyBytes](l *logLimiter, key K, h uint64, t int64, n int) (r Res
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, n, true)
 	}
-	l.alg.decideTo(&r, s, &s.recs[slot], l.tab.sideOf(s, slot), t, n, true)
+	l.alg.decideTo(&r, s, s.rec(slot), l.tab.sideOf(s, slot), t, n, true)
 	unlockStored(&l.limiter, s, slot, r.Allowed)
 	return r
 }
@@ -86,7 +86,7 @@ func counterAllow[K keyBytes](l *counterLimiter, key K, h uint64, t int64, n int
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, n, true)
 	}
-	l.alg.decideTo(&r, s, &s.recs[slot], l.tab.sideOf(s, slot), t, n, true)
+	l.alg.decideTo(&r, s, s.rec(slot), l.tab.sideOf(s, slot), t, n, true)
 	unlockStored(&l.limiter, s, slot, r.Allowed)
 	return r
 }
@@ -96,7 +96,7 @@ func gcraAllow[K keyBytes](l *gcraLimiter, key K, h uint64, t int64, n int) (r R
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, n, true)
 	}
-	l.alg.decideTo(&r, s, &s.recs[slot], l.tab.sideOf(s, slot), t, n, true)
+	l.alg.decideTo(&r, s, s.rec(slot), l.tab.sideOf(s, slot), t, n, true)
 	unlockStored(&l.limiter, s, slot, r.Allowed)
 	return r
 }

@@ -3,6 +3,7 @@ package shardlimit
 import (
 	"encoding/binary"
 	"math"
+	"math/bits"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,26 +16,36 @@ import (
 // Keys are striped over a power-of-two number of shards by
 // xxhash.Sum64(key) & mask; each shard has its own mutex. Inside a shard the
 // layout is pointer-free, so the garbage collector never scans per-key data
-// (the lesson of bigcache and fastcache):
+// (the lesson of bigcache and fastcache), and a lookup of a key not in the
+// CPU cache touches about two cache lines: one of the index, one of the
+// record, which holds the key itself when it is short.
 //
-//	index  map[uint64]uint64  xxhash(key) -> slot | arena offset << 32
-//	recs   []E                per-key algorithm state, indexed by slot
-//	side   []uint32           per-key fixed-size extra state (stride words)
-//	keyOf  []uint32           slot -> arena offset of its key (freeSlot if free)
-//	arena  []byte             keys, each as uvarint length then bytes
+//	index  []uint64      open addressing, linear probing: each entry is
+//	                     fingerprint<<32 | slot (0 empty, tombstone deleted)
+//	recs   []slotRec[E]  per-key slot: the key (inline up to 15 bytes, else
+//	                     its place in the arena) and the algorithm's record
+//	side   []uint32      per-key fixed-size extra state (stride words)
+//	arena  []byte        keys longer than 15 bytes
 //
-// A lookup compares the stored key bytes, so two keys with one hash never
-// share a budget: the second is kept in spill, a map by the full key. Every
-// hash in spill is also in index (eviction promotes a spilled key when the
-// indexed one leaves), so a lookup that misses index misses the shard.
+// A lookup compares the stored key in full, so two keys with one hash never
+// share a budget: they are two entries whose fingerprints match. The index
+// doubles when 3/4 full (entries plus tombstones) and is rebuilt when
+// tombstones or dead slots pile up.
 
-// rehash computes a stored key's hash on the cold paths (eviction,
-// rebuild); the hot path hashes with xxhash directly. Tests replace it to
-// force collisions.
+// rehash computes a stored key's hash on the cold paths (eviction, index
+// growth, rebuild); the hot path hashes with xxhash directly. Tests replace
+// it to force collisions.
 var rehash = xxhash.Sum64
 
-// freeSlot marks a free slot in keyOf.
-const freeSlot = ^uint32(0)
+// Index entries and slot key lengths.
+const (
+	emptyEntry = 0
+	tombstone  = math.MaxUint64
+	inlineKey  = 15  // longest key kept in its slot
+	longKey    = 255 // klen of a slot whose key is in the arena
+	freeSlot   = 254 // klen of a free slot
+	minIndex   = 16  // smallest index, entries
+)
 
 // A record's lim word: bit 31 marks a key with a limit of its own, bit 30
 // a key whose own limit is 0 (a ban), and the low 30 bits hold the positive
@@ -68,16 +79,25 @@ const sampleSize = 16
 // keyBytes is the type of keys: the string and []byte forms of the API.
 type keyBytes interface{ ~string | ~[]byte }
 
+// slotRec is one key's slot: its key and its algorithm record. A key of up
+// to inlineKey bytes is kept in key; a longer one in the arena, with key
+// holding its offset (bytes 0-3) and length (bytes 4-7).
+type slotRec[E any] struct {
+	klen uint8
+	key  [inlineKey]byte
+	rec  E
+}
+
 // shard is one lock stripe of the table. Fields below mu are guarded by mu;
 // the atomic counters may be read without it.
 type shard[E any] struct {
 	mu        sync.Mutex
 	defLimit  uint32 // the default limit for keys without their own
-	index     map[uint64]uint64
-	spill     map[string]uint32
-	recs      []E
+	index     []uint64
+	indexBits uint8 // len(index) == 1<<indexBits
+	used      int   // index entries that are not empty (live + tombstones)
+	recs      []slotRec[E]
 	side      []uint32
-	keyOf     []uint32
 	arena     []byte
 	free      []uint32
 	live      int    // stored keys
@@ -90,10 +110,10 @@ type shard[E any] struct {
 	dirty     []uint32 // slots with sync state to collect (see shared.go)
 
 	allowed     atomic.Uint64
-	syncDropped atomic.Uint64
 	denied      atomic.Uint64
 	evicted     atomic.Uint64
 	keys        atomic.Int64
+	syncDropped atomic.Uint64
 
 	_ [64]byte // keeps the next shard's mutex off this shard's last line
 }
@@ -124,9 +144,10 @@ func (t *table[E]) init(cfg Config, stride int, alg algorithm[E]) {
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.defLimit = uint32(cfg.Limit)
-		s.index = make(map[uint64]uint64)
+		s.resetIndex(minIndex)
 		s.rng = 0x9E3779B97F4A7C15 ^ uint64(i+1)*0xBF58476D1CE4E5B9
 		s.scratchSd = make([]uint32, stride)
+		s.rings.cur = -1
 	}
 }
 
@@ -134,75 +155,142 @@ func (t *table[E]) shardFor(h uint64) *shard[E] {
 	return &t.shards[h&t.mask]
 }
 
-// keyAt returns the key stored at arena offset off. The slice aliases the
-// arena: valid only while s.mu is held and the arena is not rebuilt.
-func (s *shard[E]) keyAt(off uint32) []byte {
-	b := s.arena[off:]
-	n, w := binary.Uvarint(b)
-	return b[w : w+int(n)]
+// rec returns the record of slot. Requires s.mu held.
+func (s *shard[E]) rec(slot uint32) *E {
+	return &s.recs[slot].rec
 }
+
+// stored reports whether slot holds a key. Requires s.mu held.
+func (s *shard[E]) stored(slot int) bool {
+	return s.recs[slot].klen != freeSlot
+}
+
+// keyOf returns the key of a stored slot, aliasing the shard's storage:
+// valid only while s.mu is held and s is not rebuilt.
+func (s *shard[E]) keyOf(slot uint32) []byte {
+	r := &s.recs[slot]
+	if r.klen <= inlineKey {
+		return r.key[:r.klen]
+	}
+	off := binary.LittleEndian.Uint32(r.key[0:4])
+	n := binary.LittleEndian.Uint32(r.key[4:8])
+	return s.arena[off : off+n]
+}
+
+// fingerprint and home return the index fingerprint of hash h (bits 8-38,
+// never 0) and the index position its probe starts at (the top bits; the
+// low bits pick the shard).
+func fingerprint(h uint64) uint64 { return (h>>8&0x7FFFFFFF | 1) << 32 }
+
+func (s *shard[E]) home(h uint64) uint64 { return h >> (64 - s.indexBits) }
 
 // find returns the slot of key, whose hash is h. Requires s.mu held.
 func find[E any, K keyBytes](s *shard[E], h uint64, key K) (uint32, bool) {
-	v, ok := s.index[h]
-	if !ok {
-		return 0, false
+	fp := fingerprint(h)
+	mask := uint64(len(s.index) - 1)
+	for i := s.home(h); ; i = (i + 1) & mask {
+		e := s.index[i]
+		if e == emptyEntry {
+			return 0, false
+		}
+		if e&^math.MaxUint32 != fp || e == tombstone {
+			continue
+		}
+		slot := uint32(e)
+		r := &s.recs[slot]
+		if len(key) <= inlineKey {
+			if int(r.klen) == len(key) && string(r.key[:len(key)]) == string(key) {
+				return slot, true
+			}
+		} else if r.klen == longKey && string(s.keyOf(slot)) == string(key) {
+			return slot, true
+		}
 	}
-	b := s.arena[uint32(v>>32):]
-	var n, w uint64 = uint64(b[0]), 1
-	if n >= 0x80 {
-		var wi int
-		n, wi = binary.Uvarint(b)
-		w = uint64(wi)
+}
+
+// place adds an index entry for slot, whose key hashes to h, in the first
+// empty or deleted position of its probe. Requires s.mu held and room.
+func (s *shard[E]) place(h uint64, slot uint32) {
+	mask := uint64(len(s.index) - 1)
+	for i := s.home(h); ; i = (i + 1) & mask {
+		if e := s.index[i]; e == emptyEntry || e == tombstone {
+			if e == emptyEntry {
+				s.used++
+			}
+			s.index[i] = fingerprint(h) | uint64(slot)
+			return
+		}
 	}
-	if string(b[w:w+n]) == string(key) {
-		return uint32(v), true
+}
+
+// resetIndex replaces the index with an empty one of n entries (a power of
+// two).
+func (s *shard[E]) resetIndex(n int) {
+	s.index = make([]uint64, n)
+	s.indexBits = uint8(bits.TrailingZeros(uint(n)))
+	s.used = 0
+}
+
+// reindex rebuilds the index at the smallest size that keeps it at most half
+// full, dropping tombstones. Requires s.mu held.
+func (s *shard[E]) reindex() {
+	n := minIndex
+	for n < 2*s.live {
+		n *= 2
 	}
-	if len(s.spill) > 0 {
-		slot, ok := s.spill[string(key)]
-		return slot, ok
+	s.resetIndex(n)
+	for slot := range s.recs {
+		if s.stored(slot) {
+			s.place(rehash(s.keyOf(uint32(slot))), uint32(slot))
+		}
 	}
-	return 0, false
 }
 
 // insert stores key (hash h) in a free slot and returns the slot, whose
 // record is zero. It evicts to make room when the shard is full, or fails
-// with ErrTooManyKeys. Requires s.mu held.
+// with ErrTooManyKeys. Requires s.mu held and key not stored.
 func insert[E any, K keyBytes](t *table[E], s *shard[E], h uint64, key K, now int64) (uint32, error) {
 	if t.perShard > 0 && s.live >= t.perShard && !t.makeRoom(s, now) {
 		return 0, ErrTooManyKeys
 	}
-	off := len(s.arena)
-	if off > math.MaxUint32-binary.MaxVarintLen64-len(key) {
-		// The arena's offsets are 32-bit: 4 GiB of keys in one shard.
-		return 0, ErrTooManyKeys
+	if 4*(s.used+1) > 3*len(s.index) {
+		s.live++ // size the new index for the key being added
+		s.reindex()
+		s.live--
 	}
-	s.arena = binary.AppendUvarint(s.arena, uint64(len(key)))
-	s.arena = append(s.arena, key...)
 	var slot uint32
 	if n := len(s.free); n > 0 {
 		slot = s.free[n-1]
 		s.free = s.free[:n-1]
-		s.keyOf[slot] = uint32(off)
 	} else {
+		if len(s.recs) >= math.MaxUint32 {
+			return 0, ErrTooManyKeys
+		}
 		slot = uint32(len(s.recs))
-		var zero E
-		s.recs = append(s.recs, zero)
-		s.keyOf = append(s.keyOf, uint32(off))
+		s.recs = append(s.recs, slotRec[E]{})
 		if t.stride > 0 {
 			s.side = slices.Grow(s.side, t.stride)
 			s.side = s.side[:len(s.side)+t.stride]
 			clear(s.side[len(s.side)-t.stride:])
 		}
 	}
-	if _, taken := s.index[h]; taken {
-		if s.spill == nil {
-			s.spill = make(map[string]uint32)
-		}
-		s.spill[string(key)] = slot
+	r := &s.recs[slot]
+	if len(key) <= inlineKey {
+		r.klen = uint8(copy(r.key[:], key))
 	} else {
-		s.index[h] = uint64(slot) | uint64(off)<<32
+		off := len(s.arena)
+		if off > math.MaxUint32-len(key) {
+			// The arena's offsets are 32-bit: 4 GiB of long keys in one shard.
+			r.klen = freeSlot
+			s.free = append(s.free, slot)
+			return 0, ErrTooManyKeys
+		}
+		s.arena = append(s.arena, key...)
+		r.klen = longKey
+		binary.LittleEndian.PutUint32(r.key[0:4], uint32(off))
+		binary.LittleEndian.PutUint32(r.key[4:8], uint32(len(key)))
 	}
+	s.place(h, slot)
 	s.live++
 	s.peak = max(s.peak, s.live)
 	s.keys.Add(1)
@@ -220,23 +308,22 @@ func (t *table[E]) sideOf(s *shard[E], slot uint32) []uint32 {
 
 // evict removes the key in slot. Requires s.mu held.
 func (t *table[E]) evict(s *shard[E], slot uint32) {
-	off := s.keyOf[slot]
-	key := s.keyAt(off)
+	key := s.keyOf(slot)
 	h := rehash(key)
-	if v, ok := s.index[h]; ok && uint32(v) == slot {
-		delete(s.index, h)
-		// Keep the invariant: every spilled hash is also indexed.
-		for k, sl := range s.spill {
-			if rehash([]byte(k)) == h {
-				s.index[h] = uint64(sl) | uint64(s.keyOf[sl])<<32
-				delete(s.spill, k)
-				break
-			}
+	mask := uint64(len(s.index) - 1)
+	for i := s.home(h); ; i = (i + 1) & mask {
+		e := s.index[i]
+		if e == emptyEntry {
+			break // not indexed: cannot happen while the index is kept whole
 		}
-	} else {
-		delete(s.spill, string(key))
+		if e != tombstone && uint32(e) == slot {
+			s.index[i] = tombstone
+			break
+		}
 	}
-	s.deadBytes += len(key) + uvarintLen(len(key))
+	if s.recs[slot].klen == longKey {
+		s.deadBytes += len(key)
+	}
 	if y := t.sync; y != nil {
 		delta, _, _ := y.arrays(t.sideOf(s, slot))
 		var lost uint64
@@ -245,24 +332,13 @@ func (t *table[E]) evict(s *shard[E], slot uint32) {
 		}
 		s.syncDropped.Add(lost)
 	}
-	t.alg.release(s, &s.recs[slot])
-	var zero E
-	s.recs[slot] = zero
+	t.alg.release(s, s.rec(slot))
+	s.recs[slot] = slotRec[E]{klen: freeSlot}
 	clear(t.sideOf(s, slot))
-	s.keyOf[slot] = freeSlot
 	s.free = append(s.free, slot)
 	s.live--
 	s.keys.Add(-1)
 	s.evicted.Add(1)
-}
-
-func uvarintLen(n int) int {
-	w := 1
-	for n >= 0x80 {
-		n >>= 7
-		w++
-	}
-	return w
 }
 
 // makeRoom tries to free one slot in the full shard s: it samples up to
@@ -274,16 +350,16 @@ func (t *table[E]) makeRoom(s *shard[E], now int64) bool {
 	if n == 0 {
 		return false
 	}
-	victim, oldest := freeSlot, int64(math.MaxInt64)
+	victim, oldest := uint32(math.MaxUint32), int64(math.MaxInt64)
 	for range sampleSize {
 		s.rng ^= s.rng << 13
 		s.rng ^= s.rng >> 7
 		s.rng ^= s.rng << 17
 		slot := uint32(s.rng % uint64(n))
-		if s.keyOf[slot] == freeSlot {
+		if !s.stored(int(slot)) {
 			continue
 		}
-		rec := &s.recs[slot]
+		rec := s.rec(slot)
 		if t.alg.idle(s, rec, t.sideOf(s, slot), now) {
 			t.evict(s, slot)
 			return true
@@ -295,7 +371,7 @@ func (t *table[E]) makeRoom(s *shard[E], now int64) bool {
 			victim, oldest = slot, last
 		}
 	}
-	if t.policy == EvictLeastRecent && victim != freeSlot {
+	if t.policy == EvictLeastRecent && victim != math.MaxUint32 {
 		t.evict(s, victim)
 		return true
 	}
@@ -318,7 +394,7 @@ func (t *table[E]) sweep(now int64, stop <-chan struct{}) int {
 			s.mu.Lock()
 			end := min(start+sweepChunk, len(s.recs))
 			for slot := start; slot < end; slot++ {
-				if s.keyOf[slot] != freeSlot && t.alg.idle(s, &s.recs[slot], t.sideOf(s, uint32(slot)), now) {
+				if s.stored(slot) && t.alg.idle(s, s.rec(uint32(slot)), t.sideOf(s, uint32(slot)), now) {
 					t.evict(s, uint32(slot))
 					evicted++
 				}
@@ -336,18 +412,20 @@ func (t *table[E]) sweep(now int64, stop <-chan struct{}) int {
 	return evicted
 }
 
-// maybeRebuild rebuilds s when most of its slots or arena bytes are dead:
-// Go maps and slices never shrink. Requires s.mu held.
+// maybeRebuild rebuilds s when most of its slots or arena bytes are dead,
+// and its index when tombstones fill much of it: Go slices never shrink.
+// Requires s.mu held.
 func (t *table[E]) maybeRebuild(s *shard[E]) {
 	switch {
-	case s.live == 0 && (len(s.recs) > 0 || len(s.arena) > 0):
-		s.index = make(map[uint64]uint64)
-		s.spill = nil
-		s.recs, s.side, s.keyOf, s.arena, s.free = nil, nil, nil, nil, nil
+	case s.live == 0 && (len(s.recs) > 0 || len(s.index) > minIndex):
+		s.resetIndex(minIndex)
+		s.recs, s.side, s.arena, s.free, s.dirty = nil, nil, nil, nil, nil
 		s.peak, s.deadBytes = 0, 0
 	case s.peak >= 1024 && s.live*4 < s.peak,
 		len(s.arena) >= 1<<16 && s.deadBytes*2 > len(s.arena):
 		t.rebuild(s)
+	case s.used-s.live > len(s.index)/4:
+		s.reindex()
 	}
 	t.alg.compact(s)
 }
@@ -356,35 +434,33 @@ func (t *table[E]) maybeRebuild(s *shard[E]) {
 // Requires s.mu held.
 func (t *table[E]) rebuild(s *shard[E]) {
 	n := s.live
-	recs := make([]E, 0, n)
-	keyOf := make([]uint32, 0, n)
+	recs := make([]slotRec[E], 0, n)
 	side := make([]uint32, 0, n*t.stride)
 	arena := make([]byte, 0, len(s.arena)-s.deadBytes)
-	index := make(map[uint64]uint64, n)
-	var spill map[string]uint32
 	for slot := range s.recs {
-		if s.keyOf[slot] == freeSlot {
+		if !s.stored(slot) {
 			continue
 		}
-		key := s.keyAt(s.keyOf[slot])
-		off := uint32(len(arena))
-		arena = binary.AppendUvarint(arena, uint64(len(key)))
-		arena = append(arena, key...)
-		ns := uint32(len(recs))
-		recs = append(recs, s.recs[slot])
-		keyOf = append(keyOf, off)
-		side = append(side, t.sideOf(s, uint32(slot))...)
-		h := rehash(key)
-		if _, taken := index[h]; taken {
-			if spill == nil {
-				spill = make(map[string]uint32)
-			}
-			spill[string(key)] = ns
-		} else {
-			index[h] = uint64(ns) | uint64(off)<<32
+		r := s.recs[slot]
+		if r.klen == longKey {
+			key := s.keyOf(uint32(slot))
+			binary.LittleEndian.PutUint32(r.key[0:4], uint32(len(arena)))
+			arena = append(arena, key...)
 		}
+		recs = append(recs, r)
+		side = append(side, t.sideOf(s, uint32(slot))...)
 	}
-	s.recs, s.side, s.keyOf, s.arena, s.index, s.spill = recs, side, keyOf, arena, index, spill
+	s.recs, s.side, s.arena = recs, side, arena
 	s.free = nil
 	s.peak, s.deadBytes = n, 0
+	s.reindex()
+	if y := t.sync; y != nil {
+		// Slots moved: queue again every key with uncollected sync state.
+		s.dirty = s.dirty[:0]
+		for slot := range s.recs {
+			if t.sideOf(s, uint32(slot))[y.off]&syncTouched != 0 {
+				s.dirty = append(s.dirty, uint32(slot))
+			}
+		}
+	}
 }

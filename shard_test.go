@@ -2,6 +2,7 @@ package shardlimit
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/cespare/xxhash/v2"
 	"testing"
@@ -26,15 +27,15 @@ func TestHashCollisionsNeverShareABudget(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l.alg.init(&s.recs[slot], 0, s.defLimit)
-		s.recs[slot].count = uint32(len(k))
+		l.alg.init(s.rec(slot), 0, s.defLimit)
+		s.rec(slot).count = uint32(len(k))
 		slots[k] = slot
 	}
 	check := func(want ...string) {
 		t.Helper()
 		for _, k := range want {
 			slot, ok := find(s, h, k)
-			if !ok || s.recs[slot].count != uint32(len(k)) {
+			if !ok || s.rec(slot).count != uint32(len(k)) {
 				t.Fatalf("key %q: found=%v slot %d", k, ok, slot)
 			}
 			if slot, ok := find(s, h, []byte(k)); !ok || slot != slots[k] {
@@ -118,11 +119,11 @@ func TestSlidingLogMemoryFollowsLimit(t *testing.T) {
 	l := mustNew(t, Config{Algorithm: SlidingLog, Limit: 100, Window: time.Second, Shards: 1}).(*logLimiter)
 	l.AllowN("k", at(0), 1)
 	s := &l.tab.shards[0]
-	if c := s.recs[0].cap; c != 4 {
+	if c := s.rec(0).cap; c != 4 {
 		t.Fatalf("first ring capacity %d, want 4", c)
 	}
 	l.AllowN("k", at(0), 99)
-	if c := s.recs[0].cap; c != 100 {
+	if c := s.rec(0).cap; c != 100 {
 		t.Fatalf("full ring capacity %d, want exactly the limit", c)
 	}
 	l.SetLimit("k", 10) // usage 100 stays counted
@@ -130,7 +131,49 @@ func TestSlidingLogMemoryFollowsLimit(t *testing.T) {
 		t.Fatal("shrunk limit admitted")
 	}
 	l.AllowN("k", at(1), 1) // all expired: the ring shrinks to the limit
-	if c := s.recs[0].cap; c != 10 {
+	if c := s.rec(0).cap; c != 10 {
 		t.Fatalf("ring capacity %d after shrink, want 10", c)
+	}
+}
+
+func TestLongAndShortKeysKeepTheirOwnCounts(t *testing.T) {
+	// Keys of every length up to the cap: inline (<= 15 bytes) and in the
+	// arena, including lengths equal to the slot's marker values.
+	for _, alg := range allAlgorithms {
+		l := mustNew(t, Config{Algorithm: alg, Limit: 2, Window: time.Minute, Shards: 2, MaxKeyBytes: 600})
+		var keys []string
+		for n := 1; n <= 600; n += 1 + n/16 {
+			keys = append(keys, strings.Repeat("k", n))
+			keys = append(keys, strings.Repeat("k", n-1)+"z")
+		}
+		keys = append(keys, strings.Repeat("x", 254), strings.Repeat("x", 255))
+		for round := range 3 {
+			for _, k := range keys {
+				r := l.AllowBytesN([]byte(k), at(0), 1)
+				if r.Allowed != (round < 2) {
+					t.Fatalf("%v: key of %d bytes, round %d: %+v", alg, len(k), round, r)
+				}
+			}
+		}
+		if l.Len() != len(keys) {
+			t.Fatalf("%v: len %d, want %d", alg, l.Len(), len(keys))
+		}
+		if n := l.Sweep(at(1000)); n != len(keys) || l.Len() != 0 {
+			t.Fatalf("%v: swept %d", alg, n)
+		}
+	}
+}
+
+func TestCollectAfterRebuild(t *testing.T) {
+	l, tab := newSharedT(t, Config{Algorithm: FixedWindow, Limit: 5, Window: time.Second, Shards: 1})
+	for i := range 5000 {
+		l.AllowN(fmt.Sprint("old", i), at(0), 1)
+	}
+	collectAll(tab)
+	l.AllowN("survivor", at(10), 2)
+	l.Sweep(at(10)) // evicts the 5000 and rebuilds the shard, moving slots
+	fl := collectAll(tab)
+	if len(fl) != 1 || fl[0].Key != "survivor" || fl[0].Deltas[0] != 2 {
+		t.Fatalf("after a rebuild collected %+v", fl)
 	}
 }

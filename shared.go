@@ -174,7 +174,7 @@ func (l *limiter[E]) Collect(i int, dst []shared.Flush) []shared.Flush {
 	defer s.mu.Unlock()
 	words := make([]uint32, 0, 2*y.m*len(s.dirty))
 	for _, slot := range s.dirty {
-		if s.keyOf[slot] == freeSlot {
+		if int(slot) >= len(s.recs) || !s.stored(int(slot)) {
 			continue
 		}
 		side := l.tab.sideOf(s, slot)
@@ -184,7 +184,7 @@ func (l *limiter[E]) Collect(i int, dst []shared.Flush) []shared.Flush {
 		side[y.off] &^= syncTouched
 		delta, sent, _ := y.arrays(side)
 		head := y.head(side)
-		f := shared.Flush{Key: string(s.keyAt(s.keyOf[slot])), Newest: head}
+		f := shared.Flush{Key: string(s.keyOf(slot)), Newest: head}
 		start := len(words)
 		for k := range y.m {
 			words = append(words, delta[y.idx(head-int64(y.m-1-k))])

@@ -338,8 +338,8 @@ func (a *slidingLog) compact(s *shard[logRec]) {
 		var p ringPool
 		p.cur = -1
 		for slot := range s.recs {
-			r := &s.recs[slot]
-			if s.keyOf[slot] == freeSlot || r.cap == 0 {
+			r := s.rec(uint32(slot))
+			if !s.stored(slot) || r.cap == 0 {
 				continue
 			}
 			ref, _ := p.alloc(r.cap) // never fails: fewer pages than before
