@@ -109,9 +109,9 @@ func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int
 	}
 	if consume && n > 0 {
 		if r.Allowed {
-			s.allowed.Add(1)
+			s.allowed++
 		} else {
-			s.denied.Add(1)
+			s.denied++
 		}
 	}
 	s.mu.Unlock()
@@ -245,8 +245,10 @@ func (l *limiter[E]) Stats() Stats {
 	var st Stats
 	for i := range l.tab.shards {
 		s := &l.tab.shards[i]
-		st.Allowed += s.allowed.Load()
-		st.Denied += s.denied.Load()
+		s.mu.Lock()
+		st.Allowed += s.allowed
+		st.Denied += s.denied
+		s.mu.Unlock()
 		st.Evicted += s.evicted.Load()
 		st.Keys += int(s.keys.Load())
 	}

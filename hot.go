@@ -51,9 +51,9 @@ func lockStored[E any, K keyBytes](l *limiter[E], key K, h uint64, n int) (*shar
 // key for the reconciler if shared, and unlocks the shard.
 func unlockStored[E any](l *limiter[E], s *shard[E], slot uint32, allowed bool) {
 	if allowed {
-		s.allowed.Add(1)
+		s.allowed++
 	} else {
-		s.denied.Add(1)
+		s.denied++
 	}
 	if y := l.tab.sync; y != nil {
 		markTouched(s, y, slot, l.tab.sideOf(s, slot))

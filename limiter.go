@@ -303,8 +303,10 @@ type Result struct {
 	Err error
 }
 
-// Stats are a limiter's cumulative counters since construction. Reading
-// them takes no shard lock.
+// Stats are a limiter's cumulative counters since construction. Stats()
+// reads Allowed and Denied under each shard's lock in turn (they are plain
+// counters, so the hot path pays no extra atomic operation) and Keys and
+// Evicted without locks.
 type Stats struct {
 	Allowed uint64 // decisions that admitted a positive cost
 	Denied  uint64 // decisions that denied a positive cost (errors excluded)

@@ -109,8 +109,8 @@ type shard[E any] struct {
 	rings     ringPool // ring buffers of SlidingLog keys
 	dirty     []uint32 // slots with sync state to collect (see shared.go)
 
-	allowed     atomic.Uint64
-	denied      atomic.Uint64
+	allowed     uint64 // under mu
+	denied      uint64 // under mu
 	evicted     atomic.Uint64
 	keys        atomic.Int64
 	syncDropped atomic.Uint64
