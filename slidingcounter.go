@@ -2,11 +2,12 @@ package shardlimit
 
 import "time"
 
-// counterRec is a SlidingCounter key's state: 32 bytes, plus Buckets+1
+// counterRec is a SlidingCounter key's state: 40 bytes, plus Buckets+1
 // 4-byte counters in the shard's side storage.
 type counterRec struct {
 	lim  uint32 // lim word, see ownLimit
 	sum  uint32 // units in all Buckets+1 counters
+	hidx uint32 // counter index of bucket head: head mod (Buckets+1)
 	last int64  // latest key time seen, ns
 	skew int64  // key time minus Unix time: grows when the clock steps back
 	head int64  // id of the newest bucket (key time / G) the counters are at
@@ -55,16 +56,30 @@ func NewSlidingCounter(cfg Config) (Limiter, error) {
 }
 
 func (a *slidingCounter) init(r *counterRec, t int64, w uint32) {
-	*r = counterRec{lim: w, last: t, head: t / a.bucket}
+	*r = counterRec{lim: w, last: t}
+	a.setHead(r, t/a.bucket)
 }
 
-// idx returns the counter index of bucket id.
+// idx returns the counter index of bucket id (a division: the hot path
+// derives indexes from r.hidx instead).
 func (a *slidingCounter) idx(id int64) int {
 	i := id % (a.buckets + 1)
 	if i < 0 { // ids below 0 occur only within a window of the epoch
 		i += a.buckets + 1
 	}
 	return int(i)
+}
+
+// next returns the counter index after i.
+func (a *slidingCounter) next(i int) int {
+	if i++; i > int(a.buckets) {
+		return 0
+	}
+	return i
+}
+
+func (a *slidingCounter) setHead(r *counterRec, j int64) {
+	r.head, r.hidx = j, uint32(a.idx(j))
 }
 
 // advance brings r to Unix instant t and returns the key time to decide at
@@ -82,23 +97,24 @@ func (a *slidingCounter) advance(r *counterRec, c []uint32, t int64) (kt, from i
 		kt = r.last
 	}
 	from = min(t+r.skew, kt)
-	j := kt / a.bucket
-	if gap := j - r.head; gap > 0 {
-		if gap > a.buckets {
-			clear(c)
-			r.sum = 0
-		} else {
-			for id := r.head + 1; id <= j; id++ {
-				i := a.idx(id)
-				r.sum -= c[i]
-				c[i] = 0
-			}
+	if kt-r.head*a.bucket < a.bucket {
+		// Still in the newest bucket: no division.
+	} else if j := kt / a.bucket; j-r.head > a.buckets {
+		clear(c)
+		r.sum = 0
+		a.setHead(r, j)
+	} else {
+		i := int(r.hidx)
+		for id := r.head + 1; id <= j; id++ {
+			i = a.next(i)
+			r.sum -= c[i]
+			c[i] = 0
 		}
-		r.head = j
+		r.head, r.hidx = j, uint32(i)
 	}
 	if r.sum == 0 && r.skew != 0 {
 		r.skew, kt, from = 0, t, t
-		r.head = t / a.bucket
+		a.setHead(r, t/a.bucket)
 	}
 	r.last = kt
 	return kt, from
@@ -118,21 +134,25 @@ func (a *slidingCounter) decideTo(res *Result, s *shard[counterRec], r *counterR
 		r.lim = r.lim&^limitMask | lim
 	}
 	j := r.head
-	sum := int64(r.sum)
 	var remote []uint32 // other nodes' units per bucket, when shared
+	var remoteSum int64 // their units in all buckets
 	if a.sync != nil {
 		if d := a.sync.rotate(side, j); d != 0 && consume {
 			s.syncDropped.Add(uint64(d))
 		}
 		_, _, remote = a.sync.arrays(side)
 		for _, v := range remote {
-			sum += int64(v)
+			remoteSum += int64(v)
 		}
 	}
+	sum := int64(r.sum) + remoteSum
+	hi := int(r.hidx)
 	delta := kt - j*a.bucket
-	straddler := a.count(c, remote, j+1) // bucket j-n: same index as j+1
-	weighted := mulDivCeil(uint64(straddler), uint64(a.bucket-delta), uint64(a.bucket))
-	est := sum - straddler + int64(weighted)
+	straddler := a.count(c, remote, a.next(hi)) // bucket j-n: the index after j's
+	est := sum - straddler
+	if straddler != 0 {
+		est += int64(mulDivCeil(uint64(straddler), uint64(a.bucket-delta), uint64(a.bucket)))
+	}
 	var allowed bool
 	var retry, reset time.Duration
 	remaining := 0
@@ -145,23 +165,23 @@ func (a *slidingCounter) decideTo(res *Result, s *shard[counterRec], r *counterR
 		allowed = true
 		est += int64(n)
 		if consume {
-			c[a.idx(j)] += uint32(n)
+			c[hi] += uint32(n)
 			r.sum += uint32(n)
 			if a.sync != nil {
 				a.sync.add(side, j, uint32(n))
 			}
 		}
 	default:
-		retry = time.Duration(a.admitAt(j, c, remote, sum, kt, int64(n), int64(lim)) - from)
+		retry = time.Duration(a.admitAt(j, hi, c, remote, sum, kt, int64(n), int64(lim)) - from)
 	}
 	remaining = int(max(0, int64(lim)-est))
-	reset = time.Duration(a.resetAt(j, c, remote, sum) - from)
+	reset = time.Duration(a.resetAt(j, hi, c, remote, int64(r.sum)+remoteSum) - from)
 	*res = Result{Allowed: allowed, Limit: int(lim), Remaining: remaining, ResetAfter: reset, RetryAfter: retry}
 }
 
-// count returns the units of bucket id: local, plus remote when shared.
-func (a *slidingCounter) count(c, remote []uint32, id int64) int64 {
-	i := a.idx(id)
+// count returns the units of the bucket at counter index i: local, plus
+// remote when shared.
+func (a *slidingCounter) count(c, remote []uint32, i int) int64 {
 	if remote != nil {
 		return int64(c[i]) + int64(remote[i])
 	}
@@ -170,13 +190,14 @@ func (a *slidingCounter) count(c, remote []uint32, id int64) int64 {
 
 // resetAt returns the key time at which the oldest non-empty bucket stops
 // counting (bucket b counts until (b+n+1)*G), or at which the newest bucket
-// j would if all are empty; sum is the units of all buckets.
-func (a *slidingCounter) resetAt(j int64, c, remote []uint32, sum int64) int64 {
+// j (counter index hi) would if all are empty; sum is the units of all
+// buckets.
+func (a *slidingCounter) resetAt(j int64, hi int, c, remote []uint32, sum int64) int64 {
 	oldest := j
-	if sum > 0 {
-		for id := j - a.buckets; id <= j; id++ {
-			if a.count(c, remote, id) != 0 {
-				oldest = id
+	if sum > 0 && sum != a.count(c, remote, hi) {
+		for k, i := int64(0), a.next(hi); k < a.buckets; k, i = k+1, a.next(i) {
+			if a.count(c, remote, i) != 0 {
+				oldest = j - a.buckets + k
 				break
 			}
 		}
@@ -186,17 +207,19 @@ func (a *slidingCounter) resetAt(j int64, c, remote []uint32, sum int64) int64 {
 
 // admitAt returns the earliest key time >= kt at which n units would be
 // admitted, walking forward bucket by bucket: in bucket j+k the straddling
-// bucket is j+k-n and only buckets up to j hold units. sum is the units of
-// all buckets. Requires n <= lim.
-func (a *slidingCounter) admitAt(j int64, c, remote []uint32, sum, kt, n, lim int64) int64 {
+// bucket is j+k-n (counter index hi+1+k) and only buckets up to j hold
+// units. sum is the units of all buckets. Requires n <= lim.
+func (a *slidingCounter) admitAt(j int64, hi int, c, remote []uint32, sum, kt, n, lim int64) int64 {
 	g := a.bucket
-	straddler := a.count(c, remote, j+1)
+	si := a.next(hi)
+	straddler := a.count(c, remote, si)
 	full := sum - straddler
 	for k := int64(0); ; k++ {
 		if k > 0 {
 			straddler = 0
 			if k <= a.buckets {
-				straddler = a.count(c, remote, j+k-a.buckets)
+				si = a.next(si)
+				straddler = a.count(c, remote, si)
 			}
 			full -= straddler
 		}

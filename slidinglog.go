@@ -185,7 +185,7 @@ func (a *slidingLog) decideTo(res *Result, s *shard[logRec], r *logRec, side []u
 		retry = until(a.admitAtShared(s, r, side, te, int64(n), int64(lim)), t, tu)
 	default:
 		// The (used+n-lim)-th oldest timestamp must expire first.
-		i := (r.head + uint32(used+int64(n)-int64(lim)) - 1) % r.cap
+		i := wrap(r.head+uint32(used+int64(n)-int64(lim))-1, r.cap)
 		retry = until(a.expiry(te, s.rings.ring(r.ref, r.cap)[i]), t, tu)
 	}
 	remaining = int(max(0, int64(lim)-used))
@@ -198,6 +198,14 @@ func (a *slidingLog) decideTo(res *Result, s *shard[logRec], r *logRec, side []u
 		reset = time.Duration(a.window)
 	}
 	*res = Result{Allowed: allowed, Limit: int(lim), Remaining: remaining, ResetAfter: reset, RetryAfter: retry, Err: err}
+}
+
+// wrap returns i modulo c for i < 2c, without a division.
+func wrap(i, c uint32) uint32 {
+	if i >= c {
+		i -= c
+	}
+	return i
 }
 
 // until returns the time from tu (t rounded up to the resolution) until
@@ -256,7 +264,7 @@ func (a *slidingLog) push(s *shard[logRec], r *logRec, t int64, n, lim uint32) b
 	}
 	buf := s.rings.ring(r.ref, r.cap)
 	e := a.stamp(t)
-	i := (r.head + r.count) % r.cap
+	i := wrap(r.head+r.count, r.cap)
 	for range n {
 		buf[i] = e
 		i++
@@ -304,7 +312,7 @@ func (a *slidingLog) idle(s *shard[logRec], r *logRec, _ []uint32, t int64) bool
 	if t-r.last >= a.window {
 		return true
 	}
-	newest := s.rings.ring(r.ref, r.cap)[(r.head+r.count-1)%r.cap]
+	newest := s.rings.ring(r.ref, r.cap)[wrap(r.head+r.count-1, r.cap)]
 	return age(t/a.unit, newest) >= a.wu
 }
 
