@@ -135,6 +135,7 @@ type Engine struct {
 	dryRun     bool
 	onError    ErrorPolicy
 	onDenied   func(Decision)
+	newLimiter func(rule string, cfg shardlimit.Config) (shardlimit.Limiter, error)
 
 	set    atomic.Pointer[ruleSet] // nil after Close
 	mu     sync.Mutex              // serialises Reload and Close
@@ -169,6 +170,7 @@ func NewEngine(o Options, keyFunc bool) (*Engine, error) {
 		dryRun:     o.DryRun,
 		onError:    o.OnError,
 		onDenied:   o.OnDenied,
+		newLimiter: o.NewLimiter,
 	}
 	if e.headers == 0 {
 		e.headers = DefaultHeaders
@@ -358,7 +360,7 @@ func (e *Engine) Reload(r *Rules) error {
 				}
 			}
 			if nr.lim == nil {
-				lim, err := shardlimit.New(e.limiterConfig(nr))
+				lim, err := e.build(ru.Name, e.limiterConfig(nr))
 				if err != nil {
 					return fmt.Errorf("rule %q: %w", ru.Name, err)
 				}
@@ -433,6 +435,19 @@ func (e *Engine) Reload(r *Rules) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// build returns a new limiter for rule: Options.NewLimiter's, else
+// shardlimit.New's.
+func (e *Engine) build(rule string, cfg shardlimit.Config) (shardlimit.Limiter, error) {
+	if e.newLimiter == nil {
+		return shardlimit.New(cfg)
+	}
+	lim, err := e.newLimiter(rule, cfg)
+	if err == nil && lim == nil {
+		err = errors.New("NewLimiter returned a nil limiter")
+	}
+	return lim, err
 }
 
 // Close closes every rule's limiter, stopping their janitors. Afterwards

@@ -185,6 +185,19 @@ type Options struct {
 	// middleware.
 	Limiter shardlimit.Config
 
+	// NewLimiter, if set, builds each rule's limiter in place of
+	// shardlimit.New, for example a Redis-shared one from package sync.
+	// rule is the rule's name (unique within a rule set) and cfg the
+	// configuration the middleware derived from Limiter and the rule, with
+	// Clock set. It is called by construction and by Reload for every new
+	// rule and every rule whose algorithm, window or buckets changed (a rule
+	// whose only change is its limit keeps its limiter), from the goroutine
+	// calling them. The middleware owns what it returns: it calls Close
+	// when the rule is removed or replaced and on the middleware's Close.
+	// An error fails construction or that Reload, wrapped with the rule's
+	// name. Nil means shardlimit.New.
+	NewLimiter func(rule string, cfg shardlimit.Config) (shardlimit.Limiter, error)
+
 	// Clock, if set, supplies every decision's time and the limiters'
 	// janitor time; for tests (shardlimit.ManualClock). Otherwise fasthttp
 	// decisions use the request's ctx.Time() and net/http decisions a
