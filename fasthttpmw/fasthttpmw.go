@@ -177,7 +177,10 @@ func (m *Middleware) serve(ctx *fasthttp.RequestCtx, next fasthttp.RequestHandle
 		m.plain(ctx, fasthttp.StatusServiceUnavailable, httplimit.BodyUnavailable)
 		return
 	}
-	sc.Val = m.e.WriteHeaders(headerWriter{&ctx.Response.Header}, &d, sc.Val)
+	fs := httplimit.Fields{Buf: sc.Val[:0]}
+	m.e.FormatFields(&fs, &d)
+	setFields(&ctx.Response.Header, &fs)
+	sc.Val = fs.Buf
 	if d.Action() != httplimit.ActionDeny {
 		m.e.PutScratch(sc)
 		next(ctx)
@@ -220,12 +223,12 @@ var fieldKeys = func() (k [httplimit.NumFields][]byte) {
 	return k
 }()
 
-// headerWriter writes fields into a fasthttp response header, copying the
-// values into the header's reused storage. It is pointer-shaped, so passing
-// it as an interface does not allocate.
-type headerWriter struct{ h *fasthttp.ResponseHeader }
-
-// SetHeader implements httplimit.HeaderWriter.
-func (w headerWriter) SetHeader(f httplimit.Field, v []byte) {
-	w.h.SetCanonical(fieldKeys[f], v)
+// setFields sets the fields fs in h, replacing any of the same names (a
+// handler's, or an outer middleware's). SetCanonical copies each value into
+// the header's reused storage and skips normalising the names, which are
+// canonical already.
+func setFields(h *fasthttp.ResponseHeader, fs *httplimit.Fields) {
+	for i := range fs.Len() {
+		h.SetCanonical(fieldKeys[fs.Field(i)], fs.Value(i))
+	}
 }

@@ -17,6 +17,11 @@
 // ErrTooManyKeys when a rule's table is full under
 // shardlimit.RejectNewKeys, ErrClosed after Close).
 //
+// For a known client the middleware allocates twice per limited request,
+// however many fields it writes: one string holding every field value and
+// one array backing every field's []string (net/http header values must be
+// strings).
+//
 // Paths are matched after cleaning (as http.ServeMux cleans them: "//foo"
 // and "/a/../foo" match rules for "/foo"), so a router that does not clean
 // paths cannot be used to slip past an exact-path rule.
@@ -168,21 +173,27 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		plain(w, http.StatusServiceUnavailable, httplimit.BodyUnavailable)
 		return
 	}
-	sc.Val = m.e.WriteHeaders(headerWriter(w.Header()), &d, sc.Val)
+	fs := httplimit.Fields{Buf: sc.Val[:0]}
+	m.e.FormatFields(&fs, &d)
+	sc.Val = fs.Buf
+	h := w.Header()
 	if d.Action() != httplimit.ActionDeny {
+		setFields(h, &fs, 0)
 		m.e.PutScratch(sc)
 		next.ServeHTTP(w, r)
 		return
 	}
 	if m.denied != nil {
+		setFields(h, &fs, 0)
 		m.e.PutScratch(sc)
 		m.denied(w, r, d)
 		return
 	}
+	// The 429's own fields share the rate-limit fields' allocation.
+	own := setFields(h, &fs, 2)
+	own[0], own[1] = httplimit.ContentType, "nosniff"
+	h["Content-Type"], h["X-Content-Type-Options"] = own[0:1:1], own[1:2:2]
 	body := httplimit.AppendDenyBody(sc.Val[:0], &d)
-	h := w.Header()
-	h.Set("Content-Type", httplimit.ContentType)
-	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusTooManyRequests)
 	_, _ = w.Write(body) // the client may have gone; nothing to do
 	sc.Val = body
@@ -236,10 +247,24 @@ func cleanPath(p string) string {
 	return np
 }
 
-// headerWriter writes fields into a net/http header map (canonical names).
-type headerWriter http.Header
-
-// SetHeader implements httplimit.HeaderWriter.
-func (h headerWriter) SetHeader(f httplimit.Field, v []byte) {
-	h[httplimit.FieldNames[f]] = []string{string(v)}
+// setFields sets the fields fs in h, replacing any of the same names, and
+// returns extra more value slots for the caller's own fields. It allocates
+// twice whatever the number of fields: one string holding every value and
+// one array backing every field's []string (each capped at one element, so
+// a handler's Add to one field cannot overwrite the next).
+func setFields(h http.Header, fs *httplimit.Fields, extra int) []string {
+	n := fs.Len()
+	if n+extra == 0 {
+		return nil
+	}
+	all := string(fs.Buf)
+	vals := make([]string, n+extra)
+	start := 0
+	for i := range n {
+		end := fs.End(i)
+		vals[i] = all[start:end]
+		h[httplimit.FieldNames[fs.Field(i)]] = vals[i : i+1 : i+1]
+		start = end
+	}
+	return vals[n:]
 }

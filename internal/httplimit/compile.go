@@ -25,6 +25,12 @@ type rule struct {
 	lim      shardlimit.Limiter
 	sfName   []byte // the IETF policy name as a structured-field string
 	strategy string
+
+	// Field values that depend only on the rule, formatted once.
+	limitDigits []byte // limit
+	policyW     []byte // ";w=" and the window in seconds, rounded up
+	policy      []byte // the RateLimit-Policy value for limit
+	windowMs    []byte // the window in milliseconds, rounded up
 }
 
 // allows reports whether the rule applies to method.
@@ -159,6 +165,14 @@ func (e *Engine) newRule(tierName string, ru Rule) *rule {
 	}
 	r.sfName = appendSFString(nil, cmp.Or(ru.Policy, e.policyName))
 	r.strategy = r.alg.String()
+	r.limitDigits = appendInt(nil, int64(r.limit))
+	r.policyW = appendInt([]byte(";w="), CeilSeconds(r.window))
+	r.policy = append(append(append(slices.Clip(r.sfName), ";q="...), r.limitDigits...), r.policyW...)
+	ms := int64(r.window / time.Millisecond)
+	if r.window%time.Millisecond != 0 {
+		ms++
+	}
+	r.windowMs = appendInt(nil, ms)
 	return r
 }
 

@@ -1,6 +1,8 @@
 package httplimit
 
 import (
+	"math/bits"
+	"slices"
 	"strconv"
 	"time"
 
@@ -37,12 +39,6 @@ var FieldNames = [NumFields]string{
 	FieldRetryAfter: "Retry-After",
 }
 
-// HeaderWriter receives the fields of one response. value is only valid
-// during the call; implementations copy it.
-type HeaderWriter interface {
-	SetHeader(f Field, value []byte)
-}
-
 // CeilSeconds returns d in whole seconds rounded up; 0 for d <= 0.
 func CeilSeconds(d time.Duration) int64 {
 	if d <= 0 {
@@ -65,22 +61,61 @@ func RetryAfterSeconds(d time.Duration) (int64, bool) {
 	return max(1, CeilSeconds(d)), true
 }
 
-// WriteHeaders writes d's rate-limit fields (those selected by
-// Options.Headers; Retry-After only for a denial that is not a dry run) to
-// w, formatting values in buf, and returns buf for reuse. It writes nothing
-// for a decision that matched no rule.
-func (e *Engine) WriteHeaders(w HeaderWriter, d *Decision, buf []byte) []byte {
+// Fields are the rate-limit fields of one response, formatted by
+// Engine.FormatFields: Len fields, the i-th named FieldNames[Field(i)] with
+// value Value(i). The values lie one after the other in Buf, so a
+// middleware can copy them all at once (net/http: one string for all).
+type Fields struct {
+	// Buf holds the values, concatenated. FormatFields appends to it.
+	Buf []byte
+	n   int
+	f   [NumFields]Field
+	end [NumFields]int
+}
+
+// Len returns the number of fields.
+func (fs *Fields) Len() int { return fs.n }
+
+// Field returns the i-th field, for 0 <= i < Len().
+func (fs *Fields) Field(i int) Field { return fs.f[i] }
+
+// End returns where the i-th field's value ends in Buf; it starts where the
+// previous one ends (the first at 0).
+func (fs *Fields) End(i int) int { return fs.end[i] }
+
+// Value returns the i-th field's value, a slice of Buf.
+func (fs *Fields) Value(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = fs.end[i-1]
+	}
+	return fs.Buf[start:fs.end[i]]
+}
+
+// add records field f, whose value ends at end.
+func (fs *Fields) add(f Field, end int) {
+	fs.f[fs.n], fs.end[fs.n] = f, end
+	fs.n++
+}
+
+// FormatFields formats d's rate-limit fields (those selected by
+// Options.Headers; Retry-After only for a denial that is not a dry run),
+// in the order of their Field values, into fs, appending the values to
+// fs.Buf. fs is to be empty but for Buf's capacity. It formats nothing for
+// a decision that matched no rule.
+func (e *Engine) FormatFields(fs *Fields, d *Decision) {
 	r := d.r
 	if r == nil || e.headers&HeaderNone != 0 {
-		return buf
+		return
 	}
 	res := &d.Result
 	reset := CeilSeconds(res.ResetAfter)
+	b := fs.Buf
 	if e.headers&HeaderXRateLimit != 0 {
-		buf = strconv.AppendInt(buf[:0], int64(res.Limit), 10)
-		w.SetHeader(FieldLimit, buf)
-		buf = strconv.AppendInt(buf[:0], int64(res.Remaining), 10)
-		w.SetHeader(FieldRemaining, buf)
+		b = r.appendLimit(b, res.Limit)
+		fs.add(FieldLimit, len(b))
+		b = appendInt(b, int64(res.Remaining))
+		fs.add(FieldRemaining, len(b))
 		v := reset
 		if e.resetUnix {
 			// The reset instant R = now + ResetAfter, in Unix seconds
@@ -91,40 +126,112 @@ func (e *Engine) WriteHeaders(w HeaderWriter, d *Decision, buf []byte) []byte {
 				v++
 			}
 		}
-		buf = strconv.AppendInt(buf[:0], v, 10)
-		w.SetHeader(FieldReset, buf)
+		b = appendInt(b, v)
+		fs.add(FieldReset, len(b))
 	}
 	if e.headers&HeaderIETF != 0 {
-		buf = append(buf[:0], r.sfName...)
-		buf = append(buf, ";q="...)
-		buf = strconv.AppendInt(buf, int64(res.Limit), 10)
-		buf = append(buf, ";w="...)
-		buf = strconv.AppendInt(buf, CeilSeconds(r.window), 10)
-		w.SetHeader(FieldPolicy, buf)
-		buf = append(buf[:0], r.sfName...)
-		buf = append(buf, ";r="...)
-		buf = strconv.AppendInt(buf, int64(res.Remaining), 10)
-		buf = append(buf, ";t="...)
-		buf = strconv.AppendInt(buf, reset, 10)
-		w.SetHeader(FieldRateLimit, buf)
+		if res.Limit == r.limit {
+			b = append(b, r.policy...)
+		} else {
+			b = append(b, r.sfName...)
+			b = append(b, ";q="...)
+			b = appendInt(b, int64(res.Limit))
+			b = append(b, r.policyW...)
+		}
+		fs.add(FieldPolicy, len(b))
+		b = append(b, r.sfName...)
+		b = append(b, ";r="...)
+		b = appendInt(b, int64(res.Remaining))
+		b = append(b, ";t="...)
+		b = appendInt(b, reset)
+		fs.add(FieldRateLimit, len(b))
 	}
 	if e.headers&HeaderVerbose != 0 {
-		ms := int64(r.window / time.Millisecond)
-		if r.window%time.Millisecond != 0 {
-			ms++
-		}
-		buf = strconv.AppendInt(buf[:0], ms, 10)
-		w.SetHeader(FieldWindowMs, buf)
-		buf = append(buf[:0], r.strategy...)
-		w.SetHeader(FieldStrategy, buf)
+		b = append(b, r.windowMs...)
+		fs.add(FieldWindowMs, len(b))
+		b = append(b, r.strategy...)
+		fs.add(FieldStrategy, len(b))
 	}
 	if e.headers&HeaderRetryAfter != 0 && d.action == ActionDeny {
 		if s, ok := RetryAfterSeconds(res.RetryAfter); ok {
-			buf = strconv.AppendInt(buf[:0], s, 10)
-			w.SetHeader(FieldRetryAfter, buf)
+			b = appendInt(b, s)
+			fs.add(FieldRetryAfter, len(b))
 		}
 	}
-	return buf
+	fs.Buf = b
+}
+
+// appendLimit appends limit in decimal, the rule's own without formatting.
+func (r *rule) appendLimit(dst []byte, limit int) []byte {
+	if limit == r.limit {
+		return append(dst, r.limitDigits...)
+	}
+	return appendInt(dst, int64(limit))
+}
+
+// digitPairs holds "00" to "99".
+const digitPairs = "00010203040506070809" +
+	"10111213141516171819" +
+	"20212223242526272829" +
+	"30313233343536373839" +
+	"40414243444546474849" +
+	"50515253545556575859" +
+	"60616263646566676869" +
+	"70717273747576777879" +
+	"80818283848586878889" +
+	"90919293949596979899"
+
+// pow10 holds 10^0 to 10^19.
+var pow10 = [...]uint64{1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9,
+	1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19}
+
+// appendInt appends v in decimal to dst, as strconv.AppendInt(dst, v, 10)
+// does. Non-negative values are written in place, four digits per
+// division, instead of through strconv's scratch array and copy: this is on
+// every limited response, three to six times.
+func appendInt(dst []byte, v int64) []byte {
+	if v < 0 {
+		return strconv.AppendInt(dst, v, 10)
+	}
+	u := uint64(v)
+	if u < 100 {
+		if u < 10 {
+			return append(dst, '0'+byte(u))
+		}
+		return append(dst, digitPairs[2*u], digitPairs[2*u+1])
+	}
+	// The number of digits: log10 from the bit length, corrected by one.
+	n := bits.Len64(u) * 1233 >> 12
+	if n < len(pow10) && u >= pow10[n] {
+		n++
+	}
+	dst = slices.Grow(dst, n)
+	l := len(dst)
+	dst = dst[:l+n]
+	b := dst[l:]
+	i := len(b)
+	for u >= 10000 {
+		q := u / 10000
+		r := u - q*10000
+		hi, lo := r/100*2, r%100*2
+		i -= 4
+		_ = b[i+3]
+		b[i], b[i+1], b[i+2], b[i+3] = digitPairs[hi], digitPairs[hi+1], digitPairs[lo], digitPairs[lo+1]
+		u = q
+	}
+	if u >= 100 {
+		q := u / 100
+		r := (u - q*100) * 2
+		i -= 2
+		b[i], b[i+1] = digitPairs[r], digitPairs[r+1]
+		u = q
+	}
+	if u >= 10 {
+		b[i-2], b[i-1] = digitPairs[2*u], digitPairs[2*u+1]
+	} else {
+		b[i-1] = '0' + byte(u)
+	}
+	return dst
 }
 
 // appendSFString appends s as a structured-field string (RFC 9651, section

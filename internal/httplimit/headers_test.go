@@ -1,7 +1,9 @@
 package httplimit
 
 import (
+	"math"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -35,12 +37,27 @@ func TestCeilSeconds(t *testing.T) {
 	}
 }
 
-type mapWriter http.Header
+// format returns the fields FormatFields formats for d, checking that they
+// come in Field order, once each.
+func format(t *testing.T, e *Engine, d *Decision) http.Header {
+	t.Helper()
+	fs := Fields{Buf: []byte("junk")[:0]}
+	e.FormatFields(&fs, d)
+	h := http.Header{}
+	for i := range fs.Len() {
+		if i > 0 && fs.Field(i) <= fs.Field(i-1) {
+			t.Errorf("field %d (%s) after %s", i, FieldNames[fs.Field(i)], FieldNames[fs.Field(i-1)])
+		}
+		h.Set(FieldNames[fs.Field(i)], string(fs.Value(i)))
+	}
+	if fs.Len() > 0 && fs.End(fs.Len()-1) != len(fs.Buf) {
+		t.Errorf("values end at %d, Buf is %d long", fs.End(fs.Len()-1), len(fs.Buf))
+	}
+	return h
+}
 
-func (w mapWriter) SetHeader(f Field, v []byte) { http.Header(w).Set(FieldNames[f], string(v)) }
-
-// TestWriteHeaders checks every field's format from a Result.
-func TestWriteHeaders(t *testing.T) {
+// TestFormatFields checks every field's format from a Result.
+func TestFormatFields(t *testing.T) {
 	e := newTestEngine(t, Options{
 		Rules:      mustParse(t, `{"rules": [{"name": "r", "limit": 5, "window": "1500ms", "policy": "a\"b\\c"}]}`),
 		Headers:    HeaderXRateLimit | HeaderIETF | HeaderVerbose | HeaderRetryAfter,
@@ -52,8 +69,7 @@ func TestWriteHeaders(t *testing.T) {
 	d := Decision{r: r, now: now, action: ActionDeny, Result: shardlimit.Result{
 		Limit: 5, Remaining: 0, ResetAfter: 1250*time.Millisecond + 1, RetryAfter: 200 * time.Millisecond,
 	}}
-	h := http.Header{}
-	e.WriteHeaders(mapWriter(h), &d, nil)
+	h := format(t, e, &d)
 	want := map[string]string{
 		"X-Ratelimit-Limit":     "5",
 		"X-Ratelimit-Remaining": "0",
@@ -73,17 +89,49 @@ func TestWriteHeaders(t *testing.T) {
 		t.Errorf("fields %v", h)
 	}
 
+	// A key with a limit of its own (an override): the rule's preformatted
+	// limit does not apply.
+	d.Result.Limit, d.Result.Remaining = 1_000_000, 999_999
+	h = format(t, e, &d)
+	for k, v := range map[string]string{
+		"X-Ratelimit-Limit":     "1000000",
+		"X-Ratelimit-Remaining": "999999",
+		"Ratelimit-Policy":      `"a\"b\\c";q=1000000;w=2`,
+		"Ratelimit":             `"a\"b\\c";r=999999;t=2`,
+	} {
+		if h.Get(k) != v {
+			t.Errorf("override: %s = %q, want %q", k, h.Get(k), v)
+		}
+	}
+
 	d.Result.RetryAfter = shardlimit.Never
-	h = http.Header{}
-	e.WriteHeaders(mapWriter(h), &d, nil)
+	h = format(t, e, &d)
 	if _, ok := h["Retry-After"]; ok {
 		t.Error("Retry-After written for Never")
 	}
 	d.action, d.Result.RetryAfter = ActionShadowDeny, time.Second
-	h = http.Header{}
-	e.WriteHeaders(mapWriter(h), &d, nil)
+	h = format(t, e, &d)
 	if _, ok := h["Retry-After"]; ok {
 		t.Error("Retry-After written in dry-run")
+	}
+}
+
+// TestAppendInt checks appendInt against strconv.AppendInt: around every
+// power of ten, at the ends of the range, and on a run of small values.
+func TestAppendInt(t *testing.T) {
+	vals := []int64{math.MinInt64, -1234567, -1, math.MaxInt64, math.MaxInt32, 1<<30 - 1}
+	for p := int64(1); p > 0 && p <= math.MaxInt64/10; p *= 10 {
+		vals = append(vals, p-1, p, p+1, 9*p, 10*p-1)
+	}
+	for v := range int64(100_000) {
+		vals = append(vals, v)
+	}
+	for _, v := range vals {
+		prefix := []byte("x=")
+		got := appendInt(prefix, v)
+		if want := strconv.AppendInt([]byte("x="), v, 10); string(got) != string(want) {
+			t.Fatalf("appendInt(%d) = %q, want %q", v, got, want)
+		}
 	}
 }
 
