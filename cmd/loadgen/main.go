@@ -26,7 +26,8 @@
 // A progress line goes to stderr once a second; the report goes to stdout
 // (as JSON with -json). The run stops by itself after -duration (at most
 // 10m) and at most -max-requests requests; Ctrl-C stops it early and
-// prints the report so far (a second Ctrl-C exits at once).
+// prints the report so far (a second Ctrl-C exits at once); the exit
+// status is then 130, as after any interrupted command.
 //
 // Only loopback servers are driven unless -allow-remote is set: this is a
 // load tool, and a mistyped or pasted -url must not send thousands of
@@ -60,6 +61,8 @@ import (
 	"time"
 )
 
+// main runs the command with the process's arguments and signals; see the
+// package doc.
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// After the first signal, restore the default so a second one kills.

@@ -273,8 +273,12 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.Interrupted {
 		fmt.Fprintf(&b, "interrupted after %.1fs: the report so far\n", r.ElapsedS)
 	}
-	fmt.Fprintf(&b, "%s for %s (%.1fs to the last answer), %d streams, concurrency %d\n\n",
-		r.URL, fmtDur(time.Duration(r.DurationS*float64(time.Second))), r.ElapsedS, len(r.Streams), r.Concurrency)
+	plural := "s"
+	if len(r.Streams) == 1 {
+		plural = ""
+	}
+	fmt.Fprintf(&b, "%s for %s (%.1fs to the last answer), %d stream%s, concurrency %d\n\n",
+		r.URL, fmtDur(time.Duration(r.DurationS*float64(time.Second))), r.ElapsedS, len(r.Streams), plural, r.Concurrency)
 	rows := [][]string{{"client", "route", "rate", "sent", "2xx", "429", "other", "err", "late",
 		"limit/window", "algorithm", "max fixed-window", "max sliding-window", "p50", "p90", "p99", "max"}}
 	for _, s := range r.Streams {
