@@ -121,10 +121,14 @@ type WindowMax struct {
 // Latency holds latency percentiles in milliseconds (nearest rank).
 type Latency struct {
 	// N is the number of answered requests.
-	N   int     `json:"n"`
+	N int `json:"n"`
+	// P50 is the median.
 	P50 float64 `json:"p50"`
+	// P90 is the 90th percentile.
 	P90 float64 `json:"p90"`
+	// P99 is the 99th percentile.
 	P99 float64 `json:"p99"`
+	// Max is the slowest answer.
 	Max float64 `json:"max"`
 }
 
