@@ -437,7 +437,7 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 			e.tally(consume, n, r)
 			return r
 		}
-		if cerr := ctx.Err(); cerr != nil {
+		if cerr := callerErr(ctx); cerr != nil {
 			// The caller gave up; not a sign of Redis's health.
 			return shardlimit.Result{Limit: lim, Err: cerr}
 		}
@@ -459,6 +459,20 @@ func (e *Exact) tally(consume bool, n int, r shardlimit.Result) {
 	} else {
 		e.denied.Add(1)
 	}
+}
+
+// callerErr returns ctx's error, or context.DeadlineExceeded if ctx's
+// deadline has passed but ctx has not noticed yet: with go-redis's
+// ContextTimeoutEnabled the socket deadline, set to the same instant, may
+// fail a read a moment before the context's own timer fires.
+func callerErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // remote runs the algorithm's script for one decision.
