@@ -158,7 +158,8 @@ func (m *Middleware) serve(ctx *fasthttp.RequestCtx, next fasthttp.RequestHandle
 	} else {
 		q.Now = ctx.Time()
 	}
-	d := httplimit.Decide(m.e, sc, q)
+	var d httplimit.Decision
+	httplimit.Decide(m.e, sc, &q, &d)
 	switch d.Action() {
 	case httplimit.ActionPass, httplimit.ActionErrorPass:
 		m.e.PutScratch(sc)

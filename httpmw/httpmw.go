@@ -154,7 +154,8 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		q.Cost = m.cost(r)
 	}
 	q.Now = m.clock.Now()
-	d := httplimit.Decide(m.e, sc, q)
+	var d httplimit.Decision
+	httplimit.Decide(m.e, sc, &q, &d)
 	switch d.Action() {
 	case httplimit.ActionPass, httplimit.ActionErrorPass:
 		m.e.PutScratch(sc)

@@ -236,35 +236,38 @@ func (e *Engine) PutScratch(sc *Scratch) {
 	e.pool.Put(sc)
 }
 
-// Decide decides request q, building its key in sc.Key. It consumes the
-// request's cost from the matched rule's limiter unless the cost is
-// negative, and never allocates for a known client on a matched rule. It
-// calls Options.OnDenied for denials.
-func Decide[S byteseq](e *Engine, sc *Scratch, q Request[S]) Decision {
-	d := Decision{now: q.Now, Cost: q.Cost}
+// Decide decides request q into d, overwriting it, and builds the
+// request's key in sc.Key. It consumes the request's cost from the matched
+// rule's limiter unless the cost is negative, and never allocates for a
+// known client on a matched rule. It calls Options.OnDenied for denials.
+// q and d are pointers only so that neither is copied: Decide keeps
+// neither.
+func Decide[S byteseq](e *Engine, sc *Scratch, q *Request[S], d *Decision) {
+	*d = Decision{now: q.Now, Cost: q.Cost}
 	for attempt := 0; ; attempt++ {
 		set := e.set.Load()
 		if set == nil {
 			d.Result = shardlimit.Result{Err: shardlimit.ErrClosed}
-			return e.failed(d)
+			e.failed(d)
+			return
 		}
 		r := match(set, q.Identity, q.Client, q.Method, q.Path)
 		if r == nil {
 			d.action = ActionPass
-			return d
+			return
 		}
 		d.r, d.Rule, d.Tier, d.Algorithm, d.Window = r, r.name, r.tier, r.alg, r.window
 		if q.Cost < 0 {
 			e.badCost.Add(1)
 			d.action = ActionBadCost
-			return d
+			return
 		}
 		key, ok := buildKey(&e.keys, sc.Key[:0], q.Identity, q.Client)
 		sc.Key = key
 		if !ok {
 			e.noID.Add(1)
 			d.action = ActionNoIdentity
-			return d
+			return
 		}
 		d.Result = r.lim.AllowBytesN(key, q.Now, q.Cost)
 		switch {
@@ -274,19 +277,21 @@ func Decide[S byteseq](e *Engine, sc *Scratch, q Request[S]) Decision {
 			if errors.Is(d.Result.Err, shardlimit.ErrClosed) && attempt < 3 && e.set.Load() != set {
 				continue
 			}
-			return e.failed(d)
+			e.failed(d)
+			return
 		case d.Result.Allowed:
 			d.action = ActionAllow
+			return
 		case e.dryRun:
 			d.action, d.DryRun = ActionShadowDeny, true
 			e.wouldDeny.Add(1)
 		default:
 			d.action = ActionDeny
 		}
-		if !d.Result.Allowed && e.onDenied != nil {
-			e.onDenied(d)
+		if e.onDenied != nil {
+			e.onDenied(*d)
 		}
-		return d
+		return
 	}
 }
 
@@ -305,7 +310,7 @@ func buildKey[S byteseq](k *keyer, dst []byte, id S, client netip.Addr) ([]byte,
 }
 
 // failed completes a decision whose Result.Err is set.
-func (e *Engine) failed(d Decision) Decision {
+func (e *Engine) failed(d *Decision) {
 	e.errs.Add(1)
 	if e.onError == FailOpen {
 		d.action = ActionErrorPass
@@ -313,7 +318,6 @@ func (e *Engine) failed(d Decision) Decision {
 		d.action = ActionError
 	}
 	d.r = nil // no rate-limit fields for a failed decision
-	return d
 }
 
 // Reload replaces the rules in force by r, atomically for requests: each

@@ -21,7 +21,9 @@ func decide(e *Engine, ip, id, path string, at time.Duration, cost int) Decision
 	if ip != "" {
 		client = netip.MustParseAddr(ip)
 	}
-	return Decide(e, sc, Request[string]{Method: "GET", Path: path, Identity: id, Client: client, Now: t0.Add(at), Cost: cost})
+	var d Decision
+	Decide(e, sc, &Request[string]{Method: "GET", Path: path, Identity: id, Client: client, Now: t0.Add(at), Cost: cost}, &d)
+	return d
 }
 
 func TestReloadSemantics(t *testing.T) {
