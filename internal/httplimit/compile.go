@@ -49,8 +49,33 @@ func ruleAllows[S byteseq](r *rule, method S) bool {
 // tier is a compiled tier: its rules indexed for matching.
 type tier struct {
 	name     string
-	exact    map[string][]*rule // by path; method-specific rules first
+	exact    map[string][]*rule // by path; method-specific rules first; nil if few
+	few      []exactPath        // exact's content when at most maxScanPaths paths
 	prefixes []*rule            // longest first; method-specific first
+}
+
+// exactPath is the rules of one exact path, method-specific ones first.
+type exactPath struct {
+	path  string
+	rules []*rule
+}
+
+// maxScanPaths is the most exact paths of a tier that matching compares one
+// by one (most of them differ from the request path in length) before
+// hashing the request path into a map pays.
+const maxScanPaths = 8
+
+// exactRules returns t's rules for exact path path, or nil.
+func exactRules[S byteseq](t *tier, path S) []*rule {
+	if t.exact != nil {
+		return t.exact[string(path)]
+	}
+	for i := range t.few {
+		if p := &t.few[i]; len(p.path) == len(path) && p.path == string(path) {
+			return p.rules
+		}
+	}
+	return nil
 }
 
 // netTier is a tier reached through a client network.
@@ -70,11 +95,9 @@ type ruleSet struct {
 
 // matchTier returns t's rule for method and path, or nil.
 func matchTier[S byteseq](t *tier, method, path S) *rule {
-	if rs, ok := t.exact[string(path)]; ok {
-		for _, r := range rs {
-			if ruleAllows(r, method) {
-				return r
-			}
+	for _, r := range exactRules(t, path) {
+		if ruleAllows(r, method) {
+			return r
 		}
 	}
 	for _, r := range t.prefixes {
@@ -136,6 +159,13 @@ func compileTier(name string, rules []Rule, byName map[string]*rule) *tier {
 	}
 	for _, rs := range t.exact {
 		slices.SortStableFunc(rs, specificFirst)
+	}
+	if len(t.exact) <= maxScanPaths {
+		for path, rs := range t.exact {
+			t.few = append(t.few, exactPath{path: path, rules: rs})
+		}
+		slices.SortFunc(t.few, func(a, b exactPath) int { return strings.Compare(a.path, b.path) })
+		t.exact = nil
 	}
 	slices.SortStableFunc(t.prefixes, func(a, b *rule) int {
 		if c := cmp.Compare(len(b.path), len(a.path)); c != 0 {

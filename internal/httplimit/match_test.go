@@ -1,7 +1,9 @@
 package httplimit
 
 import (
+	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 )
 
@@ -92,5 +94,42 @@ func TestMatch(t *testing.T) {
 	}
 	if r := match(e2.set.Load(), "", none, "GET", "/foo/"); r != nil {
 		t.Errorf("/foo/ matched the exact rule /foo")
+	}
+}
+
+// TestMatchExactPaths checks exact-path matching on both sides of
+// maxScanPaths (compared one by one, or through a map): every path finds
+// its rule, the method-specific one first; paths of the same length that
+// differ, and prefixes of a path, do not.
+func TestMatchExactPaths(t *testing.T) {
+	for _, n := range []int{1, maxScanPaths, maxScanPaths + 1, 3 * maxScanPaths} {
+		var rules []string
+		for i := range n {
+			rules = append(rules,
+				fmt.Sprintf(`{"name": "p%d", "path": "/p%02d", "limit": 1, "window": "1m"}`, i, i),
+				fmt.Sprintf(`{"name": "p%d-post", "path": "/p%02d", "methods": ["POST"], "limit": 1, "window": "1m"}`, i, i))
+		}
+		rules = append(rules, `{"name": "rest", "prefix": "/", "limit": 1, "window": "1m"}`)
+		e := newTestEngine(t, Options{Rules: mustParse(t, `{"rules": [`+strings.Join(rules, ",")+`]}`)})
+		set := e.set.Load()
+		if scan := set.def.exact == nil; scan != (n <= maxScanPaths) {
+			t.Errorf("%d paths: compared one by one %v", n, scan)
+		}
+		for i := range n {
+			path := fmt.Sprintf("/p%02d", i)
+			for method, want := range map[string]string{"GET": fmt.Sprintf("p%d", i), "POST": fmt.Sprintf("p%d-post", i)} {
+				if r := match(set, "", netip.Addr{}, method, path); r == nil || r.name != want {
+					t.Errorf("%d paths: %s %s matched %v, want %s", n, method, path, r, want)
+				}
+				if r := match(set, nil, netip.Addr{}, []byte(method), []byte(path)); r == nil || r.name != want {
+					t.Errorf("%d paths: []byte %s %s matched %v, want %s", n, method, path, r, want)
+				}
+			}
+		}
+		for _, path := range []string{"/p99", "/p0", "/p000", "/", "/q00"} {
+			if r := match(set, "", netip.Addr{}, "GET", path); r == nil || r.name != "rest" {
+				t.Errorf("%d paths: %s matched %v, want rest", n, path, r)
+			}
+		}
 	}
 }
