@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"net/netip"
 )
 
@@ -26,27 +27,15 @@ func (k *keyer) appendAddrKey(dst []byte, a netip.Addr) []byte {
 	a = a.Unmap()
 	if a.Is4() {
 		b := a.As4()
-		maskBytes(b[:], k.v4Bits)
-		return append(append(dst, tagIPv4), b[:]...)
+		v := binary.BigEndian.Uint32(b[:]) & (^uint32(0) << (32 - k.v4Bits))
+		return append(dst, tagIPv4, byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
 	}
 	b := a.As16()
-	maskBytes(b[:], k.v6Bits)
+	hi := binary.BigEndian.Uint64(b[:8]) & (^uint64(0) << (64 - min(k.v6Bits, 64)))
+	lo := binary.BigEndian.Uint64(b[8:]) & (^uint64(0) << (128 - max(k.v6Bits, 64)))
+	binary.BigEndian.PutUint64(b[:8], hi)
+	binary.BigEndian.PutUint64(b[8:], lo)
 	return append(append(dst, tagIPv6), b[:(k.v6Bits+7)/8]...)
-}
-
-// maskBytes zeroes every bit of b after the first bits.
-func maskBytes(b []byte, bits int) {
-	for i := range b {
-		switch {
-		case bits >= 8:
-			bits -= 8
-		case bits > 0:
-			b[i] &^= 0xff >> bits
-			bits = 0
-		default:
-			b[i] = 0
-		}
-	}
 }
 
 // appendIDKey appends the key of client identity id to dst: the identity

@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"net/netip"
 	"strings"
 	"testing"
@@ -76,6 +77,22 @@ func TestAddrKeys(t *testing.T) {
 	}
 }
 
+// maskBytes zeroes every bit of b after the first bits: the reference for
+// appendAddrKey's masks.
+func maskBytes(b []byte, bits int) {
+	for i := range b {
+		switch {
+		case bits >= 8:
+			bits -= 8
+		case bits > 0:
+			b[i] &^= 0xff >> bits
+			bits = 0
+		default:
+			b[i] = 0
+		}
+	}
+}
+
 func TestMaskBytes(t *testing.T) {
 	for _, tc := range []struct {
 		bits int
@@ -88,6 +105,49 @@ func TestMaskBytes(t *testing.T) {
 		maskBytes(b, tc.bits)
 		if !bytes.Equal(b, tc.want) {
 			t.Errorf("mask /%d = %x, want %x", tc.bits, b, tc.want)
+		}
+	}
+}
+
+// TestAddrKeyPrefixes checks appendAddrKey against maskBytes for every
+// prefix length, on addresses with every bit set and on random ones.
+func TestAddrKeyPrefixes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for bits := 1; bits <= 128; bits++ {
+		kc := KeyConfig{IPv6Prefix: bits}
+		if bits <= 32 {
+			kc.IPv4Prefix = bits
+		}
+		k := mustKeyer(t, kc)
+		for i := range 20 {
+			var b16 [16]byte
+			for j := range b16 {
+				b16[j] = 0xff
+				if i > 0 {
+					b16[j] = byte(rng.Uint32())
+				}
+			}
+			a6 := netip.AddrFrom16(b16)
+			if a6.Is4In6() {
+				continue
+			}
+			want := append([]byte{tagIPv6}, b16[:]...)
+			maskBytes(want[1:], bits)
+			want = want[:1+(bits+7)/8]
+			if got := k.appendAddrKey([]byte("x"), a6); !bytes.Equal(got[1:], want) || got[0] != 'x' {
+				t.Fatalf("/%d %s: key %x, want %x", bits, a6, got[1:], want)
+			}
+			if bits > 32 {
+				continue
+			}
+			b4 := [4]byte(b16[:4])
+			want = append([]byte{tagIPv4}, b4[:]...)
+			maskBytes(want[1:], bits)
+			for _, a4 := range []netip.Addr{netip.AddrFrom4(b4), netip.AddrFrom16([16]byte(append(make([]byte, 10), 0xff, 0xff, b4[0], b4[1], b4[2], b4[3])))} {
+				if got := k.appendAddrKey(nil, a4); !bytes.Equal(got, want) {
+					t.Fatalf("/%d %s: key %x, want %x", bits, a4, got, want)
+				}
+			}
 		}
 	}
 }
