@@ -54,8 +54,16 @@
 // ReadTimeout, 3 s). This package never waits past its own deadlines either
 // way (a call still running at its deadline is abandoned and reported), but
 // only with ContextTimeoutEnabled does the abandoned command also end there
-// and free its connection. Recommended client options therefore are
-// MaxRetries: -1 and ContextTimeoutEnabled: true.
+// and free its connection.
+//
+// go-redis dials a refused connection five times, 100 ms apart, before it
+// reports the error (Options.DialerRetries, default 5): a flush or decision
+// whose deadline passes meanwhile sees a timeout, which proves nothing, so
+// its units are MaybeApplied instead of retried. DialerRetries: 1 reports a
+// refused connection at once.
+//
+// Recommended client options therefore are MaxRetries: -1,
+// ContextTimeoutEnabled: true and DialerRetries: 1.
 //
 // Redis 5 or later is required (scripts read the server clock with TIME).
 package sync

@@ -33,8 +33,8 @@ func sec(s float64) time.Duration {
 	return time.Duration(math.Round(s*1e6)) * time.Microsecond
 }
 
-// newClient returns a go-redis client for addr with retries off (see the
-// package doc), closed by the test's cleanup.
+// newClient returns a go-redis client for addr with retries off and one dial
+// attempt per command (see the package doc), closed by the test's cleanup.
 func newClient(t testing.TB, addr string) *redis.Client {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{
@@ -42,6 +42,7 @@ func newClient(t testing.TB, addr string) *redis.Client {
 		MaxRetries:            -1,
 		ContextTimeoutEnabled: true,
 		DialTimeout:           time.Second,
+		DialerRetries:         1,
 		ReadTimeout:           2 * time.Second,
 		WriteTimeout:          2 * time.Second,
 		PoolSize:              32,

@@ -152,11 +152,13 @@ type Shared struct {
 	lastKeys                                       atomic.Int64
 	lastLatency, maxLatency, offset                atomic.Int64
 
-	closed    atomic.Bool
-	closeOnce stdsync.Once
-	closeErr  error
-	stop      chan struct{}
-	done      chan struct{}
+	closed     atomic.Bool
+	closeOnce  stdsync.Once
+	loopCtx    context.Context // parent of the reconciler's flushes
+	loopCancel context.CancelFunc
+	closeErr   error
+	stop       chan struct{}
+	done       chan struct{}
 }
 
 // owner ties an item to its flush and bucket index.
@@ -225,6 +227,7 @@ func NewShared(client RedisClient, cfg SharedConfig) (*Shared, error) {
 	s.size, s.span = tab.Buckets()
 	s.stop = make(chan struct{})
 	s.done = make(chan struct{})
+	s.loopCtx, s.loopCancel = context.WithCancel(context.Background())
 	go s.run()
 	return s, nil
 }
@@ -392,7 +395,15 @@ func (s *Shared) Close() error {
 func (s *Shared) Shutdown(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
-		<-s.done
+		select {
+		case <-s.done:
+		case <-ctx.Done():
+			// The reconciler is in a flush to a slow store: end it now
+			// (its items become MaybeApplied, sent again as floors below).
+			s.loopCancel()
+			<-s.done
+		}
+		s.loopCancel()
 		err := s.flush(ctx)
 		if errors.Is(err, errNothingSent) {
 			err = nil
@@ -420,10 +431,13 @@ func (s *Shared) run() {
 			return
 		case <-timer.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+		ctx, cancel := context.WithTimeout(s.loopCtx, s.timeout)
 		err := s.flush(ctx)
-		if State(s.state.Load()) == Degraded && errors.Is(err, errNothingSent) {
-			// Idle while degraded: probe the store's clock instead.
+		if errors.Is(err, errNothingSent) && (State(s.state.Load()) == Degraded || s.failing()) {
+			// Idle while degraded, or after a failed flush whose items
+			// are all gone (their buckets ended): probe the store's clock
+			// instead, so that the state follows the store without
+			// traffic.
 			err = s.measureOffset(ctx)
 			s.flushMu.Lock()
 			s.record(err == nil)
@@ -440,6 +454,16 @@ func (s *Shared) run() {
 		}
 		timer.Reset(backoff)
 	}
+}
+
+// zeroDelta is the Deltas of a Restore that only queues a key again.
+var zeroDelta = [1]uint32{0}
+
+// failing reports whether the last flush or probe failed.
+func (s *Shared) failing() bool {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	return s.failures > 0
 }
 
 // errNothingSent is flush's answer when no key had a decision.
@@ -530,6 +554,13 @@ func (s *Shared) flush(ctx context.Context) error {
 				s.itemErrs.Add(1)
 				s.unknown.Add(uint64(it.Delta))
 				firstErr = cmpErr(firstErr, res.Err)
+				// The store may or may not have these units. Sending them
+				// again could count them twice; instead the key is
+				// collected again with nothing to add, so the next flush's
+				// floor (all this node sent for its newest bucket) heals
+				// the counter if they were lost, even if the key sees no
+				// further traffic.
+				s.tab.Restore(&shared.Flush{Key: f.Key, Newest: it.ID, Deltas: zeroDelta[:]})
 			}
 		}
 	}

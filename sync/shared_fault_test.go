@@ -1,0 +1,559 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	stdsync "sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/internal/redistest"
+)
+
+// Fault tests of Shared against private Redis servers: paused, killed and
+// restarted empty, unreachable for many windows, closed under MONITOR, and
+// the real-clock Retry-After promise of CASES.md B08.
+
+// changes records a limiter's state changes for a test.
+type changes chan StateChange
+
+func newChanges() changes { return make(changes, 64) }
+
+func (c changes) record(sc StateChange) {
+	select {
+	case c <- sc:
+	default: // a test that stopped reading does not block the reconciler
+	}
+}
+
+// wait returns the next change, failing the test if there is none within d
+// or it is not a change to state to.
+func (c changes) wait(t *testing.T, to State, d time.Duration) StateChange {
+	t.Helper()
+	select {
+	case sc := <-c:
+		if sc.To != to {
+			t.Fatalf("state change %+v, want one to %v", sc, to)
+		}
+		return sc
+	case <-time.After(d):
+		t.Fatalf("no change to %v within %v", to, d)
+	}
+	return StateChange{}
+}
+
+// counters reads the Redis counters of keys for window or bucket id.
+func counters(t *testing.T, c redis.Cmdable, s *Shared, keys []string, id int64) []int64 {
+	t.Helper()
+	be := s.backend.(*RedisBackend)
+	ctx := ctxT(t, 10*time.Second)
+	pipe := c.Pipeline()
+	cmds := make([]*redis.StringCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.Get(ctx, be.CounterKey(k, id))
+	}
+	_, _ = pipe.Exec(ctx)
+	out := make([]int64, len(keys))
+	for i, cmd := range cmds {
+		v, err := cmd.Int64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatalf("GET counter of %s: %v", keys[i], err)
+		}
+		out[i] = v
+	}
+	return out
+}
+
+// eventually polls cond every 10 ms until it returns "" or d has passed,
+// then fails the test with cond's last message.
+func eventually(t *testing.T, d time.Duration, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		msg := cond()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", d, msg)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// countSlow makes 10,000 decisions over 100 keys, sleeping 1 ms after every
+// 100 so that the calls overlap several flushes, and returns how many took
+// longer than 1 ms. It fails the test on any decision error or denial.
+func countSlow(t *testing.T, s *Shared, now time.Time, used map[string]int) int {
+	t.Helper()
+	slow := 0
+	for i := range 10_000 {
+		key := fmt.Sprintf("k%d", i%100)
+		start := time.Now()
+		r := s.AllowN(key, now, 1)
+		if time.Since(start) > time.Millisecond {
+			slow++
+		}
+		if r.Err != nil || !r.Allowed {
+			t.Fatalf("call %d: %+v", i, r)
+		}
+		used[key]++
+		if i%100 == 99 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return slow
+}
+
+// TestSharedRedisPaused: CLIENT PAUSE on a private Redis. Decisions go on,
+// no slower than with a healthy Redis (a counted test: calls over 1 ms
+// among 10,000, paused against healthy); the limiter turns Degraded and
+// back with OnStateChange; local limits hold meanwhile; afterwards every
+// key's Redis counter equals what this node admitted (lost replies healed
+// by the floor, nothing counted twice).
+func TestSharedRedisPaused(t *testing.T) {
+	srv := redistest.StartServer(t)
+	ch := newChanges()
+	now := at(time.Second)
+	s := newShared(t, newClient(t, srv.Addr), SharedConfig{
+		Config:        shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 1 << 29, Window: time.Minute},
+		FlushInterval: 10 * time.Millisecond, FlushTimeout: 100 * time.Millisecond, FailAfter: 2,
+		OnStateChange: ch.record,
+	})
+	used := map[string]int{}
+	healthy := countSlow(t, s, now, used)
+
+	// ALL pauses every command, TIME included; CLIENT UNPAUSE would wait
+	// too, so the pause runs out by itself.
+	if _, err := redistest.Do(srv.Addr, "CLIENT", "PAUSE", "1500", "ALL"); err != nil {
+		t.Fatal(err)
+	}
+	paused := countSlow(t, s, now, used)
+	if err := s.SetLimit("lim", 5); err != nil {
+		t.Fatal(err)
+	}
+	admitted := 0
+	for range 7 {
+		if s.AllowN("lim", now, 1).Allowed {
+			admitted++
+		}
+	}
+	used["lim"] = admitted
+	if admitted != 5 {
+		t.Errorf("per-key limit 5 while paused: %d of 7 admitted", admitted)
+	}
+	down := ch.wait(t, Degraded, 3*time.Second)
+	if down.Err == nil || s.State() != Degraded {
+		t.Errorf("change %+v, state %v", down, s.State())
+	}
+	t.Logf("calls over 1ms among 10,000: healthy %d, paused %d", healthy, paused)
+	if paused > healthy+10 {
+		t.Errorf("calls over 1ms: %d with Redis paused, %d healthy", paused, healthy)
+	}
+
+	ch.wait(t, Healthy, 5*time.Second)
+	keys := make([]string, 0, len(used))
+	for k := range used {
+		keys = append(keys, k)
+	}
+	id := now.UnixNano() / int64(time.Minute)
+	c := newClient(t, srv.Addr)
+	eventually(t, 5*time.Second, func() string {
+		got := counters(t, c, s, keys, id)
+		for i, k := range keys {
+			if got[i] != int64(used[k]) {
+				return fmt.Sprintf("counter of %s = %d, admitted %d; stats %+v", k, got[i], used[k], s.SharedStats())
+			}
+		}
+		return ""
+	})
+	st := s.SharedStats()
+	t.Logf("stats %+v", st)
+	if st.Trips != 1 || st.Recoveries != 1 || st.State != Healthy {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+// TestSharedRedisRestartedEmpty: a private Redis is killed mid-run and
+// started again empty while two nodes keep deciding. No panic, decisions
+// and local limits continue, both nodes turn Degraded and back; afterwards
+// every key's counter is healed to at least what each node sent for the
+// live window (the floor), and never more than both sent together.
+func TestSharedRedisRestartedEmpty(t *testing.T) {
+	srv := redistest.StartServer(t)
+	clock := shardlimit.NewManualClock(at(time.Second))
+	now := clock.Now()
+	cfg := SharedConfig{
+		Config:        shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 1000, Window: time.Minute, Clock: clock},
+		Prefix:        redistest.Prefix(t),
+		FlushInterval: 10 * time.Millisecond, FlushTimeout: 100 * time.Millisecond, FailAfter: 2,
+	}
+	chA, chB := newChanges(), newChanges()
+	cfgA, cfgB := cfg, cfg
+	cfgA.OnStateChange, cfgB.OnStateChange = chA.record, chB.record
+	a := newShared(t, newClient(t, srv.Addr), cfgA)
+	b := newShared(t, newClient(t, srv.Addr), cfgB)
+	keys := make([]string, 50)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("user:%d", i)
+	}
+	sent := map[*Shared][]int64{a: make([]int64, len(keys)), b: make([]int64, len(keys))}
+	round := func(units int) {
+		for _, s := range []*Shared{a, b} {
+			for i, k := range keys {
+				if r := s.AllowN(k, now, units); r.Err != nil || !r.Allowed {
+					t.Fatalf("AllowN(%s, %d): %+v", k, units, r)
+				}
+				sent[s][i] += int64(units)
+			}
+		}
+	}
+	id := now.UnixNano() / int64(time.Minute)
+	c := newClient(t, srv.Addr)
+	round(3)
+	eventually(t, 5*time.Second, func() string {
+		for i, v := range counters(t, c, a, keys, id) {
+			if v != 6 {
+				return fmt.Sprintf("counter of %s = %d, want 6", keys[i], v)
+			}
+		}
+		return ""
+	})
+
+	srv.Stop()
+	round(2)
+	chA.wait(t, Degraded, 3*time.Second)
+	chB.wait(t, Degraded, 3*time.Second)
+	round(1)
+	// Local limits hold while Redis is away: a's view of "user:0" (its own
+	// 6, plus b's 3 if a read them before the kill) leaves room for
+	// r.Remaining units, and not one more.
+	if r := a.Peek("user:0", now, 0); r.Remaining != 1000-6 && r.Remaining != 1000-9 {
+		t.Errorf("a's view of user:0 while Redis is down: %+v", r)
+	} else if r := a.AllowN("user:0", now, r.Remaining+1); r.Allowed {
+		t.Errorf("AllowN over the limit while Redis is down: %+v", r)
+	}
+
+	srv.Start() // empty
+	chA.wait(t, Healthy, 5*time.Second)
+	chB.wait(t, Healthy, 5*time.Second)
+	round(1) // mid-run: traffic goes on
+	eventually(t, 5*time.Second, func() string {
+		for i, v := range counters(t, c, a, keys, id) {
+			sa, sb := sent[a][i], sent[b][i]
+			if v < max(sa, sb) || v > sa+sb {
+				return fmt.Sprintf("counter of %s = %d, want in [max(%d, %d), %d]", keys[i], v, sa, sb, sa+sb)
+			}
+		}
+		return ""
+	})
+	for _, s := range []*Shared{a, b} {
+		if st := s.SharedStats(); st.Trips != 1 || st.Recoveries != 1 || st.State != Healthy {
+			t.Errorf("stats %+v", st)
+		}
+	}
+}
+
+// TestSharedUnknownUnitsHealedWithoutTraffic: units whose flush timed out
+// (MaybeApplied: never sent again, they could count twice) reach Redis
+// through the next flush's floor even if their key sees no further
+// decision, and the timeouts alone make the limiter Degraded.
+func TestSharedUnknownUnitsHealedWithoutTraffic(t *testing.T) {
+	p := redistest.StartProxy(t, redistest.RequireRedis(t))
+	ch := newChanges()
+	s := newShared(t, newClient(t, p.Addr), SharedConfig{
+		Config:        shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 10, Window: time.Minute},
+		FlushInterval: 5 * time.Millisecond, FlushTimeout: 30 * time.Millisecond, FailAfter: 2,
+		OnStateChange: ch.record,
+	})
+	if _, err := s.backend.Time(ctxT(t, time.Second)); err != nil { // connect first
+		t.Fatal(err)
+	}
+	p.SetMode(redistest.Blackhole)
+	now := at(time.Second)
+	s.AllowN("k", now, 3)
+	ch.wait(t, Degraded, 3*time.Second)
+	if st := s.SharedStats(); st.UnknownUnits != 3 {
+		t.Fatalf("stats %+v, want 3 unknown units", st)
+	}
+	p.SetMode(redistest.Pass)
+	ch.wait(t, Healthy, 5*time.Second)
+	c := sharedClient(t)
+	eventually(t, 2*time.Second, func() string {
+		if got := counters(t, c, s, []string{"k"}, now.UnixNano()/int64(time.Minute)); got[0] != 3 {
+			return fmt.Sprintf("counter %d, want 3", got[0])
+		}
+		return ""
+	})
+}
+
+// TestSharedProbesAfterAFailedFlush: a flush fails and its units' bucket
+// ends before the next one, so nothing is left to send; the reconciler
+// still probes the store and becomes Degraded.
+func TestSharedProbesAfterAFailedFlush(t *testing.T) {
+	p := redistest.StartProxy(t, redistest.RequireRedis(t))
+	p.SetMode(redistest.Blackhole)
+	clock := shardlimit.NewManualClock(at(time.Second))
+	ch := newChanges()
+	s := newShared(t, newClient(t, p.Addr), SharedConfig{
+		Config:        shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 10, Window: time.Minute, Clock: clock},
+		FlushInterval: 5 * time.Millisecond, FlushTimeout: 30 * time.Millisecond, FailAfter: 3,
+		OnStateChange: ch.record,
+	})
+	s.AllowN("k", clock.Now(), 1)
+	eventually(t, 3*time.Second, func() string {
+		if s.SharedStats().FailedFlushes == 0 {
+			return "no failed flush"
+		}
+		return ""
+	})
+	clock.Advance(2 * time.Minute) // the unit's window is over: dropped
+	ch.wait(t, Degraded, 3*time.Second)
+	if st := s.SharedStats(); st.FailedFlushes > 2 || st.Pending != 0 {
+		t.Errorf("stats %+v: want the probe, not flushes, to have tripped it", st)
+	}
+}
+
+// TestSharedShutdownDuringSlowFlush: Shutdown's deadline also bounds a
+// flush the reconciler has in flight to a store that does not answer.
+func TestSharedShutdownDuringSlowFlush(t *testing.T) {
+	p := redistest.StartProxy(t, redistest.RequireRedis(t))
+	p.SetMode(redistest.Blackhole)
+	s, err := NewShared(newClient(t, p.Addr), SharedConfig{
+		Config:        shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 10, Window: time.Minute},
+		Prefix:        redistest.Prefix(t),
+		FlushInterval: time.Millisecond, FlushTimeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Allow("k")
+	time.Sleep(50 * time.Millisecond) // the reconciler is now waiting on the black hole
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = s.Shutdown(ctx)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("Shutdown took %v with a 100ms deadline", d)
+	}
+	if !errors.Is(err, ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Shutdown: %v", err)
+	}
+}
+
+// TestCaseB22OutageShared is CASES.md B22 steps 4 and 5 for Shared (fixed
+// window, limit 5, W = 60 s, flushes every 100 ms): ten windows of outage
+// (a ManualClock moves the limiter; the store is a private Redis, stopped)
+// with 1,000 new keys per window. Pending keys never exceed one window's
+// 1,000; the units of every window that ended are dropped and counted, never
+// written. When Redis is back (empty), within two flushes plus the back-off
+// every key of the current window has a Redis counter, with a TTL, equal to
+// this node's local count, and no key of an older window exists.
+func TestCaseB22OutageShared(t *testing.T) {
+	srv := redistest.StartServer(t)
+	const window, perWindow = time.Minute, 1000
+	clock := shardlimit.NewManualClock(T0)
+	interval := 100 * time.Millisecond
+	s := newShared(t, newClient(t, srv.Addr), SharedConfig{
+		Config:        shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 5, Window: window, Clock: clock},
+		FlushInterval: interval,
+	})
+	srv.Stop()
+	units := func(i int) int { return 1 + i%5 }
+	perWindowUnits := 0
+	for i := range perWindow {
+		perWindowUnits += units(i)
+	}
+	var keys []string
+	for w := range 10 {
+		clock.Set(T0.Add(time.Duration(w)*window + time.Second))
+		now := clock.Now()
+		keys = keys[:0]
+		for i := range perWindow {
+			k := fmt.Sprintf("w%d:u%d", w, i)
+			keys = append(keys, k)
+			if r := s.AllowN(k, now, units(i)); !r.Allowed {
+				t.Fatalf("window %d key %s: %+v", w, k, r)
+			}
+		}
+		if err := s.Flush(ctxT(t, 5*time.Second)); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("flush to a stopped Redis: %v", err)
+		}
+		st := s.SharedStats()
+		if st.Pending > perWindow {
+			t.Fatalf("window %d: %d keys pending, more than one window's %d", w, st.Pending, perWindow)
+		}
+		if want := uint64(w * perWindowUnits); st.DroppedUnits != want {
+			t.Fatalf("window %d: dropped %d units, want %d (the ended windows'); stats %+v", w, st.DroppedUnits, want, st)
+		}
+	}
+	if st := s.SharedStats(); st.State != Degraded || st.UnknownUnits != 0 {
+		t.Fatalf("stats after the outage %+v", st)
+	}
+
+	srv.Start()
+	start := time.Now()
+	c := newClient(t, srv.Addr)
+	id := clock.Now().UnixNano() / int64(window)
+	eventually(t, 10*time.Second, func() string {
+		for i, v := range counters(t, c, s, keys, id) {
+			if v != int64(units(i)) {
+				return fmt.Sprintf("counter of %s = %d, want %d", keys[i], v, units(i))
+			}
+		}
+		return ""
+	})
+	took := time.Since(start)
+	// Back-off while degraded doubles up to max(FlushInterval, 1s).
+	limit := 2*interval + time.Second + time.Second // and a second of slack for a loaded machine
+	t.Logf("counters right %v after Redis came back (bound %v)", took, limit)
+	if took > limit {
+		t.Errorf("recovery took %v, want within two flushes plus the back-off (%v)", took, limit)
+	}
+	ctx := ctxT(t, 10*time.Second)
+	n := 0
+	iter := c.Scan(ctx, 0, "*", 1000).Iterator()
+	for iter.Next(ctx) {
+		n++
+		if ttl, err := c.PTTL(ctx, iter.Val()).Result(); err != nil || ttl <= 0 || ttl > 2*window+2*time.Second {
+			t.Fatalf("key %s: TTL %v, %v", iter.Val(), ttl, err)
+		}
+	}
+	if iter.Err() != nil || n != perWindow {
+		t.Fatalf("Redis holds %d keys (%v), want the current window's %d", n, iter.Err(), perWindow)
+	}
+}
+
+// TestCaseB08Step6RealClockShared is CASES.md B08 step 6 for Shared, with
+// two nodes (real clock, W = 2 s, limit 2): a denial whose count includes
+// the other node's units promises a Retry-After after which the same
+// request is admitted, in 100 of 100 trials, for each algorithm.
+func TestCaseB08Step6RealClockShared(t *testing.T) {
+	c := sharedClient(t)
+	const interval = 20 * time.Millisecond
+	var wg stdsync.WaitGroup
+	var failures atomic.Int64
+	var msgs stdsync.Map
+	for _, alg := range []shardlimit.Algorithm{shardlimit.FixedWindow, shardlimit.SlidingCounter, shardlimit.SlidingLog} {
+		cfg := SharedConfig{
+			Config:        shardlimit.Config{Algorithm: alg, Limit: 2, Window: 2 * time.Second, Clock: shardlimit.SystemClock()},
+			Prefix:        redistest.Prefix(t) + alg.String() + ":",
+			FlushInterval: interval,
+		}
+		a, b := newShared(t, c, cfg), newShared(t, c, cfg)
+		for trial := range 100 {
+			wg.Go(func() {
+				key := fmt.Sprintf("trial%d", trial)
+				fail := func(format string, args ...any) {
+					failures.Add(1)
+					msgs.Store(alg.String()+key, fmt.Sprintf("%v %s: ", alg, key)+fmt.Sprintf(format, args...))
+				}
+				a.AllowN(key, time.Now(), 1)
+				time.Sleep(3 * interval) // a has flushed its unit
+				var r shardlimit.Result
+				for range 10 {
+					// b's first unit is decided before b has read a's; the
+					// next are decided after b's flush has.
+					if r = b.AllowN(key, time.Now(), 1); !r.Allowed {
+						break
+					}
+					time.Sleep(3 * interval)
+				}
+				if r.Allowed || r.Err != nil || r.RetryAfter <= 0 || r.RetryAfter > 2*time.Second {
+					fail("no denial with a usable RetryAfter: %+v", r)
+					return
+				}
+				time.Sleep(r.RetryAfter)
+				if r2 := b.AllowN(key, time.Now(), 1); !r2.Allowed {
+					fail("denied again after sleeping RetryAfter %v: %+v", r.RetryAfter, r2)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if n := failures.Load(); n > 0 {
+		msgs.Range(func(_, v any) bool { t.Error(v); return true })
+		t.Fatalf("%d of 300 trials failed", n)
+	}
+}
+
+// TestCaseB13Step5SharedClose is CASES.md B13 step 5 for Shared: Close
+// sends the pending deltas once (one script call per key, MONITOR on a
+// private Redis), then nothing from the library reaches Redis after Close
+// returns, the goroutines are gone, and a second Close and decisions after
+// Close answer without panic.
+func TestCaseB13Step5SharedClose(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := newClient(t, srv.Addr)
+	if err := c.Ping(ctxT(t, time.Second)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	base := goleak.IgnoreCurrent()
+	s, err := NewShared(c, SharedConfig{
+		Config:        shardlimit.Config{Algorithm: shardlimit.SlidingCounter, Limit: 10, Window: time.Minute},
+		Prefix:        "close:",
+		FlushInterval: time.Minute, // only Close flushes
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[string]int{"a": 3, "b": 1, "c": 2}
+	now := time.Now()
+	for k, n := range used {
+		s.AllowN(k, now, n)
+	}
+	m := redistest.StartMonitor(t, srv.Addr)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // MONITOR's copy of the last commands
+	atClose := len(m.Commands())
+	time.Sleep(200 * time.Millisecond)
+	cmds := m.Stop()
+	// One EVALSHA per key; on this fresh server each is answered NOSCRIPT
+	// and sent once more as EVAL, which loads the script.
+	evalsha, eval := map[string]int{}, map[string]int{}
+	for i, cmd := range cmds {
+		if i >= atClose {
+			t.Errorf("command after Close returned: %q", cmd)
+		}
+		switch strings.ToUpper(cmd[0]) {
+		case "EVALSHA":
+			evalsha[limiterKeyOf(cmd)]++
+		case "EVAL":
+			eval[limiterKeyOf(cmd)]++
+		}
+	}
+	for k := range used {
+		if evalsha[k] != 1 || eval[k] > 1 {
+			t.Errorf("key %s: %d EVALSHA and %d EVAL, want 1 and at most 1", k, evalsha[k], eval[k])
+		}
+	}
+	if len(evalsha) != len(used) {
+		t.Errorf("Close's flush sent %v, want the keys of %v", evalsha, used)
+	}
+	id := now.UnixNano() / int64(time.Minute/time.Duration(shardlimit.DefaultBuckets))
+	for k, n := range used {
+		if got := counters(t, c, s, []string{k}, id); got[0] != int64(n) {
+			t.Errorf("counter of %s = %d, want %d", k, got[0], n)
+		}
+	}
+	goleak.VerifyNone(t, base)
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	wantClosed(t, s.AllowN("a", now, 1).Err)
+	if s.Allow("a") || s.AllowBytes([]byte("a")) {
+		t.Error("allowed after Close")
+	}
+	if err := s.Flush(context.Background()); !errors.Is(err, shardlimit.ErrClosed) {
+		t.Errorf("Flush after Close: %v", err)
+	}
+}
