@@ -14,13 +14,32 @@
 // The seed rules (rules.json beside this file, embedded in the binary):
 // client-1 may call /foo 10 times a minute (fixed window) and /bar 5 times a
 // minute (sliding log); client-2 20 and 10; any other client 5 and 2.
-// Counters live in memory.
+//
+// Counters live in memory unless -redis names a Redis server: then several
+// demo servers sharing that Redis hold one cluster-wide limit per client and
+// route. Each request is still decided in-process by a sync.Shared limiter
+// per rule, which flushes its counts to Redis every -flush and reads back
+// the other servers' (fixed window, sliding counter, sliding log), so a
+// limit may be passed by what the servers admit in the couple of flush
+// intervals before they see each other's counts (see package sync). GCRA
+// has no such shared mode: GCRA rules are decided by sync.Exact, one Redis
+// round trip (at most 50 ms) per request, exact across servers. Each rule's
+// Redis keys start with <-redis-prefix><rule name>: so rules never share
+// counters. If Redis is down or slow, every limiter decides locally (limits
+// then hold per server) and returns to sharing when Redis answers again;
+// state changes are logged on stderr.
+//
+//	go run ./cmd/shardlimit-demo -addr 127.0.0.1:8080 -redis 127.0.0.1:6379 &
+//	go run ./cmd/shardlimit-demo -addr 127.0.0.1:8081 -redis 127.0.0.1:6379 &
 //
 // Flags:
 //
-//	-addr       listen address (default 127.0.0.1:8080)
-//	-rules      JSON rules file (default: the embedded copy of rules.json)
-//	-algorithm  algorithm of rules that name none (default fixed_window)
+//	-addr          listen address (default 127.0.0.1:8080)
+//	-rules         JSON rules file (default: the embedded copy of rules.json)
+//	-algorithm     algorithm of rules that name none (default fixed_window)
+//	-redis         host:port of a Redis sharing the counters (default: none, in memory)
+//	-redis-prefix  start of every Redis key (default shardlimit:demo:)
+//	-flush         how often counts are exchanged with Redis (default 50ms)
 //
 // SIGHUP reloads the rules file, keeping the counters of unchanged rules;
 // SIGINT and SIGTERM shut the server down gracefully.
@@ -34,15 +53,18 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 
 	"github.com/shardlimit/shardlimit"
 	"github.com/shardlimit/shardlimit/fasthttpmw"
+	shardsync "github.com/shardlimit/shardlimit/sync"
 )
 
 //go:embed rules.json
@@ -59,11 +81,12 @@ func main() {
 
 // hooks replace the process-wide parts of run in tests.
 type hooks struct {
-	clock    shardlimit.Clock       // decision time; nil: the request time
-	signals  chan os.Signal         // instead of signal.Notify
-	ready    func(addr net.Addr)    // called once the server listens
-	reloaded func(err error)        // called after each SIGHUP
-	server   func(*fasthttp.Server) // adjusts the server before it starts
+	clock    shardlimit.Clock                        // decision time; nil: the request time
+	signals  chan os.Signal                          // instead of signal.Notify
+	ready    func(addr net.Addr)                     // called once the server listens
+	reloaded func(err error)                         // called after each SIGHUP
+	server   func(*fasthttp.Server)                  // adjusts the server before it starts
+	limiter  func(rule string, l shardlimit.Limiter) // sees each Redis-shared limiter built
 }
 
 // run parses args, serves until ctx is done or a terminating signal
@@ -74,9 +97,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen `address`")
 	rulesPath := fs.String("rules", "", "JSON rules `file` (default: the embedded cmd/shardlimit-demo/rules.json)")
 	algName := fs.String("algorithm", "fixed_window", "`algorithm` of rules that name none: fixed_window, sliding_log, sliding_counter or gcra")
-	// Redis sync goes here: a -redis flag (address of the Redis that shares
-	// counts between nodes, empty for in-memory only) handed to the sync
-	// package when it exists; see newMiddleware.
+	redisAddr := fs.String("redis", "", "`host:port` of a Redis server sharing the counters between demo servers (default: in memory only)")
+	redisPrefix := fs.String("redis-prefix", "shardlimit:demo:", "`prefix` of every Redis key; each rule's keys start with <prefix><rule name>:")
+	flush := fs.Duration("flush", shardsync.DefaultFlushInterval, "`interval` between exchanges of counts with Redis, in [1ms, 1m]")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -100,11 +123,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 	if err != nil {
 		return err
 	}
-	mw, err := newMiddleware(rules, alg, h.clock)
+	var sh *redisSync
+	if *redisAddr != "" {
+		if sh, err = newRedisSync(*redisAddr, *redisPrefix, *flush, stderr); err != nil {
+			return err
+		}
+		sh.built = h.limiter
+		defer sh.close()
+	}
+	mw, err := newMiddleware(rules, alg, h.clock, sh)
 	if err != nil {
 		return err
 	}
-	defer mw.Close()
+	defer mw.Close() // before sh.close: the limiters' last flush needs the client
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -126,7 +157,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 	if *rulesPath != "" {
 		src = *rulesPath
 	}
-	fmt.Fprintf(stdout, "shardlimit-demo listening on http://%s (rules: %s, default algorithm %s)\n", ln.Addr(), src, alg)
+	counters := "in memory"
+	if sh != nil {
+		counters = fmt.Sprintf("shared through Redis at %s under %s", *redisAddr, *redisPrefix)
+	}
+	fmt.Fprintf(stdout, "shardlimit-demo listening on http://%s (rules: %s, default algorithm %s, counters %s)\n", ln.Addr(), src, alg, counters)
 	fmt.Fprintf(stdout, "try: curl -i -H 'X-Client-ID: client-1' http://%s/foo\n", ln.Addr())
 	if h.ready != nil {
 		h.ready(ln.Addr())
@@ -167,19 +202,100 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 
 // newMiddleware builds the demo's middleware: clients keyed by X-Client-ID,
 // else by address; the X-RateLimit trio, the IETF fields, the verbose pair
-// and Retry-After.
-func newMiddleware(rules *fasthttpmw.Rules, alg shardlimit.Algorithm, clock shardlimit.Clock) (*fasthttpmw.Middleware, error) {
-	// Redis sync goes here: with -redis set, wrap each rule's limiter with
-	// the sync package's reconciler (the in-memory limiters stay the
-	// decision path).
-	return fasthttpmw.New(fasthttpmw.Config{Options: fasthttpmw.Options{
+// and Retry-After. With sh, every rule's limiter shares its counts through
+// Redis.
+func newMiddleware(rules *fasthttpmw.Rules, alg shardlimit.Algorithm, clock shardlimit.Clock, sh *redisSync) (*fasthttpmw.Middleware, error) {
+	o := fasthttpmw.Options{
 		Rules:            rules,
 		Keys:             fasthttpmw.KeyConfig{Header: "X-Client-ID"},
 		Headers:          fasthttpmw.HeaderXRateLimit | fasthttpmw.HeaderIETF | fasthttpmw.HeaderVerbose | fasthttpmw.HeaderRetryAfter,
 		DefaultAlgorithm: alg,
 		Clock:            clock,
-	}})
+	}
+	if sh != nil {
+		o.NewLimiter = sh.newLimiter
+	}
+	return fasthttpmw.New(fasthttpmw.Config{Options: o})
 }
+
+// redisSync builds the rules' limiters on one Redis client.
+type redisSync struct {
+	client *redis.Client
+	prefix string
+	flush  time.Duration
+	log    io.Writer
+	built  func(rule string, l shardlimit.Limiter) // if set, sees each limiter built
+}
+
+// newRedisSync connects to the Redis at addr. A Redis that does not answer
+// is reported on log, not refused: the limiters decide locally until it
+// answers.
+func newRedisSync(addr, prefix string, flush time.Duration, log io.Writer) (*redisSync, error) {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return nil, fmt.Errorf("-redis %q: %w", addr, err)
+	}
+	if flush < time.Millisecond || flush > time.Minute {
+		return nil, fmt.Errorf("-flush %v outside [1ms, 1m]", flush)
+	}
+	client := redis.NewClient(&redis.Options{
+		Addr: addr,
+		// As package sync recommends: no blind re-sends of a counter
+		// increment, and deadlines that end the socket calls.
+		MaxRetries:            -1,
+		ContextTimeoutEnabled: true,
+		DialTimeout:           time.Second,
+		ReadTimeout:           time.Second,
+		WriteTimeout:          time.Second,
+		// One dial attempt per command: go-redis's default of five, 100 ms
+		// apart, would turn a refused connection into a timeout.
+		DialerRetries: 1,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := client.Ping(ctx).Err(); err != nil {
+		fmt.Fprintf(log, "redis at %s not answering (%v): deciding locally until it does\n", addr, err)
+	}
+	return &redisSync{client: client, prefix: prefix, flush: flush, log: log}, nil
+}
+
+// newLimiter is the middleware's Options.NewLimiter: a sync.Shared for the
+// window algorithms, a sync.Exact for GCRA, with keys under
+// <prefix><rule name>: (the name path-escaped, so a brace cannot move the
+// Redis Cluster hash tag).
+func (sh *redisSync) newLimiter(rule string, cfg shardlimit.Config) (shardlimit.Limiter, error) {
+	prefix := sh.prefix + url.PathEscape(rule) + ":"
+	logChange := func(c shardsync.StateChange) {
+		if c.Err != nil {
+			fmt.Fprintf(sh.log, "rule %q: redis sync %s -> %s: %v\n", rule, c.From, c.To, c.Err)
+		} else {
+			fmt.Fprintf(sh.log, "rule %q: redis sync %s -> %s\n", rule, c.From, c.To)
+		}
+	}
+	var l shardlimit.Limiter
+	var err error
+	if cfg.Algorithm == shardlimit.GCRA {
+		l, err = shardsync.NewExact(sh.client, shardsync.ExactConfig{Config: cfg, Prefix: prefix, OnStateChange: logChange})
+	} else {
+		l, err = shardsync.NewShared(sh.client, shardsync.SharedConfig{
+			Config:        cfg,
+			Prefix:        prefix,
+			FlushInterval: sh.flush,
+			// A healthy flush takes about a millisecond; a shutdown with Redis
+			// unreachable waits this long per rule.
+			FlushTimeout:  500 * time.Millisecond,
+			OnStateChange: logChange,
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	if sh.built != nil {
+		sh.built(rule, l)
+	}
+	return l, nil
+}
+
+func (sh *redisSync) close() { _ = sh.client.Close() }
 
 // shutdown stops srv gracefully (in-flight requests finish, for at most 5 s)
 // and waits for Serve to return.

@@ -18,7 +18,9 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.uber.org/goleak"
 
+	"github.com/shardlimit/shardlimit"
 	"github.com/shardlimit/shardlimit/internal/mwtest"
+	shardsync "github.com/shardlimit/shardlimit/sync"
 )
 
 func TestMain(m *testing.M) {
@@ -49,6 +51,8 @@ type demo struct {
 	url      string
 	clock    mwtest.Clock
 	signals  chan os.Signal
+	shared   chan *shardsync.Shared // the Redis-shared limiters built
+	limiters []*shardsync.Shared     // drained from shared by flush
 	reloaded chan error
 	done     chan error
 	stdout   *syncBuffer
@@ -59,9 +63,17 @@ type demo struct {
 // injected clock; it is stopped with SIGTERM at the end of the test.
 func startDemo(t *testing.T, args ...string) *demo {
 	t.Helper()
+	return startDemoClock(t, mwtest.NewClock(), args...)
+}
+
+// startDemoClock is startDemo with a given clock, which several demos of a
+// test may share.
+func startDemoClock(t *testing.T, clock mwtest.Clock, args ...string) *demo {
+	t.Helper()
 	d := &demo{
-		clock:    mwtest.NewClock(),
+		clock:    clock,
 		signals:  make(chan os.Signal, 1),
+		shared:   make(chan *shardsync.Shared, 100),
 		reloaded: make(chan error, 1),
 		done:     make(chan error, 1),
 		stdout:   &syncBuffer{},
@@ -74,6 +86,11 @@ func startDemo(t *testing.T, args ...string) *demo {
 		ready:    func(a net.Addr) { ready <- a },
 		reloaded: func(err error) { d.reloaded <- err },
 		server:   func(s *fasthttp.Server) { s.MaxIdleWorkerDuration = 50 * time.Millisecond },
+		limiter: func(_ string, l shardlimit.Limiter) {
+			if s, ok := l.(*shardsync.Shared); ok {
+				d.shared <- s
+			}
+		},
 	}
 	go func() {
 		d.done <- run(context.Background(), append([]string{"-addr", "127.0.0.1:0"}, args...), d.stdout, d.stderr, h)
@@ -213,6 +230,9 @@ func TestDemoFlags(t *testing.T) {
 		{[]string{"extra"}, "unexpected arguments"},
 		{[]string{"-addr", "256.0.0.1:1"}, "256.0.0.1"},
 		{[]string{"-bogus"}, "flag provided but not defined"},
+		{[]string{"-redis", "no-port"}, "-redis"},
+		{[]string{"-redis", "127.0.0.1:1", "-flush", "0s"}, "-flush"},
+		{[]string{"-redis", "127.0.0.1:1", "-redis-prefix", "a{b"}, "brace"},
 	} {
 		var out, errOut syncBuffer
 		err := run(context.Background(), tc.args, &out, &errOut, &hooks{signals: make(chan os.Signal)})
@@ -224,7 +244,7 @@ func TestDemoFlags(t *testing.T) {
 	if err := run(context.Background(), []string{"-h"}, &out, &errOut, nil); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: %v", err)
 	}
-	for _, f := range []string{"-addr", "-rules", "-algorithm"} {
+	for _, f := range []string{"-addr", "-rules", "-algorithm", "-redis", "-redis-prefix", "-flush"} {
 		if !strings.Contains(errOut.String(), f) {
 			t.Errorf("usage does not mention %s:\n%s", f, errOut.String())
 		}
