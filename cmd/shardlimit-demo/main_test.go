@@ -52,7 +52,7 @@ type demo struct {
 	clock    mwtest.Clock
 	signals  chan os.Signal
 	shared   chan *shardsync.Shared // the Redis-shared limiters built
-	limiters []*shardsync.Shared     // drained from shared by flush
+	limiters []*shardsync.Shared    // drained from shared by flush
 	reloaded chan error
 	done     chan error
 	stdout   *syncBuffer
