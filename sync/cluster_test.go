@@ -26,6 +26,7 @@ import (
 //     is exactly 2 (nothing lost, nothing counted twice), and Exact works
 //     again.
 func TestCaseB23Cluster(t *testing.T) {
+	t.Parallel()
 	cl := redistest.StartCluster(t)
 	client := redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs:                 cl.Addrs,

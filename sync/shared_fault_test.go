@@ -49,8 +49,21 @@ func (c changes) wait(t *testing.T, to State, d time.Duration) StateChange {
 	return StateChange{}
 }
 
-// counters reads the Redis counters of keys for window or bucket id.
+// counters reads the Redis counters of keys for window or bucket id,
+// failing the test on an error.
 func counters(t *testing.T, c redis.Cmdable, s *Shared, keys []string, id int64) []int64 {
+	t.Helper()
+	out, err := readCounters(t, c, s, keys, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// readCounters reads the Redis counters of keys for window or bucket id (0
+// for a counter that does not exist). On a transport error it asks a
+// Cluster client to reload its slot map before returning the error.
+func readCounters(t *testing.T, c redis.Cmdable, s *Shared, keys []string, id int64) ([]int64, error) {
 	t.Helper()
 	be := s.backend.(*RedisBackend)
 	ctx := ctxT(t, 10*time.Second)
@@ -64,11 +77,14 @@ func counters(t *testing.T, c redis.Cmdable, s *Shared, keys []string, id int64)
 	for i, cmd := range cmds {
 		v, err := cmd.Int64()
 		if err != nil && !errors.Is(err, redis.Nil) {
-			t.Fatalf("GET counter of %s: %v", keys[i], err)
+			if cc, ok := c.(*redis.ClusterClient); ok {
+				cc.ReloadState(ctx)
+			}
+			return nil, fmt.Errorf("GET counter of %s: %w", keys[i], err)
 		}
 		out[i] = v
 	}
-	return out
+	return out, nil
 }
 
 // eventually polls cond every 10 ms until it returns "" or d has passed,

@@ -1,0 +1,228 @@
+package sync
+
+import (
+	"fmt"
+	"slices"
+	stdsync "sync"
+	"testing"
+	"time"
+
+	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/internal/redistest"
+)
+
+// offsetClock is the real clock moved by a constant: real time passes, but
+// the test picks where the windows start.
+type offsetClock struct{ off time.Duration }
+
+func (c offsetClock) Now() time.Time { return time.Now().Add(c.off) }
+
+// arrival is one request of the pacer's schedule.
+type arrival struct {
+	at  time.Duration // after the run's start
+	key int
+}
+
+// issued is one request as the pacer made it.
+type issued struct {
+	at      time.Time // the instant passed to AllowN
+	key     int
+	allowed bool
+}
+
+// TestSharedAccuracy is issue 4's multi-node accuracy test: 4 Shared
+// limiters (one go-redis client each) share one Redis, flush every 50 ms,
+// and are driven by an open-loop pacer on the real clock: per node and
+// key, requests at fixed instants whatever the answers, AllowN at the
+// instant the request is actually made. The harness, not the library,
+// counts the admitted units per key and window. Limit 1000 per 10 s; half
+// of the keys are offered 2x the limit spread over the window, half 1.2x.
+// For the fixed window and the sliding counter (10 buckets; windows counted
+// on bucket boundaries, where the algorithm's own guarantee is exact):
+//
+//   - the largest admitted/limit never exceeds DESIGN.md's bound
+//     min(N*L, L + (N-1)*R*D), D = 2T + d, d the largest flush latency the
+//     nodes measured (SharedStats.MaxLatency) and R the largest rate at
+//     which one node was offered a key over any interval of length D;
+//   - at 2x it is at most 1.05;
+//   - at 1.2x at least 0.95 of the limit is admitted (no double counting).
+//
+// The windows are aligned to the run by an offset clock, so one full window
+// takes 10 s of real time; the two algorithms run at once.
+func TestSharedAccuracy(t *testing.T) {
+	t.Parallel()
+	const (
+		nodes    = 4
+		limit    = 1000
+		window   = 10 * time.Second
+		buckets  = 10
+		interval = 50 * time.Millisecond
+		keysPer  = 4 // keys per load level
+		lead     = 200 * time.Millisecond
+	)
+	loads := []float64{2.0, 1.2}
+	addr := redistest.RequireRedis(t)
+
+	// The run starts on a window boundary of the offset clock.
+	now := time.Now()
+	start := now.Add(lead)
+	boundary := (start.UnixNano()/int64(window) + 1) * int64(window)
+	clock := offsetClock{off: time.Duration(boundary - start.UnixNano())}
+	origin := time.Unix(0, boundary) // the run's start on the offset clock
+
+	// Per node, the arrival instants of every key: key k of load level
+	// l is offered loads[l]*limit per window by all nodes together, evenly
+	// spaced, each node shifted by a fraction of the spacing.
+	nkeys := len(loads) * keysPer
+	schedule := make([][]arrival, nodes)
+	for n := range nodes {
+		for k := range nkeys {
+			perNode := loads[k/keysPer] * limit / nodes // per window
+			gap := time.Duration(float64(window) / perNode)
+			// Node n's first request at (n + k/nkeys) / nodes of the
+			// spacing: the nodes take turns, keys differ in phase.
+			first := gap * time.Duration(n*nkeys+k) / time.Duration(nodes*nkeys)
+			for at := first; at < window; at += gap {
+				schedule[n] = append(schedule[n], arrival{at: at, key: k})
+			}
+		}
+		slices.SortFunc(schedule[n], func(a, b arrival) int { return int(a.at - b.at) })
+	}
+
+	type result struct {
+		alg  shardlimit.Algorithm
+		lims [nodes]*Shared
+		log  [nodes][]issued
+	}
+	var results []*result
+	var wg stdsync.WaitGroup
+	for _, alg := range []shardlimit.Algorithm{shardlimit.FixedWindow, shardlimit.SlidingCounter} {
+		res := &result{alg: alg}
+		results = append(results, res)
+		prefix := redistest.Prefix(t) + alg.String() + ":"
+		for n := range nodes {
+			res.lims[n] = newShared(t, newClient(t, addr), SharedConfig{
+				Config: shardlimit.Config{Algorithm: alg, Limit: limit, Window: window, Buckets: buckets,
+					Clock: clock, JanitorInterval: -1},
+				Prefix:        prefix,
+				FlushInterval: interval,
+			})
+		}
+		for n := range nodes {
+			wg.Go(func() {
+				s := res.lims[n]
+				out := make([]issued, 0, len(schedule[n]))
+				for _, a := range schedule[n] {
+					if d := time.Until(origin.Add(a.at - clock.off)); d > 0 {
+						time.Sleep(d)
+					}
+					at := clock.Now()
+					r := s.AllowN(keyName(a.key), at, 1)
+					if r.Err != nil {
+						t.Errorf("%v node %d: %v", alg, n, r.Err)
+						return
+					}
+					out = append(out, issued{at: at, key: a.key, allowed: r.Allowed})
+				}
+				res.log[n] = out
+			})
+		}
+	}
+	wg.Wait()
+	for _, res := range results {
+		var d time.Duration
+		for _, s := range res.lims {
+			st := s.SharedStats()
+			d = max(d, st.MaxLatency)
+			if st.ItemErrors != 0 || st.State != Healthy {
+				t.Errorf("%v: stats %+v", res.alg, st)
+			}
+		}
+		a := accuracy{nodes: nodes, limit: limit, window: window, buckets: buckets,
+			origin: origin, delay: 2*interval + d, log: res.log[:]}
+		if res.alg == shardlimit.FixedWindow {
+			a.buckets = 1
+		}
+		t.Run(res.alg.String(), func(t *testing.T) {
+			t.Logf("D = 2T + d = 2*%v + %v = %v", interval, d, a.delay)
+			for l, load := range loads {
+				for k := l * keysPer; k < (l+1)*keysPer; k++ {
+					admitted, full, rate := a.measure(k)
+					bound := a.bound(rate)
+					t.Logf("%s offered %.1fx: max admitted/limit %.4f (full window %d), bound %.4f (R = %.0f/s per node)",
+						keyName(k), load, float64(admitted)/limit, full, bound/limit, rate)
+					if float64(admitted) > bound {
+						t.Errorf("%s: %d admitted in one window, above the bound %.1f", keyName(k), admitted, bound)
+					}
+					if load >= 2 && float64(admitted) > 1.05*limit {
+						t.Errorf("%s offered %.1fx: %d admitted in one window, above 1.05x the limit", keyName(k), load, admitted)
+					}
+					if load <= 1.2 && float64(full) < 0.95*limit {
+						t.Errorf("%s offered %.1fx: %d admitted in the run's window, below 0.95x the limit", keyName(k), load, full)
+					}
+				}
+			}
+		})
+	}
+}
+
+func keyName(k int) string { return fmt.Sprintf("key%d", k) }
+
+// accuracy measures what the nodes of one run admitted.
+type accuracy struct {
+	nodes, limit, buckets int // buckets 1 for a fixed window
+	window                time.Duration
+	origin                time.Time     // start of the run's full window
+	delay                 time.Duration // D
+	log                   [][]issued    // per node
+}
+
+// measure returns, for key k, the most units admitted in one window
+// (windows on bucket boundaries), the units admitted in the run's own
+// window, and the largest rate, in units per second, at which one node was
+// offered k over an interval of length D.
+func (a *accuracy) measure(k int) (most, full int, rate float64) {
+	size := int64(a.window) / int64(a.buckets)
+	perBucket := map[int64]int{}
+	for _, node := range a.log {
+		var times []time.Time
+		for _, is := range node {
+			if is.key != k {
+				continue
+			}
+			times = append(times, is.at)
+			if is.allowed {
+				perBucket[is.at.UnixNano()/size]++
+			}
+		}
+		peak := 0
+		for i, j := 0, 0; j < len(times); j++ {
+			for times[j].Sub(times[i]) > a.delay {
+				i++
+			}
+			peak = max(peak, j-i+1)
+		}
+		rate = max(rate, float64(peak)/a.delay.Seconds())
+	}
+	first := a.origin.UnixNano() / size
+	for b := range perBucket {
+		// The window of buckets-1 .. b+buckets-1 ending at each bucket that
+		// holds units.
+		for end := b; end < b+int64(a.buckets); end++ {
+			sum := 0
+			for id := end - int64(a.buckets) + 1; id <= end; id++ {
+				sum += perBucket[id]
+			}
+			most = max(most, sum)
+		}
+	}
+	for id := first; id < first+int64(a.buckets); id++ {
+		full += perBucket[id]
+	}
+	return most, full, rate
+}
+
+// bound is DESIGN.md's min(N*L, L + (N-1)*R*D).
+func (a *accuracy) bound(rate float64) float64 {
+	return min(float64(a.nodes*a.limit), float64(a.limit)+float64(a.nodes-1)*rate*a.delay.Seconds())
+}
