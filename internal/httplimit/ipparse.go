@@ -209,3 +209,53 @@ func isPort[S byteseq](s S) bool {
 	}
 	return true
 }
+
+// ParseRemoteAddr returns the address of a net/http Request.RemoteAddr:
+// "ip:port" or "[ipv6]:port" as the server sets it, or a bare address as
+// some test harnesses do; the invalid Addr for anything else. It accepts
+// what netip.ParseAddrPort, or failing that netip.ParseAddr, accepts,
+// unmaps IPv4-mapped IPv6 and drops a zone, without their work on the
+// port (strconv) and the error values they build.
+func ParseRemoteAddr(s string) netip.Addr {
+	if i := lastColon(s); i >= 0 && isPort16(s[i+1:]) {
+		host := s[:i]
+		if len(host) >= 2 && host[0] == '[' && host[len(host)-1] == ']' {
+			if a, ok := parseV6(host[1 : len(host)-1]); ok {
+				return a.Unmap()
+			}
+		} else if a, ok := parseAddr(host); ok && a.Is4() {
+			return a // IPv6 with a port must be in brackets
+		}
+	}
+	a, _ := parseAddr(s)
+	return a.Unmap()
+}
+
+// lastColon returns the index of the last ':' in s, or -1.
+func lastColon(s string) int {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == ':' {
+			return i
+		}
+	}
+	return -1
+}
+
+// isPort16 reports whether s is a decimal port number in [0, 65535], as
+// strconv.ParseUint(s, 10, 16) accepts it (leading zeros allowed).
+func isPort16(s string) bool {
+	if len(s) == 0 {
+		return false
+	}
+	v := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return false
+		}
+		if v = v*10 + int(c-'0'); v > 65535 {
+			return false
+		}
+	}
+	return true
+}

@@ -78,3 +78,42 @@ func TestParseHop(t *testing.T) {
 		}
 	}
 }
+
+var remoteAddrSamples = []string{
+	"192.0.2.1:40000", "192.0.2.1:0", "192.0.2.1:65535", "192.0.2.1:65536", "192.0.2.1:000080",
+	"192.0.2.1:", "192.0.2.1:+80", "192.0.2.1:0x50", "192.0.2.1:8_0", "192.0.2.1", "192.0.2.1 ",
+	"[2001:db8::1]:443", "[2001:db8::1]", "[2001:db8::1]:", "2001:db8::1", "2001:db8::1:80",
+	"[fe80::1%eth0]:80", "[fe80::1%]:80", "fe80::1%eth0", "[::ffff:192.0.2.9]:1", "::ffff:192.0.2.9",
+	"::ffff:192.0.2.9:1", "[192.0.2.1]:80", "[[::1]]:80", "[::1]]:80", "[::1:80", "::1]:80", "[]:80",
+	"[:80", ":80", ":", "", "@", "unknown:80", "1.2.3.4:5:6", "[::1]:80:90", "01.2.3.4:80",
+}
+
+// TestParseRemoteAddr checks ParseRemoteAddr against what httpmw did
+// before it: netip.ParseAddrPort, then netip.ParseAddr (unmapped, zone
+// dropped).
+func TestParseRemoteAddr(t *testing.T) {
+	for _, s := range remoteAddrSamples {
+		checkRemoteAddr(t, s)
+	}
+}
+
+// FuzzParseRemoteAddr is the same comparison on generated inputs.
+func FuzzParseRemoteAddr(f *testing.F) {
+	for _, s := range append(remoteAddrSamples, addrSamples...) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) { checkRemoteAddr(t, s) })
+}
+
+func checkRemoteAddr(t *testing.T, s string) {
+	t.Helper()
+	var want netip.Addr
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		want = ap.Addr().Unmap().WithZone("")
+	} else if a, err := netip.ParseAddr(s); err == nil {
+		want = a.Unmap().WithZone("")
+	}
+	if got := ParseRemoteAddr(s); got != want {
+		t.Fatalf("ParseRemoteAddr(%q) = %v, netip says %v", s, got, want)
+	}
+}
