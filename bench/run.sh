@@ -12,11 +12,13 @@
 #   -benchtime D    go test -benchtime [1s]
 #   -cpu LIST       GOMAXPROCS values of the parallel scenarios
 #                   [1,2,4,... up to the core count, and the core count]
-#   -bench REGEXP   only top-level benchmarks matching REGEXP (both packages)
+#   -bench REGEXP   only top-level benchmarks matching REGEXP (every package)
 #   -out FILE       report file [bench/results/latest.md]
 #
 # Redis: redis_rate runs against $BENCH_REDIS_ADDR (default 127.0.0.1:6379);
 # if Redis does not answer, its benchmarks are skipped and the report says so.
+# The sync benchmarks (syncbench) start a private redis-server on a loopback
+# port and are skipped if redis-server is not on PATH.
 # Raw `go test` output and benchstat's text are kept beside the report in
 # results/raw/ (full run) so that anyone can re-run benchstat on them.
 set -euo pipefail
@@ -38,7 +40,7 @@ while [ $# -gt 0 ]; do
 	-cpu) cpu=$2; shift ;;
 	-bench) filter=$2; shift ;;
 	-out) out=$2; shift ;;
-	-h | -help | --help) sed -n '2,22p' "$0"; exit 0 ;;
+	-h | -help | --help) sed -n '2,24p' "$0"; exit 0 ;;
 	*) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -70,6 +72,7 @@ fi
 serial='^Benchmark(HotKey|HotKeyNow|Denied|DeniedNow|BytesKey|BytesKeyNow|Memory)$'
 parallel='^Benchmark(HotKeyParallel|HotKeyNowParallel|MillionKeysParallel|MillionKeysNowParallel)$'
 mw='^Benchmark'
+syncre='^BenchmarkSync'
 
 # keep prints the benchmarks of regexp $1 that also match the -bench filter,
 # or nothing.
@@ -110,6 +113,7 @@ bench() {
 bench "$(keep "$serial")" . "$work/serial.txt"
 bench "$(keep "$parallel")" . "$work/parallel.txt" -cpu "$cpu"
 bench "$(keep "$mw" ./mw)" ./mw "$work/mw.txt"
+bench "$(keep "$syncre" ./syncbench)" ./syncbench "$work/sync.txt"
 
 echo "run.sh: accuracy report" >&2
 go run ./cmd/accuracy $accflags >"$work/accuracy.md"
@@ -121,6 +125,15 @@ for f in serial parallel mw; do
 	go tool benchstat -format csv "$work/$f.txt" >"$work/$f.csv" 2>/dev/null || true
 	csvs+=("$work/$f.csv")
 done
+
+# The sync benchmarks compare implementations (sub-benchmark key impl=)
+# rather than limiters: benchstat puts them side by side, the first as base
+# (local for SyncAllow, shared for SyncRedisCommands).
+if [ -s "$work/sync.txt" ]; then
+	for name in SyncAllow SyncRedisCommands; do
+		go tool benchstat -col /impl -filter ".name:$name" "$work/sync.txt" 2>/dev/null || true
+	done >"$work/sync.benchstat.txt"
+fi
 
 model=$(grep -m1 '^model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//')
 [ -n "$model" ] || model=$(uname -m)
@@ -161,6 +174,19 @@ elapsed=$(($(date +%s) - start))
 		cat "$work/$f.benchstat.txt"
 		echo '```'
 	done
+	if [ -s "$work/sync.benchstat.txt" ]; then
+		echo
+		echo "## Redis sync (syncbench)"
+		echo
+		echo "SyncAllow: AllowN on 1,000 keys, local limiter against sync.Shared flushing"
+		echo "to a private Redis every 50 ms. SyncRedisCommands: 2,000 requests at"
+		echo "5,000/s over 10 or 1,000 keys; cmds/req and rtt/req are what this node"
+		echo "sends, server-ops/req what Redis runs (scripts' own calls included)."
+		echo
+		echo '```'
+		cat "$work/sync.benchstat.txt"
+		echo '```'
+	fi
 	echo
 	sed 's/^#/##/' "$work/accuracy.md"
 } >"$out"
