@@ -252,11 +252,11 @@ func appendSFString(dst []byte, s string) []byte {
 func appendWindow(dst []byte, w time.Duration) []byte {
 	switch {
 	case w%time.Second == 0:
-		return append(strconv.AppendInt(dst, int64(w/time.Second), 10), " s"...)
+		return append(appendInt(dst, int64(w/time.Second)), " s"...)
 	case w%time.Millisecond == 0:
-		return append(strconv.AppendInt(dst, int64(w/time.Millisecond), 10), " ms"...)
+		return append(appendInt(dst, int64(w/time.Millisecond)), " ms"...)
 	}
-	return append(strconv.AppendInt(dst, int64(w), 10), " ns"...)
+	return append(appendInt(dst, int64(w)), " ns"...)
 }
 
 // Response bodies (text/plain; charset=utf-8) of the non-429 answers.
@@ -283,19 +283,19 @@ func AppendDenyBody(dst []byte, d *Decision) []byte {
 	case res.RetryAfter != shardlimit.Never:
 		s, _ := RetryAfterSeconds(res.RetryAfter)
 		dst = append(dst, "limit of "...)
-		dst = strconv.AppendInt(dst, int64(res.Limit), 10)
+		dst = appendInt(dst, int64(res.Limit))
 		dst = append(dst, " per "...)
 		dst = appendWindow(dst, d.Window)
 		dst = append(dst, " reached; retry in "...)
-		dst = strconv.AppendInt(dst, s, 10)
+		dst = appendInt(dst, s)
 		dst = append(dst, " s.\n"...)
 	case res.Limit == 0:
 		dst = append(dst, "this client may make no requests here.\n"...)
 	default:
 		dst = append(dst, "request cost "...)
-		dst = strconv.AppendInt(dst, int64(d.Cost), 10)
+		dst = appendInt(dst, int64(d.Cost))
 		dst = append(dst, " exceeds the limit of "...)
-		dst = strconv.AppendInt(dst, int64(res.Limit), 10)
+		dst = appendInt(dst, int64(res.Limit))
 		dst = append(dst, " per "...)
 		dst = appendWindow(dst, d.Window)
 		dst = append(dst, ".\n"...)
