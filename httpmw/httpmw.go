@@ -138,7 +138,8 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	sc := m.e.GetScratch()
-	q := httplimit.Request[string]{Method: r.Method, Path: cleanPath(r.URL.Path), Cost: 1}
+	var q httplimit.Request[string] // fields set one by one, as in fasthttpmw
+	q.Method, q.Path, q.Cost = r.Method, cleanPath(r.URL.Path), 1
 	peer := peerAddr(r.RemoteAddr)
 	q.Client = peer
 	if m.e.Trusts(peer) {
@@ -174,7 +175,8 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		plain(w, http.StatusServiceUnavailable, httplimit.BodyUnavailable)
 		return
 	}
-	fs := httplimit.Fields{Buf: sc.Val[:0]}
+	var fs httplimit.Fields
+	fs.Buf = sc.Val[:0]
 	m.e.FormatFields(&fs, &d)
 	sc.Val = fs.Buf
 	h := w.Header()

@@ -243,7 +243,8 @@ func (e *Engine) PutScratch(sc *Scratch) {
 // q and d are pointers only so that neither is copied: Decide keeps
 // neither.
 func Decide[S byteseq](e *Engine, sc *Scratch, q *Request[S], d *Decision) {
-	*d = Decision{now: q.Now, Cost: q.Cost}
+	*d = Decision{}
+	d.now, d.Cost = q.Now, q.Cost
 	for attempt := 0; ; attempt++ {
 		set := e.set.Load()
 		if set == nil {
