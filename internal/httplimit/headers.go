@@ -101,8 +101,8 @@ func (fs *Fields) add(f Field, end int) {
 // FormatFields formats d's rate-limit fields (those selected by
 // Options.Headers; Retry-After only for a denial that is not a dry run),
 // in the order of their Field values, into fs, appending the values to
-// fs.Buf. fs is to be empty but for Buf's capacity. It formats nothing for
-// a decision that matched no rule.
+// fs.Buf. fs must be a zero Fields but for Buf, which may bring capacity
+// but no content. It formats nothing for a decision that matched no rule.
 func (e *Engine) FormatFields(fs *Fields, d *Decision) {
 	r := d.r
 	if r == nil || e.headers&HeaderNone != 0 {
