@@ -79,7 +79,7 @@ func (a *fixedWindow) decideTo(res *Result, s *shard[fixedRec], r *fixedRec, sid
 	var id int64
 	if a.sync != nil {
 		// Other nodes' units of this window count too.
-		id = floorDiv(r.start, a.window)
+		id = a.sync.bucketOf(side, r.start)
 		if d := a.sync.rotate(side, id); d != 0 && consume {
 			s.syncDropped.Add(uint64(d))
 		}

@@ -79,6 +79,16 @@ func (y *syncLayout) rotate(side []uint32, j int64) (dropped uint32) {
 	return dropped
 }
 
+// bucketOf returns the id of the bucket holding instant t: the rings'
+// newest bucket without a division when t is still in it.
+func (y *syncLayout) bucketOf(side []uint32, t int64) int64 {
+	h := y.head(side)
+	if d := t - h*y.bucket; d >= 0 && d < y.bucket {
+		return h
+	}
+	return floorDiv(t, y.bucket)
+}
+
 // remote returns the other nodes' units in bucket id, 0 if the rings do
 // not cover it.
 func (y *syncLayout) remote(side []uint32, id int64) uint32 {
@@ -94,7 +104,7 @@ func (y *syncLayout) remote(side []uint32, id int64) uint32 {
 // t (policy S2 over the remote ring): the m-1 newest buckets in full and
 // the one straddling t-W weighted by its overlap, rounded up.
 func (y *syncLayout) estimate(side []uint32, t int64) int64 {
-	j := t / y.bucket
+	j := y.bucketOf(side, t)
 	n := int64(y.m - 1)
 	var sum int64
 	for id := j - n + 1; id <= j; id++ {

@@ -159,8 +159,10 @@ func (a *slidingLog) decideTo(res *Result, s *shard[logRec], r *logRec, side []u
 	remaining := 0
 	used := int64(r.count)
 	var remote int64 // other nodes' units in the window, when shared
+	var bucket int64 // id of te's sync bucket, when shared
 	if a.sync != nil {
-		if d := a.sync.rotate(side, te/a.sync.bucket); d != 0 && consume {
+		bucket = a.sync.bucketOf(side, te)
+		if d := a.sync.rotate(side, bucket); d != 0 && consume {
 			s.syncDropped.Add(uint64(d))
 		}
 		remote = a.sync.estimate(side, te)
@@ -177,7 +179,7 @@ func (a *slidingLog) decideTo(res *Result, s *shard[logRec], r *logRec, side []u
 			break
 		}
 		if consume && a.sync != nil {
-			a.sync.add(side, te/a.sync.bucket, uint32(n))
+			a.sync.add(side, bucket, uint32(n))
 		}
 		allowed = true
 		used += int64(n)
