@@ -89,32 +89,32 @@ func (c *ManualClock) Advance(d time.Duration) time.Time {
 }
 
 // stepTolerance is the largest step back of a key's clock that is taken as
-// the jitter of concurrent callers rather than a clock step. Callers read
-// the time before they take the shard lock, so one that read earlier may be
-// served later; for such a key time stands still (the call is decided at
-// the key's latest instant) and nothing moves, so jitter can never make
-// usage expire early. A larger step moves the key's state back by the step
-// (CASES.md C11), keeping its usage and the waits it had left. A real clock
-// step of at most stepTolerance therefore lengthens a wait by at most that.
-const stepTolerance = int64(10 * time.Millisecond)
+// the jitter of concurrent callers (or of request times read a little before
+// the decision): time stands still for the key and nothing moves. See
+// shard.stepCheck for larger steps. A real clock step of at most
+// stepTolerance therefore lengthens a wait by at most that.
+const stepTolerance = int64(time.Second)
 
-// Bounds of the instants the limiters work with, in Unix nanoseconds. An
-// instant before the epoch (including the zero time.Time) is treated as the
-// epoch and one after maxInstant as maxInstant, so that instant + 4 windows
-// never overflows int64. The epoch clamp looks like a clock step backwards to
-// keys already used, which the algorithms handle without handing out quota.
+// maxInstant bounds the instants the limiters accept, in Unix nanoseconds
+// (about the year 2222), so that an instant plus four windows never
+// overflows int64.
 const maxInstant = int64(1<<63-1) - 4*int64(MaxWindow)
 
-// unixNanos converts t to clamped Unix nanoseconds.
+// invalidInstant is what unixNanos returns for an instant outside
+// [Unix epoch, maxInstant].
+const invalidInstant = -1
+
+// unixNanos converts t to Unix nanoseconds, or invalidInstant if t is before
+// the Unix epoch (including the zero time.Time, a caller's bug) or after
+// maxInstant.
 func unixNanos(t time.Time) int64 {
 	// time.Time.UnixNano is undefined outside years 1678-2262; test the
 	// seconds first.
-	s := t.Unix()
-	if s < 0 {
-		return 0
+	if s := t.Unix(); s < 0 || s > maxInstant/1e9 {
+		return invalidInstant
 	}
-	if s >= maxInstant/1e9 {
-		return maxInstant
+	if ns := t.UnixNano(); ns <= maxInstant {
+		return ns
 	}
-	return t.UnixNano()
+	return invalidInstant
 }

@@ -5,8 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/cespare/xxhash/v2"
 )
 
 // algorithm is what each of the four algorithms supplies to the shared
@@ -73,8 +71,8 @@ func (l *limiter[E]) now() int64 {
 // decideKey is the hot path: validate, lock one shard, find or create the
 // key, apply the algorithm, unlock.
 func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int, consume bool) Result {
-	if n < 0 || len(key) == 0 || len(key) > l.tab.maxKeyBytes || l.closed.Load() {
-		return l.invalid(n)
+	if n < 0 || t < 0 || len(key) == 0 || len(key) > l.tab.maxKeyBytes || l.closed.Load() {
+		return l.invalid(n, t)
 	}
 	s := l.tab.shardFor(h)
 	s.mu.Lock()
@@ -91,6 +89,7 @@ func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int
 		// A peek works on a copy: it changes no state.
 		s.scratch = *s.rec(slot)
 		copy(s.scratchSd, l.tab.sideOf(s, slot))
+		t = s.stepCheck(slot, l.alg.lastSeen(&s.scratch), t, false)
 		r = l.alg.decide(s, &s.scratch, s.scratchSd, t, n, false)
 	} else {
 		if !ok {
@@ -100,6 +99,8 @@ func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int
 				return Result{Limit: int(s.defLimit), Err: err}
 			}
 			l.alg.init(s.rec(slot), t, s.defLimit)
+		} else {
+			t = s.stepCheck(slot, l.alg.lastSeen(s.rec(slot)), t, true)
 		}
 		side := l.tab.sideOf(s, slot)
 		r = l.alg.decide(s, s.rec(slot), side, t, n, true)
@@ -119,12 +120,14 @@ func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int
 }
 
 // invalid returns the error result for a call that failed validation.
-func (l *limiter[E]) invalid(n int) Result {
+func (l *limiter[E]) invalid(n int, t int64) Result {
 	switch {
 	case l.closed.Load():
 		return Result{Err: ErrClosed}
 	case n < 0:
 		return Result{Err: ErrInvalidCost}
+	case t < 0:
+		return Result{Err: ErrInvalidTime}
 	}
 	return Result{Err: ErrInvalidKey}
 }
@@ -148,7 +151,7 @@ func (l *limiter[E]) SetLimit(key string, limit int) error {
 	if err := l.checkKey(key); err != nil {
 		return err
 	}
-	h := xxhash.Sum64String(key)
+	h := l.tab.hash(key)
 	s := l.tab.shardFor(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -180,7 +183,7 @@ func (l *limiter[E]) ClearLimit(key string) error {
 	if err := l.checkKey(key); err != nil {
 		return err
 	}
-	h := xxhash.Sum64String(key)
+	h := l.tab.hash(key)
 	s := l.tab.shardFor(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -212,7 +215,7 @@ func (l *limiter[E]) Reset(key string) error {
 	if err := l.checkKey(key); err != nil {
 		return err
 	}
-	h := xxhash.Sum64String(key)
+	h := l.tab.hash(key)
 	s := l.tab.shardFor(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -256,10 +259,11 @@ func (l *limiter[E]) Stats() Stats {
 }
 
 func (l *limiter[E]) Sweep(now time.Time) int {
-	if l.closed.Load() {
+	t := unixNanos(now)
+	if l.closed.Load() || t < 0 {
 		return 0
 	}
-	return l.tab.sweep(unixNanos(now), nil)
+	return l.tab.sweep(t, nil)
 }
 
 func (l *limiter[E]) Config() Config {
@@ -289,7 +293,9 @@ func (l *limiter[E]) janitor(interval time.Duration) {
 		case <-l.stop:
 			return
 		case <-tick.C:
-			l.tab.sweep(unixNanos(l.clock.Now()), l.stop)
+			if t := unixNanos(l.clock.Now()); t >= 0 {
+				l.tab.sweep(t, l.stop)
+			}
 		}
 	}
 }

@@ -10,7 +10,8 @@
 //   - SlidingLog: the timestamps of the last window's admitted units in a
 //     ring buffer of capacity limit; exact.
 //   - SlidingCounter: the window split into buckets, the oldest weighted by
-//     its overlap; O(1) memory, error bounded by one bucket's share.
+//     its overlap; O(1) memory, error about one bucket's share for steady
+//     traffic (bursts timed at bucket edges can reach twice the limit).
 //   - GCRA: the generic cell rate algorithm, a smooth token bucket in O(1)
 //     state (as in x/time/rate, redis_rate and throttled).
 //

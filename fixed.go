@@ -41,9 +41,11 @@ func (a *fixedWindow) init(r *fixedRec, t int64, w uint32) {
 
 // advance brings r to instant t and returns the instant to decide at. A
 // step back within stepTolerance decides at the key's latest instant; a
-// larger one moves the window back by the step, so the key keeps its usage
-// and the wait it had left (CASES.md C11). At the window's end the next
-// window is aligned to Unix time again.
+// larger one (a clock step, confirmed by shard.stepCheck) moves the window
+// back by the step, so the key keeps its usage and the wait it had left
+// (CASES.md C11). At the window's end the next window is aligned to Unix
+// time again. Durations are measured from the caller's t, which may precede
+// the instant decided at by up to stepTolerance.
 func (a *fixedWindow) advance(r *fixedRec, t int64) int64 {
 	if t < r.last {
 		if r.last-t <= stepTolerance {
@@ -60,8 +62,6 @@ func (a *fixedWindow) advance(r *fixedRec, t int64) int64 {
 	return t
 }
 
-// decide: durations are measured from the caller's t, which may precede the
-// instant the decision is made at by up to stepTolerance.
 // decide is decideTo returning the Result, for the algorithm interface.
 func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, side []uint32, t int64, n int, consume bool) (res Result) {
 	a.decideTo(&res, s, r, side, t, n, consume)

@@ -1,10 +1,6 @@
 package shardlimit
 
-import (
-	"time"
-
-	"github.com/cespare/xxhash/v2"
-)
+import "time"
 
 // The four limiters: the shared limiter bound to each record type and
 // algorithm. Their hot methods are written out per type: a decision on a
@@ -32,10 +28,10 @@ type gcraLimiter struct {
 	alg *gcra
 }
 
-// lockStored validates a consuming call of cost n > 0 and, if key is
+// lockStored validates a consuming call of cost n > 0 at t and, if key is
 // stored, returns its shard, locked, and its slot.
-func lockStored[E any, K keyBytes](l *limiter[E], key K, h uint64, n int) (*shard[E], uint32, bool) {
-	if n <= 0 || len(key) == 0 || len(key) > l.tab.maxKeyBytes || l.closed.Load() {
+func lockStored[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int) (*shard[E], uint32, bool) {
+	if n <= 0 || t < 0 || len(key) == 0 || len(key) > l.tab.maxKeyBytes || l.closed.Load() {
 		return nil, 0, false
 	}
 	s := l.tab.shardFor(h)
@@ -62,121 +58,129 @@ func unlockStored[E any](l *limiter[E], s *shard[E], slot uint32, allowed bool) 
 }
 
 func fixedAllow[K keyBytes](l *fixedLimiter, key K, h uint64, t int64, n int) (r Result) {
-	s, slot, ok := lockStored(&l.limiter, key, h, n)
+	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, n, true)
 	}
-	l.alg.decideTo(&r, s, s.rec(slot), l.tab.sideOf(s, slot), t, n, true)
+	rec := s.rec(slot)
+	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
+	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, n, true)
 	unlockStored(&l.limiter, s, slot, r.Allowed)
 	return r
 }
 
 func logAllow[K keyBytes](l *logLimiter, key K, h uint64, t int64, n int) (r Result) {
-	s, slot, ok := lockStored(&l.limiter, key, h, n)
+	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, n, true)
 	}
-	l.alg.decideTo(&r, s, s.rec(slot), l.tab.sideOf(s, slot), t, n, true)
+	rec := s.rec(slot)
+	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
+	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, n, true)
 	unlockStored(&l.limiter, s, slot, r.Allowed)
 	return r
 }
 
 func counterAllow[K keyBytes](l *counterLimiter, key K, h uint64, t int64, n int) (r Result) {
-	s, slot, ok := lockStored(&l.limiter, key, h, n)
+	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, n, true)
 	}
-	l.alg.decideTo(&r, s, s.rec(slot), l.tab.sideOf(s, slot), t, n, true)
+	rec := s.rec(slot)
+	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
+	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, n, true)
 	unlockStored(&l.limiter, s, slot, r.Allowed)
 	return r
 }
 
 func gcraAllow[K keyBytes](l *gcraLimiter, key K, h uint64, t int64, n int) (r Result) {
-	s, slot, ok := lockStored(&l.limiter, key, h, n)
+	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, n, true)
 	}
-	l.alg.decideTo(&r, s, s.rec(slot), l.tab.sideOf(s, slot), t, n, true)
+	rec := s.rec(slot)
+	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
+	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, n, true)
 	unlockStored(&l.limiter, s, slot, r.Allowed)
 	return r
 }
 
 func (l *fixedLimiter) Allow(key string) bool {
-	return fixedAllow(l, key, xxhash.Sum64String(key), l.now(), 1).Allowed
+	return fixedAllow(l, key, l.tab.hash(key), l.now(), 1).Allowed
 }
 
 func (l *fixedLimiter) AllowN(key string, now time.Time, n int) Result {
-	return fixedAllow(l, key, xxhash.Sum64String(key), unixNanos(now), n)
+	return fixedAllow(l, key, l.tab.hash(key), unixNanos(now), n)
 }
 
 func (l *fixedLimiter) AllowBytes(key []byte) bool {
-	return fixedAllow(l, key, xxhash.Sum64(key), l.now(), 1).Allowed
+	return fixedAllow(l, key, l.tab.hashBytes(key), l.now(), 1).Allowed
 }
 
 func (l *fixedLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
-	return fixedAllow(l, key, xxhash.Sum64(key), unixNanos(now), n)
+	return fixedAllow(l, key, l.tab.hashBytes(key), unixNanos(now), n)
 }
 
 func (l *fixedLimiter) Peek(key string, now time.Time, n int) Result {
-	return decideKey(&l.limiter, key, xxhash.Sum64String(key), unixNanos(now), n, false)
+	return decideKey(&l.limiter, key, l.tab.hash(key), unixNanos(now), n, false)
 }
 
 func (l *logLimiter) Allow(key string) bool {
-	return logAllow(l, key, xxhash.Sum64String(key), l.now(), 1).Allowed
+	return logAllow(l, key, l.tab.hash(key), l.now(), 1).Allowed
 }
 
 func (l *logLimiter) AllowN(key string, now time.Time, n int) Result {
-	return logAllow(l, key, xxhash.Sum64String(key), unixNanos(now), n)
+	return logAllow(l, key, l.tab.hash(key), unixNanos(now), n)
 }
 
 func (l *logLimiter) AllowBytes(key []byte) bool {
-	return logAllow(l, key, xxhash.Sum64(key), l.now(), 1).Allowed
+	return logAllow(l, key, l.tab.hashBytes(key), l.now(), 1).Allowed
 }
 
 func (l *logLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
-	return logAllow(l, key, xxhash.Sum64(key), unixNanos(now), n)
+	return logAllow(l, key, l.tab.hashBytes(key), unixNanos(now), n)
 }
 
 func (l *logLimiter) Peek(key string, now time.Time, n int) Result {
-	return decideKey(&l.limiter, key, xxhash.Sum64String(key), unixNanos(now), n, false)
+	return decideKey(&l.limiter, key, l.tab.hash(key), unixNanos(now), n, false)
 }
 
 func (l *counterLimiter) Allow(key string) bool {
-	return counterAllow(l, key, xxhash.Sum64String(key), l.now(), 1).Allowed
+	return counterAllow(l, key, l.tab.hash(key), l.now(), 1).Allowed
 }
 
 func (l *counterLimiter) AllowN(key string, now time.Time, n int) Result {
-	return counterAllow(l, key, xxhash.Sum64String(key), unixNanos(now), n)
+	return counterAllow(l, key, l.tab.hash(key), unixNanos(now), n)
 }
 
 func (l *counterLimiter) AllowBytes(key []byte) bool {
-	return counterAllow(l, key, xxhash.Sum64(key), l.now(), 1).Allowed
+	return counterAllow(l, key, l.tab.hashBytes(key), l.now(), 1).Allowed
 }
 
 func (l *counterLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
-	return counterAllow(l, key, xxhash.Sum64(key), unixNanos(now), n)
+	return counterAllow(l, key, l.tab.hashBytes(key), unixNanos(now), n)
 }
 
 func (l *counterLimiter) Peek(key string, now time.Time, n int) Result {
-	return decideKey(&l.limiter, key, xxhash.Sum64String(key), unixNanos(now), n, false)
+	return decideKey(&l.limiter, key, l.tab.hash(key), unixNanos(now), n, false)
 }
 
 func (l *gcraLimiter) Allow(key string) bool {
-	return gcraAllow(l, key, xxhash.Sum64String(key), l.now(), 1).Allowed
+	return gcraAllow(l, key, l.tab.hash(key), l.now(), 1).Allowed
 }
 
 func (l *gcraLimiter) AllowN(key string, now time.Time, n int) Result {
-	return gcraAllow(l, key, xxhash.Sum64String(key), unixNanos(now), n)
+	return gcraAllow(l, key, l.tab.hash(key), unixNanos(now), n)
 }
 
 func (l *gcraLimiter) AllowBytes(key []byte) bool {
-	return gcraAllow(l, key, xxhash.Sum64(key), l.now(), 1).Allowed
+	return gcraAllow(l, key, l.tab.hashBytes(key), l.now(), 1).Allowed
 }
 
 func (l *gcraLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
-	return gcraAllow(l, key, xxhash.Sum64(key), unixNanos(now), n)
+	return gcraAllow(l, key, l.tab.hashBytes(key), unixNanos(now), n)
 }
 
 func (l *gcraLimiter) Peek(key string, now time.Time, n int) Result {
-	return decideKey(&l.limiter, key, xxhash.Sum64String(key), unixNanos(now), n, false)
+	return decideKey(&l.limiter, key, l.tab.hash(key), unixNanos(now), n, false)
 }

@@ -25,6 +25,9 @@ var (
 	ErrTooManyKeys = errors.New("shardlimit: too many keys")
 	// ErrClosed reports a call on a limiter after Close.
 	ErrClosed = errors.New("shardlimit: limiter closed")
+	// ErrInvalidTime reports an instant before the Unix epoch (the zero
+	// time.Time included) or after the year 2222.
+	ErrInvalidTime = errors.New("shardlimit: invalid time")
 )
 
 // Limits of the configuration. They keep every product of a limit, a cost and
@@ -166,8 +169,10 @@ type Config struct {
 
 	// Buckets is the number of sub-windows of SlidingCounter, in
 	// [1, MaxBuckets]; Window must be a multiple of Buckets nanoseconds.
-	// Default 10. The estimate's error is at most one bucket's share of the
-	// limit: a window admits at most Limit*(1+1/Buckets) units. Ignored by
+	// Default 10. The estimate weights the oldest bucket by its overlap, so
+	// it errs by less than that bucket's units: about Limit/Buckets for
+	// steady traffic, up to Limit-1 for bursts timed at bucket edges (see
+	// NewSlidingCounter). Ignored by
 	// the other algorithms.
 	Buckets int
 
@@ -197,7 +202,11 @@ type Config struct {
 	JanitorInterval time.Duration
 
 	// Clock supplies the time for the short forms (Allow, AllowBytes) and for
-	// the janitor. Default SystemClock(). The N-forms take now explicitly.
+	// the janitor. Default SystemClock(). The N-forms take now explicitly:
+	// pass instants from this same clock (or disable the janitor and call
+	// Sweep with yours), because the janitor judges whether a key is idle by
+	// it, and one running ahead of your instants by more than a window
+	// evicts keys whose window has not ended for you.
 	Clock Clock
 }
 
@@ -297,9 +306,9 @@ type Result struct {
 	// limit). 0 when allowed.
 	RetryAfter time.Duration
 	// Err is non-nil when the request could not be decided: an invalid cost
-	// (ErrInvalidCost), an invalid key (ErrInvalidKey), a full table
-	// (ErrTooManyKeys) or a closed limiter (ErrClosed). Allowed is false then
-	// and nothing was consumed.
+	// (ErrInvalidCost), an invalid key (ErrInvalidKey), an invalid instant
+	// (ErrInvalidTime), a full table (ErrTooManyKeys) or a closed limiter
+	// (ErrClosed). Allowed is false then and nothing was consumed.
 	Err error
 }
 
@@ -334,9 +343,14 @@ type Limiter interface {
 	// Peek reports what AllowN(key, now, n) would decide, consuming nothing
 	// and creating no key.
 	Peek(key string, now time.Time, n int) Result
-	// SetLimit gives key a limit of its own (in [0, MaxLimit]; 0 blocks the
-	// key), kept until ClearLimit and never evicted. The key's history is
-	// kept: usage counted so far counts against the new limit.
+	// SetLimit gives key a limit of its own, in [0, MaxLimit] ([0,
+	// MaxSlidingLogLimit] for SlidingLog; 0 blocks the key), kept until
+	// ClearLimit and never evicted. The key's history is kept: usage counted
+	// so far counts against the new limit (GCRA caps a key's debt at 20
+	// years when a limit is lowered). It returns an error wrapping
+	// ErrInvalidConfig for a limit out of range, ErrInvalidKey for an empty
+	// or too long key, ErrTooManyKeys if the key is new and the table is
+	// full, or ErrClosed.
 	SetLimit(key string, limit int) error
 	// ClearLimit makes key use the default limit again.
 	ClearLimit(key string) error

@@ -2,7 +2,8 @@ package shardlimit
 
 // ringPool holds the ring buffers of one shard's SlidingLog keys in pages of
 // pointer-free memory, so a million rings cost the garbage collector a few
-// hundred page pointers, not a million slices.
+// hundred page pointers, not a million slices. Shared pages grow from 1 KiB
+// to 256 KiB.
 //
 // A ring is named by a ref: page index << 16 | word offset in the page. Rings
 // of up to ringPageWords/4 words are carved from shared pages and recycled
@@ -20,9 +21,10 @@ type ringPool struct {
 }
 
 const (
-	ringPageWords = 1 << 16
-	ringMaxShared = ringPageWords / 4
-	maxRingPages  = 1 << 16
+	ringPageWords  = 1 << 16 // largest shared page
+	ringFirstWords = 1 << 8  // first shared page; each next one doubles
+	ringMaxShared  = ringPageWords / 4
+	maxRingPages   = 1 << 16
 )
 
 // alloc returns a ref to a ring of capacity c > 0, or false if the shard
@@ -31,6 +33,9 @@ func (p *ringPool) alloc(c uint32) (uint32, bool) {
 	p.liveWords += int(c)
 	if c > ringMaxShared {
 		idx, ok := p.newPage(int(c))
+		if !ok {
+			p.liveWords -= int(c)
+		}
 		return idx << 16, ok
 	}
 	if refs := p.freeRings[c]; len(refs) > 0 {
@@ -40,8 +45,17 @@ func (p *ringPool) alloc(c uint32) (uint32, bool) {
 		clear(p.ring(ref, c))
 		return ref, true
 	}
-	if p.pages == nil || p.cur < 0 || p.used+int(c) > ringPageWords {
-		idx, ok := p.newPage(ringPageWords)
+	if p.pages == nil || p.cur < 0 || p.used+int(c) > len(p.pages[p.cur]) {
+		// Shared pages start small and double, so a shard with few rings
+		// holds little memory and one with many holds few pages.
+		words := ringFirstWords
+		if p.pages != nil && p.cur >= 0 {
+			words = min(2*len(p.pages[p.cur]), ringPageWords)
+		}
+		for words < int(c) {
+			words *= 2
+		}
+		idx, ok := p.newPage(words)
 		if !ok {
 			p.liveWords -= int(c)
 			return 0, false
@@ -94,5 +108,5 @@ func (p *ringPool) ring(ref, c uint32) []uint32 {
 // wasteful reports whether free rings hold more memory than live ones, worth
 // a compaction.
 func (p *ringPool) wasteful() bool {
-	return p.freeWords > p.liveWords && p.freeWords >= ringPageWords
+	return p.freeWords > p.liveWords && p.freeWords >= ringFirstWords
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/bits"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -22,26 +23,46 @@ import (
 //
 //	index  []uint64      open addressing, linear probing: each entry is
 //	                     fingerprint<<32 | slot (0 empty, tombstone deleted)
-//	recs   []slotRec[E]  per-key slot: the key (inline up to 15 bytes, else
-//	                     its place in the arena) and the algorithm's record
+//	recs   []slotRec[E]  per-key slot: the key (inline up to 14 bytes, else
+//	                     its place in the arena), flags and the algorithm's
+//	                     record
 //	side   []uint32      per-key fixed-size extra state (stride words)
-//	arena  []byte        keys longer than 15 bytes
+//	arena  []byte        keys longer than 14 bytes
 //
 // A lookup compares the stored key in full, so two keys with one hash never
 // share a budget: they are two entries whose fingerprints match. The index
 // doubles when 3/4 full (entries plus tombstones) and is rebuilt when
 // tombstones or dead slots pile up.
 
-// rehash computes a stored key's hash on the cold paths (eviction, index
+// rehash computes a stored key's xxhash on the cold paths (eviction, index
 // growth, rebuild); the hot path hashes with xxhash directly. Tests replace
 // it to force collisions.
 var rehash = xxhash.Sum64
+
+// mix turns a key's xxhash into its table hash with the limiter's secret
+// seed (the splitmix64 finalizer, a bijection), so that keys an attacker
+// crafted offline to share a shard and a probe run do not share them here.
+// Two keys collide after mixing only if their xxhashes collide.
+func mix(h, seed uint64) uint64 {
+	h ^= seed
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	return h
+}
+
+// hashOf returns the table hash of a stored key. Requires s.mu held.
+func (s *shard[E]) hashOf(key []byte) uint64 {
+	return mix(rehash(key), s.seed)
+}
 
 // Index entries and slot key lengths.
 const (
 	emptyEntry = 0
 	tombstone  = math.MaxUint64
-	inlineKey  = 15  // longest key kept in its slot
+	inlineKey  = 14  // longest key kept in its slot
 	longKey    = 255 // klen of a slot whose key is in the arena
 	freeSlot   = 254 // klen of a free slot
 	minIndex   = 16  // smallest index, entries
@@ -79,13 +100,48 @@ const sampleSize = 16
 // keyBytes is the type of keys: the string and []byte forms of the API.
 type keyBytes interface{ ~string | ~[]byte }
 
-// slotRec is one key's slot: its key and its algorithm record. A key of up
-// to inlineKey bytes is kept in key; a longer one in the arena, with key
+// slotRec is one key's slot: its key, flags and algorithm record. A key of
+// up to inlineKey bytes is kept in key; a longer one in the arena, with key
 // holding its offset (bytes 0-3) and length (bytes 4-7).
 type slotRec[E any] struct {
-	klen uint8
-	key  [inlineKey]byte
-	rec  E
+	klen  uint8
+	flags uint8 // stepPending
+	key   [inlineKey]byte
+	rec   E
+}
+
+// stepPending marks a key whose latest decision came with an instant more
+// than stepTolerance before the key's latest one (see stepCheck).
+const stepPending = 1
+
+// stepCheck applies the clock rule of CASES.md C11 to a decision at t on
+// the stored key in slot, whose latest instant is last, and returns the
+// instant to decide at. An instant at most stepTolerance back is the jitter
+// of concurrent callers: the algorithm decides at last (time stands still).
+// One instant further back is taken as a stale caller (a request time read
+// long before the decision), decided at last as well, durations measured
+// from last. Only a second such instant in a row is taken as a clock that
+// stepped back, and passed on for the algorithm to move the key's state back
+// by the step, keeping its usage and the waits it had left. A stale caller
+// therefore never moves a key's state, and a clock step costs its first
+// caller nothing. Peeks (consume false) change no flag. Requires s.mu held.
+func (s *shard[E]) stepCheck(slot uint32, last, t int64, consume bool) int64 {
+	sr := &s.recs[slot]
+	switch {
+	case t >= last:
+		if sr.flags != 0 && consume {
+			sr.flags = 0
+		}
+	case last-t <= stepTolerance:
+	case sr.flags&stepPending == 0:
+		if consume {
+			sr.flags |= stepPending
+		}
+		return last
+	case consume:
+		sr.flags = 0
+	}
+	return t
 }
 
 // shard is one lock stripe of the table. Fields below mu are guarded by mu;
@@ -104,6 +160,7 @@ type shard[E any] struct {
 	peak      int    // most keys stored since the last rebuild
 	deadBytes int    // arena bytes of evicted keys
 	rng       uint64 // xorshift state for sampling
+	seed      uint64 // the table's hash seed (see mix)
 	scratch   E      // a fresh record for peeks at missing keys
 	scratchSd []uint32
 	rings     ringPool // ring buffers of SlidingLog keys
@@ -126,6 +183,7 @@ type table[E any] struct {
 	perShard    int // most keys per shard, 0 for no cap
 	policy      FullPolicy
 	maxKeyBytes int
+	seed        uint64 // secret hash seed (see mix)
 	alg         algorithm[E]
 	sync        *syncLayout // nil unless built for package sync
 }
@@ -138,6 +196,7 @@ func (t *table[E]) init(cfg Config, stride int, alg algorithm[E]) {
 	t.maxKeyBytes = cfg.MaxKeyBytes
 	t.alg = alg
 	t.sync = alg.syncLayout()
+	t.seed = rand.Uint64()
 	if cfg.MaxKeys > 0 {
 		t.perShard = (cfg.MaxKeys + cfg.Shards - 1) / cfg.Shards
 	}
@@ -148,7 +207,18 @@ func (t *table[E]) init(cfg Config, stride int, alg algorithm[E]) {
 		s.rng = 0x9E3779B97F4A7C15 ^ uint64(i+1)*0xBF58476D1CE4E5B9
 		s.scratchSd = make([]uint32, stride)
 		s.rings.cur = -1
+		s.seed = t.seed
 	}
+}
+
+// hash returns the table hash of key.
+func (t *table[E]) hash(key string) uint64 {
+	return mix(xxhash.Sum64String(key), t.seed)
+}
+
+// hashBytes returns the table hash of key.
+func (t *table[E]) hashBytes(key []byte) uint64 {
+	return mix(xxhash.Sum64(key), t.seed)
 }
 
 func (t *table[E]) shardFor(h uint64) *shard[E] {
@@ -241,7 +311,7 @@ func (s *shard[E]) reindex() {
 	s.resetIndex(n)
 	for slot := range s.recs {
 		if s.stored(slot) {
-			s.place(rehash(s.keyOf(uint32(slot))), uint32(slot))
+			s.place(s.hashOf(s.keyOf(uint32(slot))), uint32(slot))
 		}
 	}
 }
@@ -309,7 +379,7 @@ func (t *table[E]) sideOf(s *shard[E], slot uint32) []uint32 {
 // evict removes the key in slot. Requires s.mu held.
 func (t *table[E]) evict(s *shard[E], slot uint32) {
 	key := s.keyOf(slot)
-	h := rehash(key)
+	h := s.hashOf(key)
 	mask := uint64(len(s.index) - 1)
 	for i := s.home(h); ; i = (i + 1) & mask {
 		e := s.index[i]

@@ -16,9 +16,9 @@ func TestHashCollisionsNeverShareABudget(t *testing.T) {
 	// evicting either leaves the other reachable.
 	l := mustNew(t, Config{Algorithm: FixedWindow, Limit: 2, Window: time.Minute, Shards: 1}).(*fixedLimiter)
 	s := &l.tab.shards[0]
-	const h = 42
-	rehash = func([]byte) uint64 { return h }
+	rehash = func([]byte) uint64 { return 42 }
 	defer func() { rehash = xxhash.Sum64 }()
+	h := s.hashOf([]byte("any")) // every key's table hash now
 	keys := []string{"alpha", "beta", "gamma"}
 	slots := map[string]uint32{}
 	s.mu.Lock()

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/shardlimit/shardlimit/internal/shared"
 )
 
@@ -216,7 +215,7 @@ func (l *limiter[E]) Collect(i int, dst []shared.Flush) []shared.Flush {
 // syncSide locks the shard of key and returns it with the key's side
 // words, or nil (lock released) if the key is not stored.
 func (l *limiter[E]) syncSide(key string) (*shard[E], uint32, []uint32) {
-	h := xxhash.Sum64String(key)
+	h := l.tab.hash(key)
 	s := l.tab.shardFor(h)
 	s.mu.Lock()
 	slot, ok := find(s, h, key)

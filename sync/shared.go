@@ -251,6 +251,9 @@ func (s *Shared) byPolicy(key string, now time.Time, n int) shardlimit.Result {
 	if r.Err != nil {
 		return r
 	}
+	if n < 0 {
+		return shardlimit.Result{Err: shardlimit.ErrInvalidCost}
+	}
 	switch {
 	case n == 0:
 		r.Allowed = true
