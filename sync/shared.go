@@ -100,10 +100,15 @@ type SharedStats struct {
 // bucket in pipelines of at most MaxBatch, and reads back the cluster's
 // totals; at most one flush is in flight.
 //
-// Accuracy: a node sees the others at most D = 2*FlushInterval + d late (d
-// a flush's round trip), so with N nodes each offered R units/s for a key, a
-// window admits at most min(N*L, L + (N-1)*R*D) units, plus units lost to
-// store faults. With one node it is exactly the local algorithm. The fixed
+// Accuracy: a node reads the store's totals for the keys it decided since
+// its last flush, so for a key it decides at least once per flush interval
+// it sees the others at most D = 2*FlushInterval + d late (d a flush's round
+// trip), and with N nodes each offered R units/s for a key a window admits
+// at most min(N*L, L + (N-1)*R*D) units, plus units lost to store faults. A
+// key a node has not decided for a while is brought up to date by the flush
+// after its next decision, so a burst after a gap can overshoot by up to
+// what the others admitted during the gap. With one node it is exactly the
+// local algorithm. The fixed
 // window shares its window's count; the sliding counter its buckets'; the
 // sliding log keeps its exact local log and adds the other nodes' units by
 // Buckets sub-windows, weighted as the counter does (policy S2).
@@ -111,8 +116,9 @@ type SharedStats struct {
 // Failures: decisions never wait for the store. A flush that provably did
 // not reach the store is retried; one whose reply was lost is healed at the
 // next flush, which raises the store's counter to at least what this node
-// sent (so a store that restarted empty is healed too); units of buckets
-// that ended first are dropped and counted. After FailAfter failed flushes
+// sent (so a store that restarted empty is healed too, to the largest one
+// node's contribution: with several nodes the others' lost units are not
+// restored); units of buckets that ended first are dropped and counted. After FailAfter failed flushes
 // in a row the limiter is Degraded, decides by Policy, and flushes with
 // back-off until the store answers.
 //
