@@ -54,7 +54,7 @@ func TestCaseB28MiddlewareAllocs(t *testing.T) {
 		opts Options
 		hdr  []string
 	}{
-		{"ctx.Time", Options{Headers: all}, nil},
+		{"system clock", Options{Headers: all}, nil},
 		{"manual clock", Options{Headers: all, Clock: shardlimit.NewManualClock(mwtest.T0)}, nil},
 		{"identity header", Options{Headers: all, Keys: KeyConfig{Header: "X-Client-ID"}}, []string{"X-Client-ID", "client-1"}},
 		{"trusted proxy", Options{Headers: all, Keys: KeyConfig{TrustedProxies: []string{"192.0.2.0/24", "2001:db8::/32"}}},

@@ -13,7 +13,7 @@ import (
 
 // Clients keyed by address: IPv6 ones by their /64, so two addresses of one
 // network share a budget. The clock is fixed so the output is
-// deterministic; a server leaves Options.Clock nil and uses ctx.Time().
+// deterministic; a server leaves Options.Clock nil (a system clock).
 func Example() {
 	rules, err := fasthttpmw.ParseRules([]byte(`{"rules": [
 		{"name": "api", "prefix": "/api", "algorithm": "sliding_log", "limit": 2, "window": "10s"}

@@ -5,14 +5,19 @@
 //
 // Each request is matched to at most one rule; its client key (address or
 // identity, see KeyConfig) is decided by that rule's shardlimit.Limiter at
-// ctx.Time() (or Options.Clock). For an admitted request the middleware
-// writes the selected fields and calls next; for a denied one it answers
-// 429 Too Many Requests with Retry-After, Content-Type text/plain and a
-// one-line body, or calls Config.Denied. Requests that match no rule pass
-// untouched. Other answers: 500 for a negative cost (Config.Cost), 400 for a
-// missing identity under EmptyKeyReject, 503 for a failed decision under
-// FailClosed (the default; Result.Err is ErrTooManyKeys when a rule's table
-// is full under shardlimit.RejectNewKeys, ErrClosed after Close).
+// the middleware clock's now, read when the middleware runs: Options.Clock,
+// else a shardlimit.SystemClock which the limiters' janitors share. Not at
+// ctx.Time(): that is the wall time fasthttp read when the request started,
+// stale behind slow middleware in front and subject to wall-clock steps,
+// which would let a janitor on another clock evict keys mid-window (see
+// Options.Clock). For an admitted request the middleware writes the
+// selected fields and calls next; for a denied one it answers 429 Too Many
+// Requests with Retry-After, Content-Type text/plain and a one-line body,
+// or calls Config.Denied. Requests that match no rule pass untouched.
+// Other answers: 500 for a negative cost (Config.Cost), 400 for a missing
+// identity under EmptyKeyReject, 503 for a failed decision under FailClosed
+// (the default; Result.Err is ErrTooManyKeys when a rule's table is full
+// under shardlimit.RejectNewKeys, ErrClosed after Close).
 //
 // The allowed path allocates nothing for a known client: the key is built in
 // a pooled buffer, header values are formatted into it and copied into the
@@ -79,7 +84,7 @@ type Middleware struct {
 	skip    func(*fasthttp.RequestCtx) bool
 	cost    func(*fasthttp.RequestCtx) int
 	denied  func(*fasthttp.RequestCtx, Decision)
-	clock   shardlimit.Clock // nil: ctx.Time()
+	clock   shardlimit.Clock
 }
 
 // New validates cfg and returns a Middleware with cfg.Rules in force. Errors
@@ -89,18 +94,15 @@ func New(cfg Config) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Middleware{
+	return &Middleware{
 		e:       e,
 		header:  e.IdentityHeader(),
 		keyFunc: cfg.KeyFunc,
 		skip:    cfg.Skip,
 		cost:    cfg.Cost,
 		denied:  cfg.Denied,
-	}
-	if e.HasClock() {
-		m.clock = e.Clock()
-	}
-	return m, nil
+		clock:   e.Clock(),
+	}, nil
 }
 
 // Wrap returns next limited by m: the decorator
@@ -157,11 +159,7 @@ func (m *Middleware) serve(ctx *fasthttp.RequestCtx, next fasthttp.RequestHandle
 	if m.cost != nil {
 		q.Cost = m.cost(ctx)
 	}
-	if m.clock != nil {
-		q.Now = m.clock.Now()
-	} else {
-		q.Now = ctx.Time()
-	}
+	q.Now = m.clock.Now() // not ctx.Time(): see Options.Clock
 	var d httplimit.Decision
 	httplimit.Decide(m.e, sc, &q, &d)
 	switch d.Action() {

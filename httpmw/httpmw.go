@@ -6,8 +6,10 @@
 //
 // Each request is matched to at most one rule; its client key (address or
 // identity, see KeyConfig) is decided by that rule's shardlimit.Limiter at
-// the middleware clock's now (Options.Clock, else a shardlimit.SystemClock,
-// which its limiters share). For an admitted request the middleware sets
+// the middleware clock's now, read when the middleware runs: Options.Clock,
+// else a shardlimit.SystemClock which the limiters' janitors share, so
+// decisions and evictions agree and wall-clock steps do not matter (see
+// Options.Clock). For an admitted request the middleware sets
 // the selected fields on the ResponseWriter's header and calls next; for a
 // denied one it answers 429 Too Many Requests with Retry-After, Content-Type
 // text/plain and a one-line body, or calls Config.Denied. Requests that

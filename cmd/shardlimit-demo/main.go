@@ -81,7 +81,7 @@ func main() {
 
 // hooks replace the process-wide parts of run in tests.
 type hooks struct {
-	clock    shardlimit.Clock                        // decision time; nil: the request time
+	clock    shardlimit.Clock                        // decision time; nil: a system clock
 	signals  chan os.Signal                          // instead of signal.Notify
 	ready    func(addr net.Addr)                     // called once the server listens
 	reloaded func(err error)                         // called after each SIGHUP

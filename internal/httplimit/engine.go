@@ -81,7 +81,8 @@ type Request[S byteseq] struct {
 	// Client is the client address (see Engine.ClientAddr); invalid if
 	// unknown.
 	Client netip.Addr
-	// Now is the decision instant.
+	// Now is the decision instant: Engine.Clock().Now(), read when the
+	// middleware runs (see Options.Clock).
 	Now time.Time
 	// Cost is the request's cost in units.
 	Cost int
@@ -130,8 +131,7 @@ type Engine struct {
 	resetUnix  bool
 	defAlg     shardlimit.Algorithm
 	tmpl       shardlimit.Config
-	clock      shardlimit.Clock
-	ownClock   bool
+	clock      shardlimit.Clock // of every decision and every rule limiter
 	dryRun     bool
 	onError    ErrorPolicy
 	onDenied   func(Decision)
@@ -166,7 +166,6 @@ func NewEngine(o Options, keyFunc bool) (*Engine, error) {
 		defAlg:     o.DefaultAlgorithm,
 		tmpl:       o.Limiter,
 		clock:      o.Clock,
-		ownClock:   o.Clock != nil,
 		dryRun:     o.DryRun,
 		onError:    o.OnError,
 		onDenied:   o.OnDenied,
@@ -191,6 +190,7 @@ func NewEngine(o Options, keyFunc bool) (*Engine, error) {
 		return nil, fmt.Errorf("%w: unknown error policy %d", shardlimit.ErrInvalidConfig, e.onError)
 	}
 	if e.clock == nil {
+		// One clock for every limiter and decision (Options.Clock).
 		e.clock = shardlimit.SystemClock()
 	}
 	n := keys.maxKeyLen()
@@ -203,13 +203,11 @@ func NewEngine(o Options, keyFunc bool) (*Engine, error) {
 	return e, nil
 }
 
-// Clock returns the engine's clock: Options.Clock, or the system clock
-// its limiters use.
+// Clock returns the clock requests are to be decided by (Request.Now):
+// Options.Clock, or the shardlimit.SystemClock that NewEngine created. It is
+// the Config.Clock of every rule's limiter, so their janitors judge
+// idleness by the same clock.
 func (e *Engine) Clock() shardlimit.Clock { return e.clock }
-
-// HasClock reports whether Options.Clock was set (fasthttp then ignores
-// ctx.Time()).
-func (e *Engine) HasClock() bool { return e.ownClock }
 
 // IdentityHeader returns the canonical name of the key header, or "".
 func (e *Engine) IdentityHeader() string { return e.keys.header }

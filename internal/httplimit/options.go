@@ -182,26 +182,37 @@ type Options struct {
 	// JanitorInterval, MaxKeys and WhenFull are used as given (MaxKeys 0
 	// means DefaultMaxKeys, a negative MaxKeys means no cap). Algorithm,
 	// Limit, Window, Buckets, MaxKeyBytes and Clock are set by the
-	// middleware.
+	// middleware (Clock to Options.Clock's).
 	Limiter shardlimit.Config
 
 	// NewLimiter, if set, builds each rule's limiter in place of
 	// shardlimit.New, for example a Redis-shared one from package sync.
 	// rule is the rule's name (unique within a rule set) and cfg the
 	// configuration the middleware derived from Limiter and the rule, with
-	// Clock set. It is called by construction and by Reload for every new
-	// rule and every rule whose algorithm, window or buckets changed (a rule
-	// whose only change is its limit keeps its limiter), from the goroutine
-	// calling them. The middleware owns what it returns: it calls Close
+	// Clock set to the middleware's clock: build the limiter with it, since
+	// requests are decided at instants read from it. It is called by
+	// construction and by Reload for every new rule and every rule whose
+	// algorithm, window or buckets changed (a rule whose only change is its
+	// limit keeps its limiter), from the goroutine calling them. The middleware owns what it returns: it calls Close
 	// when the rule is removed or replaced and on the middleware's Close.
 	// An error fails construction or that Reload, wrapped with the rule's
 	// name. Nil means shardlimit.New.
 	NewLimiter func(rule string, cfg shardlimit.Config) (shardlimit.Limiter, error)
 
-	// Clock, if set, supplies every decision's time and the limiters'
-	// janitor time; for tests (shardlimit.ManualClock). Otherwise fasthttp
-	// decisions use the request's ctx.Time() and net/http decisions a
-	// shardlimit.SystemClock.
+	// Clock is the one clock of the middleware: each request is decided at
+	// Clock.Now() read when the middleware runs, and it is the Config.Clock
+	// of every rule's limiter (those NewLimiter builds too), whose janitor
+	// judges by it which keys are idle. Nil (the default) means one
+	// shardlimit.SystemClock created at construction: wall time then plus
+	// monotonic time since, so a wall-clock step (NTP, an operator) moves
+	// neither decisions nor janitors. Set it in tests
+	// (shardlimit.ManualClock).
+	//
+	// Requests are not decided at the time the server read them (fasthttp's
+	// ctx.Time()): behind slow middleware that instant can be long past,
+	// and it is wall time, which steps; a janitor on another clock would
+	// then evict keys whose window has not ended for the decisions, handing
+	// their clients fresh budgets.
 	Clock shardlimit.Clock
 
 	// DryRun (shadow mode) counts every request and writes the usual
