@@ -59,6 +59,8 @@ func TestCaseB28MiddlewareAllocs(t *testing.T) {
 		{"identity header", Options{Headers: all, Keys: KeyConfig{Header: "X-Client-ID"}}, []string{"X-Client-ID", "client-1"}},
 		{"trusted proxy", Options{Headers: all, Keys: KeyConfig{TrustedProxies: []string{"192.0.2.0/24", "2001:db8::/32"}}},
 			[]string{"X-Forwarded-For", "198.51.100.7, 2001:db8::99"}},
+		{"trusted proxy, X-Real-IP", Options{Headers: all, Keys: KeyConfig{TrustedProxies: []string{"192.0.2.0/24", "2001:db8::/32"}, ForwardedHeader: XRealIP}},
+			[]string{"X-Real-IP", "2001:db8:1::7"}},
 		{"default headers", Options{}, nil},
 	} {
 		tc.opts.Rules = rules

@@ -36,6 +36,7 @@ func TestSeedRules(t *testing.T) {
 }
 func TestSpoofedForwardedForIgnored(t *testing.T) { mwtest.SpoofedForwardedFor(t, harness) }
 func TestTrustedProxyChain(t *testing.T)          { mwtest.TrustedChain(t, harness) }
+func TestForwardedHeaderOnly(t *testing.T)        { mwtest.ForwardedHeader(t, harness) }
 func TestReloadKeepsCounters(t *testing.T)        { mwtest.ReloadKeepsCounters(t, harness) }
 func TestDryRun(t *testing.T)                     { mwtest.DryRun(t, harness) }
 func TestHooks(t *testing.T)                      { mwtest.Hooks(t, harness) }

@@ -85,6 +85,7 @@ type Middleware struct {
 	cost    func(*fasthttp.RequestCtx) int
 	denied  func(*fasthttp.RequestCtx, Decision)
 	clock   shardlimit.Clock
+	fwd     string // the forwarding header believed from trusted proxies
 }
 
 // New validates cfg and returns a Middleware with cfg.Rules in force. Errors
@@ -102,6 +103,7 @@ func New(cfg Config) (*Middleware, error) {
 		cost:    cfg.Cost,
 		denied:  cfg.Denied,
 		clock:   e.Clock(),
+		fwd:     e.ForwardedHeader(),
 	}, nil
 }
 
@@ -126,12 +128,6 @@ func (m *Middleware) RuleStats() map[string]shardlimit.Stats { return m.e.RuleSt
 // requests are answered per Options.OnError. Idempotent; returns nil.
 func (m *Middleware) Close() error { return m.e.Close() }
 
-// Canonical request header names.
-const (
-	hdrXForwardedFor = "X-Forwarded-For"
-	hdrXRealIP       = "X-Real-Ip"
-)
-
 func (m *Middleware) serve(ctx *fasthttp.RequestCtx, next fasthttp.RequestHandler) {
 	if m.skip != nil && m.skip(ctx) {
 		next(ctx)
@@ -146,8 +142,7 @@ func (m *Middleware) serve(ctx *fasthttp.RequestCtx, next fasthttp.RequestHandle
 	peer := peerAddr(ctx)
 	q.Client = peer
 	if m.e.Trusts(peer) {
-		h := &ctx.Request.Header
-		q.Client = httplimit.ClientAddr(m.e, peer, h.PeekAll(hdrXForwardedFor), h.Peek(hdrXRealIP))
+		q.Client = httplimit.ClientAddr(m.e, peer, ctx.Request.Header.PeekAll(m.fwd))
 	}
 	switch {
 	case m.header != "":

@@ -87,6 +87,7 @@ type Middleware struct {
 	cost    func(*http.Request) int
 	denied  func(http.ResponseWriter, *http.Request, Decision)
 	clock   shardlimit.Clock
+	fwd     string // the forwarding header believed from trusted proxies
 }
 
 // New validates cfg and returns a Middleware with cfg.Rules in force. Errors
@@ -104,6 +105,7 @@ func New(cfg Config) (*Middleware, error) {
 		cost:    cfg.Cost,
 		denied:  cfg.Denied,
 		clock:   e.Clock(),
+		fwd:     e.ForwardedHeader(),
 	}, nil
 }
 
@@ -128,12 +130,6 @@ func (m *Middleware) RuleStats() map[string]shardlimit.Stats { return m.e.RuleSt
 // requests are answered per Options.OnError. Idempotent; returns nil.
 func (m *Middleware) Close() error { return m.e.Close() }
 
-// Canonical request header names.
-const (
-	hdrXForwardedFor = "X-Forwarded-For"
-	hdrXRealIP       = "X-Real-Ip"
-)
-
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	if m.skip != nil && m.skip(r) {
 		next.ServeHTTP(w, r)
@@ -145,7 +141,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	peer := peerAddr(r.RemoteAddr)
 	q.Client = peer
 	if m.e.Trusts(peer) {
-		q.Client = httplimit.ClientAddr(m.e, peer, r.Header[hdrXForwardedFor], first(r.Header[hdrXRealIP]))
+		q.Client = httplimit.ClientAddr(m.e, peer, r.Header[m.fwd])
 	}
 	switch {
 	case m.header != "":

@@ -11,8 +11,9 @@ type (
 	// extraction, headers, dry run, error policy, clock.
 	Options = httplimit.Options
 	// KeyConfig configures how a request's client key is built: remote
-	// address (IPv4 per /32, IPv6 per /64 by default), trusted proxies, an
-	// identity header, the key length cap and empty-key treatment.
+	// address (IPv4 per /32, IPv6 per /64 by default), trusted proxies and
+	// the one forwarding header believed from them, an identity header, the
+	// key length cap and empty-key treatment.
 	KeyConfig = httplimit.KeyConfig
 	// Rules is a rule set: default rules, tiers and overrides; see ParseRules
 	// for its JSON form.
@@ -53,6 +54,15 @@ const (
 	HeaderNone = httplimit.HeaderNone
 	// DefaultHeaders is what a zero HeaderSet means.
 	DefaultHeaders = httplimit.DefaultHeaders
+)
+
+// The forwarding headers KeyConfig.ForwardedHeader may name.
+const (
+	// XForwardedFor: read right to left, the right-most address that is
+	// not a trusted proxy is the client (the default).
+	XForwardedFor = httplimit.XForwardedFor
+	// XRealIP: one address, the client.
+	XRealIP = httplimit.XRealIP
 )
 
 // Error policies.

@@ -212,15 +212,19 @@ func (e *Engine) Clock() shardlimit.Clock { return e.clock }
 // IdentityHeader returns the canonical name of the key header, or "".
 func (e *Engine) IdentityHeader() string { return e.keys.header }
 
-// Trusts reports whether peer is a trusted proxy, whose forwarding headers
-// are to be read with ClientAddr.
+// Trusts reports whether peer is a trusted proxy, whose ForwardedHeader is
+// to be read with ClientAddr.
 func (e *Engine) Trusts(peer netip.Addr) bool { return e.keys.trusts(peer) }
 
+// ForwardedHeader returns the canonical name of the one forwarding header
+// read from trusted proxies: XForwardedFor or XRealIP.
+func (e *Engine) ForwardedHeader() string { return e.keys.fwdHeader }
+
 // ClientAddr returns the client address of a request from trusted proxy
-// peer, from its X-Forwarded-For lines xff and X-Real-IP value realIP (see
-// KeyConfig.TrustedProxies). It does not allocate.
-func ClientAddr[S byteseq](e *Engine, peer netip.Addr, xff []S, realIP S) netip.Addr {
-	return forwardedClient(&e.keys, peer, xff, realIP)
+// peer, given every line of its ForwardedHeader (see
+// KeyConfig.ForwardedHeader). It does not allocate.
+func ClientAddr[S byteseq](e *Engine, peer netip.Addr, lines []S) netip.Addr {
+	return forwardedClient(&e.keys, peer, lines)
 }
 
 // GetScratch returns a request's buffers from the engine's pool.

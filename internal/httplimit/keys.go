@@ -66,16 +66,24 @@ func (k *keyer) trusts(a netip.Addr) bool {
 }
 
 // forwardedClient returns the client address of a request from trusted
-// proxy peer: walking the X-Forwarded-For lines xff right to left, the first
-// address that is not a trusted proxy; if an entry is not an address, every
-// entry is trusted or MaxForwardedHops entries were read, the last trusted
-// address seen. Without X-Forwarded-For entries, X-Real-IP realIP if it is
-// an address, else peer.
-func forwardedClient[S byteseq](k *keyer, peer netip.Addr, xff []S, realIP S) netip.Addr {
-	last := peer
-	hops, entries := 0, 0
-	for li := len(xff) - 1; li >= 0; li-- {
-		line := xff[li]
+// proxy peer, given the lines of the forwarded header k trusts
+// (KeyConfig.ForwardedHeader). For X-Real-IP: the last line if it is an
+// address, else peer. For X-Forwarded-For: walking the lines right to
+// left, the first address that is not a trusted proxy; if an entry is not
+// an address, every entry is trusted or MaxForwardedHops entries were read,
+// the last trusted address seen; peer if there is no entry.
+func forwardedClient[S byteseq](k *keyer, peer netip.Addr, lines []S) netip.Addr {
+	if !k.fwdList {
+		if len(lines) > 0 {
+			if a, ok := parseHop(lines[len(lines)-1]); ok {
+				return a
+			}
+		}
+		return peer
+	}
+	last, hops := peer, 0
+	for li := len(lines) - 1; li >= 0; li-- {
+		line := lines[li]
 		end := len(line)
 		for end >= 0 {
 			start := end - 1
@@ -87,7 +95,6 @@ func forwardedClient[S byteseq](k *keyer, peer netip.Addr, xff []S, realIP S) ne
 			if isBlank(entry) {
 				continue
 			}
-			entries++
 			a, ok := parseHop(entry)
 			if !ok {
 				return last
@@ -101,15 +108,7 @@ func forwardedClient[S byteseq](k *keyer, peer netip.Addr, xff []S, realIP S) ne
 			}
 		}
 	}
-	if entries > 0 {
-		return last
-	}
-	if len(realIP) > 0 {
-		if a, ok := parseHop(realIP); ok {
-			return a
-		}
-	}
-	return peer
+	return last // peer if there was no entry
 }
 
 // isBlank reports whether s holds only spaces and tabs.

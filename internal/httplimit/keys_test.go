@@ -174,44 +174,56 @@ func TestIDKeys(t *testing.T) {
 	}
 }
 
-// TestForwardedClient checks the right-most untrusted rule of C10.
+// TestForwardedClient checks the right-most untrusted rule of C10 for
+// X-Forwarded-For, and that only the configured header is read.
 func TestForwardedClient(t *testing.T) {
-	k := mustKeyer(t, KeyConfig{TrustedProxies: []string{"10.0.0.0/8", "2001:db8:ffff::/48", "::ffff:172.16.0.1"}})
+	trusted := []string{"10.0.0.0/8", "2001:db8:ffff::/48", "::ffff:172.16.0.1"}
+	xff := mustKeyer(t, KeyConfig{TrustedProxies: trusted})
+	xri := mustKeyer(t, KeyConfig{TrustedProxies: trusted, ForwardedHeader: " x-REAL-ip"})
 	peer := netip.MustParseAddr("10.0.0.1")
 	for _, tc := range []struct {
-		xff    []string
-		realIP string
-		want   string
+		k     *keyer
+		lines []string
+		want  string
 	}{
-		{nil, "", "10.0.0.1"},
-		{[]string{"203.0.113.1"}, "", "203.0.113.1"},
-		{[]string{"198.51.100.1, 203.0.113.1"}, "", "203.0.113.1"},
-		{[]string{"203.0.113.1, 10.2.3.4"}, "", "203.0.113.1"},
-		{[]string{"spoof, 203.0.113.1, 10.2.3.4"}, "", "203.0.113.1"},
-		{[]string{"203.0.113.1, garbage, 10.2.3.4"}, "", "10.2.3.4"},
-		{[]string{"10.9.9.9, 10.2.3.4"}, "", "10.9.9.9"},
-		{[]string{"198.51.100.1", "203.0.113.1, 10.2.3.4"}, "", "203.0.113.1"},
-		{[]string{"198.51.100.1", "10.2.3.4"}, "", "198.51.100.1"},
-		{[]string{"2001:db8::1, 2001:db8:ffff::2"}, "", "2001:db8::1"},
-		{[]string{"[2001:db8::1]:443 , 172.16.0.1"}, "", "2001:db8::1"},
-		{[]string{"::ffff:203.0.113.5"}, "", "203.0.113.5"},
-		{[]string{" , "}, "203.0.113.7", "203.0.113.7"},
-		{nil, "203.0.113.7", "203.0.113.7"},
-		{nil, "not an address", "10.0.0.1"},
-		{[]string{"203.0.113.1"}, "198.51.100.1", "203.0.113.1"},
-		{[]string{"203.0.113.1," + strings.Repeat("10.0.0.5,", MaxForwardedHops) + "10.0.0.6"}, "", "10.0.0.5"},
+		{xff, nil, "10.0.0.1"},
+		{xff, []string{"203.0.113.1"}, "203.0.113.1"},
+		{xff, []string{"198.51.100.1, 203.0.113.1"}, "203.0.113.1"},
+		{xff, []string{"203.0.113.1, 10.2.3.4"}, "203.0.113.1"},
+		{xff, []string{"spoof, 203.0.113.1, 10.2.3.4"}, "203.0.113.1"},
+		{xff, []string{"203.0.113.1, garbage, 10.2.3.4"}, "10.2.3.4"},
+		{xff, []string{"garbage"}, "10.0.0.1"},
+		{xff, []string{"10.9.9.9, 10.2.3.4"}, "10.9.9.9"},
+		{xff, []string{"198.51.100.1", "203.0.113.1, 10.2.3.4"}, "203.0.113.1"},
+		{xff, []string{"198.51.100.1", "10.2.3.4"}, "198.51.100.1"},
+		{xff, []string{"2001:db8::1, 2001:db8:ffff::2"}, "2001:db8::1"},
+		{xff, []string{"[2001:db8::1]:443 , 172.16.0.1"}, "2001:db8::1"},
+		{xff, []string{"::ffff:203.0.113.5"}, "203.0.113.5"},
+		{xff, []string{" , "}, "10.0.0.1"},
+		{xff, []string{"203.0.113.1," + strings.Repeat("10.0.0.5,", MaxForwardedHops) + "10.0.0.6"}, "10.0.0.5"},
+		{xri, nil, "10.0.0.1"},
+		{xri, []string{"203.0.113.7"}, "203.0.113.7"},
+		{xri, []string{" [2001:db8::7]:443 "}, "2001:db8::7"},
+		{xri, []string{"::ffff:203.0.113.5"}, "203.0.113.5"},
+		{xri, []string{"198.51.100.1", "203.0.113.7"}, "203.0.113.7"}, // the last line
+		{xri, []string{"not an address"}, "10.0.0.1"},
+		{xri, []string{"198.51.100.1, 203.0.113.7"}, "10.0.0.1"}, // not a list
+		{xri, []string{"10.2.3.4"}, "10.2.3.4"},                  // taken as given
 	} {
-		got := forwardedClient(k, peer, tc.xff, tc.realIP)
+		got := forwardedClient(tc.k, peer, tc.lines)
 		var bs [][]byte
-		for _, l := range tc.xff {
+		for _, l := range tc.lines {
 			bs = append(bs, []byte(l))
 		}
-		gotB := forwardedClient(k, peer, bs, []byte(tc.realIP))
+		gotB := forwardedClient(tc.k, peer, bs)
 		if got.String() != tc.want || gotB != got {
-			t.Errorf("xff %q real %q: %v (bytes %v), want %s", tc.xff, tc.realIP, got, gotB, tc.want)
+			t.Errorf("%s %q: %v (bytes %v), want %s", tc.k.fwdHeader, tc.lines, got, gotB, tc.want)
 		}
 	}
-	if !k.trusts(netip.MustParseAddr("::ffff:10.1.1.1")) || !k.trusts(netip.MustParseAddr("172.16.0.1")) || k.trusts(netip.MustParseAddr("172.16.0.2")) {
+	if xff.fwdHeader != XForwardedFor || xri.fwdHeader != XRealIP {
+		t.Errorf("forwarded headers %q, %q", xff.fwdHeader, xri.fwdHeader)
+	}
+	if !xff.trusts(netip.MustParseAddr("::ffff:10.1.1.1")) || !xff.trusts(netip.MustParseAddr("172.16.0.1")) || xff.trusts(netip.MustParseAddr("172.16.0.2")) {
 		t.Error("trusts: IPv4-mapped handling wrong")
 	}
 }
@@ -221,6 +233,7 @@ func TestKeyConfigErrors(t *testing.T) {
 		{MaxKeyBytes: -1}, {MaxKeyBytes: MaxKeyBytesLimit + 1}, {IPv4Prefix: 33}, {IPv4Prefix: -1},
 		{IPv6Prefix: 129}, {TrustedProxies: []string{"10.0.0.0/33"}}, {TrustedProxies: []string{"nope"}},
 		{Header: "X Client"}, {EmptyKey: 9}, {TrustedProxies: []string{"::ffff:0:0/80"}},
+		{ForwardedHeader: "Forwarded"}, {ForwardedHeader: "X-Forwarded-Host"}, {ForwardedHeader: "CF-Connecting-IP"},
 	} {
 		if _, err := newKeyer(kc, false); err == nil {
 			t.Errorf("newKeyer(%+v) accepted", kc)

@@ -31,6 +31,10 @@ const (
 	// MaxForwardedHops is how many X-Forwarded-For entries are examined at
 	// most, from the right; a longer chain is treated as if it ended there.
 	MaxForwardedHops = 32
+	// XForwardedFor and XRealIP name the forwarding headers
+	// KeyConfig.ForwardedHeader may choose, in canonical MIME form.
+	XForwardedFor = "X-Forwarded-For"
+	XRealIP       = "X-Real-Ip"
 	// digestLen is the length of the SHA-256 digest that replaces a long
 	// identity.
 	digestLen = 32
@@ -141,14 +145,30 @@ type KeyConfig struct {
 	IPv6Prefix int
 
 	// TrustedProxies lists the networks (CIDR "10.0.0.0/8" or a single
-	// address) of reverse proxies whose forwarding headers are believed.
-	// Only when the TCP peer is inside one of them is X-Forwarded-For read,
-	// right to left, skipping trusted addresses: the first untrusted address
-	// is the client (at most MaxForwardedHops entries are read; if an entry
-	// is not an address, or every entry is trusted, the last trusted address
-	// seen is the client). Without X-Forwarded-For, X-Real-IP is used.
-	// Empty (the default) ignores both headers.
+	// address) of reverse proxies whose forwarding header (ForwardedHeader)
+	// is believed. Only when the TCP peer is inside one of them is that
+	// header read; otherwise, or when it is absent, the client is the peer.
+	// Empty (the default) ignores forwarding headers altogether.
 	TrustedProxies []string
+
+	// ForwardedHeader names the one forwarding header read from trusted
+	// proxies, XForwardedFor or XRealIP (case-insensitive; empty means
+	// XForwardedFor); the other is ignored, whatever it says.
+	//
+	// X-Forwarded-For is read right to left over all its lines, skipping
+	// trusted addresses: the first untrusted address is the client (at most
+	// MaxForwardedHops entries are read; if an entry is not an address, or
+	// every entry is trusted, the last trusted address seen is the client).
+	// X-Real-IP holds one address: its last line is the client.
+	//
+	// Name the header your proxies set themselves. A proxy passes on the
+	// headers it does not set as the client sent them: one that only sets
+	// X-Real-IP (nginx's proxy_set_header X-Real-IP $remote_addr) forwards
+	// a client's own X-Forwarded-For, and believing it would let the client
+	// pick its key and so its budget; one that appends to X-Forwarded-For
+	// (nginx's $proxy_add_x_forwarded_for, most load balancers) forwards a
+	// client's own X-Real-IP.
+	ForwardedHeader string
 }
 
 // Options is the configuration shared by both middlewares; the fasthttpmw
@@ -240,6 +260,8 @@ type keyer struct {
 	v4Bits      int
 	v6Bits      int
 	trusted     []netip.Prefix
+	fwdHeader   string // XForwardedFor or XRealIP
+	fwdList     bool   // fwdHeader is X-Forwarded-For
 }
 
 // maxKeyLen is the longest key the keyer builds.
@@ -283,6 +305,14 @@ func newKeyer(kc KeyConfig, keyFunc bool) (keyer, error) {
 	}
 	if k.v6Bits < 1 || k.v6Bits > 128 {
 		return k, fmt.Errorf("%w: IPv6 prefix /%d outside [1, 128]", shardlimit.ErrInvalidConfig, k.v6Bits)
+	}
+	switch h := textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(kc.ForwardedHeader)); h {
+	case "", XForwardedFor:
+		k.fwdHeader, k.fwdList = XForwardedFor, true
+	case XRealIP:
+		k.fwdHeader = XRealIP
+	default:
+		return k, fmt.Errorf("%w: forwarded header %q is neither %s nor X-Real-IP", shardlimit.ErrInvalidConfig, kc.ForwardedHeader, XForwardedFor)
 	}
 	for _, s := range kc.TrustedProxies {
 		p, err := parsePrefix(s)

@@ -117,7 +117,8 @@ func SpoofedForwardedFor(t *testing.T, h Harness) {
 
 // TrustedChain checks the right-most untrusted rule behind trusted proxies
 // (loopback and 10.0.0.0/8): spoofed entries left of the real client do not
-// change its key; X-Real-IP is used without X-Forwarded-For.
+// change its key; X-Real-IP is ignored (the default ForwardedHeader is
+// X-Forwarded-For), so without X-Forwarded-For the client is the proxy.
 func TrustedChain(t *testing.T, h Harness) {
 	tg := h.Start(t, Setup{Options: httplimit.Options{
 		Rules: OneRule(t, "fixed_window", 4, "1m", 0, ""),
@@ -128,10 +129,45 @@ func TrustedChain(t *testing.T, h Harness) {
 	expectStep(t, "via 10.0.0.2", c.Get("/", "X-Forwarded-For", "203.0.113.9, 10.0.0.2"), A(3))
 	expectStep(t, "spoofed left entry", c.Get("/", "X-Forwarded-For", "192.0.2.77, 203.0.113.9, 10.0.0.2"), A(2))
 	expectStep(t, "two header lines", c.Get("/", "X-Forwarded-For", "192.0.2.78", "X-Forwarded-For", "203.0.113.9:4711, 10.1.2.3"), A(1))
-	expectStep(t, "X-Real-IP", c.Get("/", "X-Real-IP", "203.0.113.9"), A(0))
+	expectStep(t, "X-Real-IP ignored: the proxy", c.Get("/", "X-Real-IP", "203.0.113.9"), A(3))
+	expectStep(t, "and X-Real-IP ignored", c.Get("/", "X-Forwarded-For", "203.0.113.9", "X-Real-IP", "192.0.2.1"), A(0))
 	expectStep(t, "denied", c.Get("/", "X-Forwarded-For", "203.0.113.9"), D(60))
 	expectStep(t, "another client", c.Get("/", "X-Forwarded-For", "203.0.113.10, 10.0.0.2"), A(3))
 	expectStep(t, "all hops trusted: the left-most", c.Get("/", "X-Forwarded-For", "10.9.9.9, 10.0.0.2"), A(3))
+}
+
+// ForwardedHeader checks that only KeyConfig.ForwardedHeader is read from
+// trusted proxies. With X-Real-IP (a proxy that sets it and passes the
+// client's own X-Forwarded-For through), a client rotating X-Forwarded-For
+// values gets no fresh budget; with the default X-Forwarded-For (a proxy
+// that appends to it and passes X-Real-IP through), one rotating X-Real-IP
+// values gets none either.
+func ForwardedHeader(t *testing.T, h Harness) {
+	t.Run("X-Real-IP", func(t *testing.T) {
+		tg := h.Start(t, Setup{Options: httplimit.Options{
+			Rules: OneRule(t, "fixed_window", 2, "1m", 0, ""),
+			Keys:  httplimit.KeyConfig{TrustedProxies: Loopback, ForwardedHeader: "X-Real-IP"},
+			Clock: NewClock(),
+		}})
+		c := NewClient(t, tg.URL, 1)
+		expectStep(t, "own XFF 1", c.Get("/", "X-Real-IP", "203.0.113.9", "X-Forwarded-For", "192.0.2.1"), A(1))
+		expectStep(t, "own XFF 2", c.Get("/", "X-Real-IP", "203.0.113.9", "X-Forwarded-For", "192.0.2.2"), A(0))
+		expectStep(t, "own XFF 3", c.Get("/", "X-Real-IP", "203.0.113.9", "X-Forwarded-For", "192.0.2.3, 10.0.0.1"), D(60))
+		expectStep(t, "another client", c.Get("/", "X-Real-IP", "203.0.113.10", "X-Forwarded-For", "192.0.2.1"), A(1))
+		expectStep(t, "no X-Real-IP: the proxy", c.Get("/", "X-Forwarded-For", "203.0.113.10"), A(1))
+	})
+	t.Run("X-Forwarded-For", func(t *testing.T) {
+		tg := h.Start(t, Setup{Options: httplimit.Options{
+			Rules: OneRule(t, "fixed_window", 2, "1m", 0, ""),
+			Keys:  httplimit.KeyConfig{TrustedProxies: Loopback},
+			Clock: NewClock(),
+		}})
+		c := NewClient(t, tg.URL, 1)
+		expectStep(t, "own X-Real-IP 1", c.Get("/", "X-Forwarded-For", "203.0.113.9", "X-Real-IP", "192.0.2.1"), A(1))
+		expectStep(t, "own X-Real-IP 2", c.Get("/", "X-Forwarded-For", "203.0.113.9", "X-Real-IP", "192.0.2.2"), A(0))
+		expectStep(t, "own X-Real-IP 3", c.Get("/", "X-Forwarded-For", "203.0.113.9", "X-Real-IP", "192.0.2.3"), D(60))
+		expectStep(t, "no X-Forwarded-For: the proxy", c.Get("/", "X-Real-IP", "203.0.113.9"), A(1))
+	})
 }
 
 // ReloadKeepsCounters checks Reload over the network: rules that keep their
