@@ -56,7 +56,9 @@ func TestCaseB28MiddlewareAllocs(t *testing.T) {
 	}{
 		{"system clock", Options{Headers: all}, nil},
 		{"manual clock", Options{Headers: all, Clock: shardlimit.NewManualClock(mwtest.T0)}, nil},
-		{"identity header", Options{Headers: all, Keys: KeyConfig{Header: "X-Client-ID"}}, []string{"X-Client-ID", "client-1"}},
+		{"identity header", Options{Headers: all, Keys: KeyConfig{Header: "X-Client-ID", UnknownIdentity: UnknownIdentityOwnKey}},
+			[]string{"X-Client-ID", "client-1"}},
+		{"unlisted identity", Options{Headers: all, Keys: KeyConfig{Header: "X-Client-ID"}}, []string{"X-Client-ID", "client-1"}},
 		{"trusted proxy", Options{Headers: all, Keys: KeyConfig{TrustedProxies: []string{"192.0.2.0/24", "2001:db8::/32"}}},
 			[]string{"X-Forwarded-For", "198.51.100.7, 2001:db8::99"}},
 		{"trusted proxy, X-Real-IP", Options{Headers: all, Keys: KeyConfig{TrustedProxies: []string{"192.0.2.0/24", "2001:db8::/32"}, ForwardedHeader: XRealIP}},
@@ -97,7 +99,7 @@ func TestCaseB28MiddlewareAllocs(t *testing.T) {
 		},
 		"alias": func(ctx *fasthttp.RequestCtx, _ []byte) []byte { return ctx.Request.Header.Peek("X-Api-Key") },
 	} {
-		mw, err := New(Config{Options: Options{Rules: rules}, KeyFunc: kf})
+		mw, err := New(Config{Options: Options{Rules: rules, Keys: KeyConfig{UnknownIdentity: UnknownIdentityOwnKey}}, KeyFunc: kf})
 		if err != nil {
 			t.Fatal(err)
 		}

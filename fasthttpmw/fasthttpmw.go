@@ -19,6 +19,13 @@
 // (the default; Result.Err is ErrTooManyKeys when a rule's table is full
 // under shardlimit.RejectNewKeys, ErrClosed after Close).
 //
+// Client identities (KeyConfig.Header, Config.KeyFunc) are whatever the
+// client sends. Use them as keys or to grant tiers only when they are
+// authenticated upstream (API keys validated before this middleware): by
+// default an identity that no tier or override lists is ignored and the
+// request keyed by its address, so minting identities buys no budget
+// (KeyConfig.UnknownIdentity).
+//
 // The allowed path allocates nothing for a known client: the key is built in
 // a pooled buffer, header values are formatted into it and copied into the
 // response's reused header storage.
@@ -53,8 +60,9 @@ type Config struct {
 	// does not allocate) or a slice of request memory such as
 	// ctx.Request.Header.Peek(...). The result must stay valid until the
 	// handler returns; the middleware copies what it keeps.
-	// An empty result is treated per KeyConfig.EmptyKey. It is an error to
-	// set both KeyFunc and KeyConfig.Header.
+	// An empty result is treated per KeyConfig.EmptyKey, one that no tier
+	// or override lists per KeyConfig.UnknownIdentity (by default like an
+	// empty one). It is an error to set both KeyFunc and KeyConfig.Header.
 	KeyFunc func(ctx *fasthttp.RequestCtx, dst []byte) []byte
 
 	// Skip, if set and returning true, passes the request to next without

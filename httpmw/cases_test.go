@@ -41,5 +41,6 @@ func TestReloadKeepsCounters(t *testing.T)        { mwtest.ReloadKeepsCounters(t
 func TestDryRun(t *testing.T)                     { mwtest.DryRun(t, harness) }
 func TestHooks(t *testing.T)                      { mwtest.Hooks(t, harness) }
 func TestEmptyKeys(t *testing.T)                  { mwtest.EmptyKeys(t, harness) }
+func TestUnknownIdentities(t *testing.T)          { mwtest.UnknownIdentities(t, harness) }
 func TestFailures(t *testing.T)                   { mwtest.Failures(t, harness) }
 func TestHeaderSets(t *testing.T)                 { mwtest.HeaderSets(t, harness) }

@@ -10,8 +10,9 @@ import (
 	"github.com/shardlimit/shardlimit/httpmw"
 )
 
-// Clients identified by X-Client-ID, client-1 in a tier of its own; the
-// clock is fixed so the output is deterministic.
+// Clients identified by X-Client-ID, client-1 in a tier of its own; an
+// identity the rules do not list ("anonymous") is keyed by the client's
+// address. The clock is fixed so the output is deterministic.
 func Example() {
 	rules, err := httpmw.ParseRules([]byte(`{
 		"rules": [{"name": "foo", "path": "/foo", "algorithm": "fixed_window", "limit": 2, "window": "1m"}],

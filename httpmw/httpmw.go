@@ -19,6 +19,13 @@
 // ErrTooManyKeys when a rule's table is full under
 // shardlimit.RejectNewKeys, ErrClosed after Close).
 //
+// Client identities (KeyConfig.Header, Config.KeyFunc) are whatever the
+// client sends. Use them as keys or to grant tiers only when they are
+// authenticated upstream (API keys validated before this middleware): by
+// default an identity that no tier or override lists is ignored and the
+// request keyed by its address, so minting identities buys no budget
+// (KeyConfig.UnknownIdentity).
+//
 // For a known client the middleware allocates twice per limited request,
 // however many fields it writes: one string holding every field value and
 // one array backing every field's []string (net/http header values must be
@@ -54,8 +61,9 @@ type Config struct {
 	Options
 
 	// KeyFunc, if set, returns the client identity. An empty result is
-	// treated per KeyConfig.EmptyKey. It is an error to set both KeyFunc and
-	// KeyConfig.Header.
+	// treated per KeyConfig.EmptyKey, one that no tier or override lists
+	// per KeyConfig.UnknownIdentity (by default like an empty one). It is
+	// an error to set both KeyFunc and KeyConfig.Header.
 	KeyFunc func(r *http.Request) string
 
 	// Skip, if set and returning true, passes the request to next without

@@ -12,8 +12,8 @@ type (
 	Options = httplimit.Options
 	// KeyConfig configures how a request's client key is built: remote
 	// address (IPv4 per /32, IPv6 per /64 by default), trusted proxies and
-	// the one forwarding header believed from them, an identity header, the
-	// key length cap and empty-key treatment.
+	// the one forwarding header believed from them, an identity header and
+	// what unlisted or empty identities get, the key length cap.
 	KeyConfig = httplimit.KeyConfig
 	// Rules is a rule set: default rules, tiers and overrides; see ParseRules
 	// for its JSON form.
@@ -31,6 +31,9 @@ type (
 	// EmptyKeyPolicy says what to do with a request without a client
 	// identity.
 	EmptyKeyPolicy = httplimit.EmptyKeyPolicy
+	// UnknownIdentityPolicy says what to do with a client identity that no
+	// tier or override lists.
+	UnknownIdentityPolicy = httplimit.UnknownIdentityPolicy
 	// Decision is one request's outcome, given to OnDenied and Denied.
 	Decision = httplimit.Decision
 	// Stats are the middleware's counters.
@@ -72,6 +75,18 @@ const (
 	// FailOpen lets a request whose decision failed through, without
 	// rate-limit fields.
 	FailOpen = httplimit.FailOpen
+)
+
+// Unknown-identity policies. Identities are whatever clients send: use
+// them as keys only when they are authenticated upstream.
+const (
+	// UnknownIdentityAnonymous keys a request whose identity no tier or
+	// override lists as if it had none, per KeyConfig.EmptyKey (the
+	// default): made-up identities get no budget of their own.
+	UnknownIdentityAnonymous = httplimit.UnknownIdentityAnonymous
+	// UnknownIdentityOwnKey keys every identity by itself, for identities
+	// validated before the middleware (API keys checked upstream).
+	UnknownIdentityOwnKey = httplimit.UnknownIdentityOwnKey
 )
 
 // Empty-key policies.

@@ -39,6 +39,8 @@
 //	-duration      how long to send, at most 10m (default 10s)
 //	-clients       the mix: client:/route=rate,... (default DefaultClients,
 //	               matched to the demo's seed rules); "anon" sends no identity
+//	               (the demo keys it, and identities its rules do not list, by
+//	               address: on loopback they all share one budget)
 //	-header        identity header (default X-Client-ID)
 //	-concurrency   cap on requests in flight (default 64)
 //	-window        window for routes that state none (default 0: no window counts)

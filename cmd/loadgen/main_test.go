@@ -53,9 +53,11 @@ type server struct {
 const demoHeaders = fasthttpmw.HeaderXRateLimit | fasthttpmw.HeaderIETF | fasthttpmw.HeaderVerbose | fasthttpmw.HeaderRetryAfter
 
 // start runs a fasthttp server limited by fasthttpmw with s's rules and
-// X-Client-ID identities (else the address), like the demo, on an
-// ephemeral loopback port; it answers 200 on every path. It is shut down
-// at the end of the test. It returns the server's URL.
+// X-Client-ID identities (else the address), on an ephemeral loopback port;
+// it answers 200 on every path. Unlike the demo, which keys identities its
+// rules do not list by address, every identity is its own key here, so
+// the streams of clients a and b have budgets of their own. It is shut
+// down at the end of the test. It returns the server's URL.
 func (s server) start(t *testing.T) string {
 	t.Helper()
 	rules, err := fasthttpmw.ParseRules([]byte(s.rules))
@@ -68,7 +70,7 @@ func (s server) start(t *testing.T) string {
 	}
 	mw, err := fasthttpmw.New(fasthttpmw.Config{Options: fasthttpmw.Options{
 		Rules:   rules,
-		Keys:    fasthttpmw.KeyConfig{Header: "X-Client-ID"},
+		Keys:    fasthttpmw.KeyConfig{Header: "X-Client-ID", UnknownIdentity: fasthttpmw.UnknownIdentityOwnKey},
 		Headers: h,
 	}})
 	if err != nil {

@@ -79,8 +79,9 @@ func (c *Counts) add(o Counts) {
 // millisecond, so few requests fall across a boundary). Fixed windows are
 // aligned like the server's (Unix time / window, the client's clock; exact
 // on loopback). Counts are per stream: streams that share one budget (two
-// anonymous streams from one address on one rule, or a prefix rule over
-// two routes) should be compared with the limit together.
+// anonymous streams from one address on one rule, streams of identities a
+// server such as the demo does not list and keys by address, or a prefix
+// rule over two routes) should be compared with the limit together.
 type StreamReport struct {
 	Stream
 	Counts

@@ -4,16 +4,22 @@
 //	go run ./cmd/shardlimit-demo
 //	curl -i -H 'X-Client-ID: client-1' http://127.0.0.1:8080/foo
 //	curl -i http://127.0.0.1:8080/bar        # no X-Client-ID: keyed by IP
+//	curl -i -H 'X-Client-ID: rot1' http://127.0.0.1:8080/bar  # unlisted: by IP too
 //	curl -i http://127.0.0.1:8080/healthz    # never limited
 //
 // Routes: /foo and /bar answer 200 with a short body and are limited by the
 // rules; /healthz answers 200 and is not limited; anything else is 404 (and
 // limited only if a rule matches it). Clients identify with the X-Client-ID
-// header; without it they are keyed by their address (IPv4 /32, IPv6 /64).
+// header, which only sorts the clients the rules list into their tiers:
+// without it, or with an identity the rules do not list, requests are
+// keyed by their address (IPv4 /32, IPv6 /64), so made-up identities share
+// their address's budget (fasthttpmw.UnknownIdentityAnonymous). The header
+// is not authenticated here: anyone may claim to be client-1. A real
+// service validates its API keys before the limiter.
 //
 // The seed rules (rules.json beside this file, embedded in the binary):
 // client-1 may call /foo 10 times a minute (fixed window) and /bar 5 times a
-// minute (sliding log); client-2 20 and 10; any other client 5 and 2.
+// minute (sliding log); client-2 20 and 10; any other address 5 and 2.
 //
 // Counters live in memory unless -redis names a Redis server: then several
 // demo servers sharing that Redis hold one cluster-wide limit per client and
@@ -200,14 +206,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 	}
 }
 
-// newMiddleware builds the demo's middleware: clients keyed by X-Client-ID,
-// else by address; the X-RateLimit trio, the IETF fields, the verbose pair
-// and Retry-After. With sh, every rule's limiter shares its counts through
-// Redis.
+// newMiddleware builds the demo's middleware: the clients the rules list
+// keyed by X-Client-ID, everyone else by address; the X-RateLimit trio, the
+// IETF fields, the verbose pair and Retry-After. With sh, every rule's
+// limiter shares its counts through Redis.
 func newMiddleware(rules *fasthttpmw.Rules, alg shardlimit.Algorithm, clock shardlimit.Clock, sh *redisSync) (*fasthttpmw.Middleware, error) {
+	keys := fasthttpmw.KeyConfig{
+		Header: "X-Client-ID",
+		// The header is not authenticated: an identity the rules do not
+		// list is keyed by address, so rotating identities buys no budget.
+		UnknownIdentity: fasthttpmw.UnknownIdentityAnonymous,
+	}
 	o := fasthttpmw.Options{
 		Rules:            rules,
-		Keys:             fasthttpmw.KeyConfig{Header: "X-Client-ID"},
+		Keys:             keys,
 		Headers:          fasthttpmw.HeaderXRateLimit | fasthttpmw.HeaderIETF | fasthttpmw.HeaderVerbose | fasthttpmw.HeaderRetryAfter,
 		DefaultAlgorithm: alg,
 		Clock:            clock,

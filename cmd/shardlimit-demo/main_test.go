@@ -171,6 +171,30 @@ func TestDemoSeedRules(t *testing.T) {
 	mwtest.Check(t, "client-1 /foo after reload", c.Get("/foo", "X-Client-ID", "client-1"), 429, mwtest.H{mwtest.RetryAfter: "40"})
 }
 
+// TestDemoUnknownClientsKeyedByAddress checks that identities the rules do
+// not list are keyed by address, as requests without one are: rotating
+// X-Client-ID values from one address share that address's budget of 2 on
+// /bar, while the listed clients keep budgets of their own.
+func TestDemoUnknownClientsKeyedByAddress(t *testing.T) {
+	d := startDemo(t)
+	c := mwtest.NewClient(t, d.url, 1)
+	d.clock.At(mwtest.Sec(5))
+	mwtest.Check(t, "rot1", c.Get("/bar", "X-Client-ID", "rot1"), 200, mwtest.H{mwtest.XLimit: "2", mwtest.XRemaining: "1"})
+	mwtest.Check(t, "rot2", c.Get("/bar", "X-Client-ID", "rot2"), 200, mwtest.H{mwtest.XLimit: "2", mwtest.XRemaining: "0"})
+	for _, id := range []string{"rot3", "rot4", ""} {
+		var hdr []string
+		name := "no id"
+		if id != "" {
+			hdr, name = []string{"X-Client-ID", id}, id
+		}
+		mwtest.Check(t, name, c.Get("/bar", hdr...), 429, mwtest.H{mwtest.XLimit: "2", mwtest.RetryAfter: "60"})
+	}
+	for i := range 5 {
+		mwtest.Check(t, "client-1", c.Get("/bar", "X-Client-ID", "client-1"), 200, mwtest.H{mwtest.XLimit: "5", mwtest.XRemaining: strconv.Itoa(4 - i)})
+	}
+	mwtest.Check(t, "client-2", c.Get("/bar", "X-Client-ID", "client-2"), 200, mwtest.H{mwtest.XLimit: "10", mwtest.XRemaining: "9"})
+}
+
 // TestDemoReloadFile runs the demo on a rules file, changes the file and
 // reloads it with SIGHUP: counters of unchanged rules survive, a raised
 // limit applies at once, a broken file is refused and the rules stay; a rule

@@ -87,7 +87,7 @@ type netTier struct {
 // ruleSet is one compiled Rules value, published atomically.
 type ruleSet struct {
 	def       *tier
-	byID      map[string]*tier
+	byID      map[string]*tier // listed identities: their tier, nil if only an override names them
 	nets      []netTier
 	rules     map[string]*rule          // by name
 	overrides map[string]map[string]int // rule name -> key -> limit
@@ -117,23 +117,36 @@ func prefixMatch[S byteseq](path S, p string) bool {
 	return len(path) == len(p) || p[len(p)-1] == '/' || path[len(p)] == '/'
 }
 
-// match returns the rule for a request and the tier it came from, or nil.
-func match[S byteseq](set *ruleSet, id S, client netip.Addr, method, path S) *rule {
-	t := set.def
-	found := false
-	if len(id) > 0 && len(set.byID) > 0 {
-		t, found = set.byID[string(id)]
+// lookupID returns the tier of identity id (nil if none) and whether a
+// tier or an override lists id.
+func lookupID[S byteseq](set *ruleSet, id S) (*tier, bool) {
+	if len(id) == 0 || len(set.byID) == 0 {
+		return nil, false
 	}
-	if !found && len(set.nets) > 0 && client.IsValid() {
+	t, ok := set.byID[string(id)]
+	return t, ok
+}
+
+// match returns the rule for a request with identity id, or nil.
+func match[S byteseq](set *ruleSet, id S, client netip.Addr, method, path S) *rule {
+	t, _ := lookupID(set, id)
+	return matchFrom(set, t, client, method, path)
+}
+
+// matchFrom returns the rule for a request whose identity's tier is idTier
+// (nil if none), or nil.
+func matchFrom[S byteseq](set *ruleSet, idTier *tier, client netip.Addr, method, path S) *rule {
+	t := idTier
+	if t == nil && len(set.nets) > 0 && client.IsValid() {
 		a := client.Unmap().WithZone("")
 		for _, nt := range set.nets {
 			if nt.net.Contains(a) {
-				t, found = nt.tier, true
+				t = nt.tier
 				break
 			}
 		}
 	}
-	if !found {
+	if t == nil {
 		t = set.def
 	}
 	if r := matchTier(t, method, path); r != nil || t == set.def {

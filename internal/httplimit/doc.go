@@ -15,7 +15,8 @@
 //	'6' + 1..16 bytes an IPv6 client masked to KeyConfig.IPv6Prefix (/64 by default),
 //	                  only the bytes the prefix covers; IPv4-mapped IPv6 is IPv4
 //	'i' + identity    a client identity (request header or key function) of at
-//	                  most KeyConfig.MaxKeyBytes bytes
+//	                  most KeyConfig.MaxKeyBytes bytes, one that a tier or an
+//	                  override lists (any under UnknownIdentityOwnKey)
 //	'I' + 32 bytes    the SHA-256 digest of a longer identity
 //	'a'               the shared bucket of requests with no usable identity or address
 //
@@ -23,6 +24,18 @@
 // another client's address budget by sending it as an identity. Every key is
 // at most 1+max(MaxKeyBytes, 32) bytes, and the number of keys per rule is
 // capped by shardlimit.Config.MaxKeys (DefaultMaxKeys unless configured).
+//
+// # Identities must be authenticated upstream
+//
+// A client identity is whatever the request says: any client can send any
+// X-Client-ID. By default (UnknownIdentityAnonymous) an identity that no
+// tier or override lists is ignored and the request is keyed like one
+// without identity, by its address, so made-up identities buy no budget;
+// but a client that sends a listed identity still gets that client's tier.
+// Use identities as keys (UnknownIdentityOwnKey), or tiers that raise
+// limits, only when they are authenticated before this middleware: an API
+// key validated upstream, or a key function that reads an authenticated
+// principal.
 //
 // # Headers
 //

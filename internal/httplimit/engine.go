@@ -28,8 +28,9 @@ const (
 	// ActionBadCost: the cost function returned a negative cost; answer 500
 	// with BodyBadCost, nothing consumed.
 	ActionBadCost
-	// ActionNoIdentity: no client identity under EmptyKeyReject; answer 400
-	// with BodyNoIdentity, nothing consumed.
+	// ActionNoIdentity: no client identity (or an unlisted one under
+	// UnknownIdentityAnonymous) under EmptyKeyReject; answer 400 with
+	// BodyNoIdentity, nothing consumed.
 	ActionNoIdentity
 	// ActionError: the decision failed (Decision.Result.Err) under
 	// FailClosed; answer 503 with BodyUnavailable.
@@ -76,7 +77,8 @@ type Request[S byteseq] struct {
 	// Method and Path are the request method and path (decoded, cleaned).
 	Method, Path S
 	// Identity is the client identity (key header or key function); empty
-	// if none.
+	// if none. Decide ignores one that no tier or override lists, unless
+	// KeyConfig.UnknownIdentity is UnknownIdentityOwnKey.
 	Identity S
 	// Client is the client address (see Engine.ClientAddr); invalid if
 	// unknown.
@@ -254,7 +256,12 @@ func Decide[S byteseq](e *Engine, sc *Scratch, q *Request[S], d *Decision) {
 			e.failed(d)
 			return
 		}
-		r := match(set, q.Identity, q.Client, q.Method, q.Path)
+		id := q.Identity
+		idTier, listed := lookupID(set, id)
+		if !listed && e.keys.unknownID == UnknownIdentityAnonymous {
+			id = id[:0] // keyed as a request without identity
+		}
+		r := matchFrom(set, idTier, q.Client, q.Method, q.Path)
 		if r == nil {
 			d.action = ActionPass
 			return
@@ -265,7 +272,7 @@ func Decide[S byteseq](e *Engine, sc *Scratch, q *Request[S], d *Decision) {
 			d.action = ActionBadCost
 			return
 		}
-		key, ok := buildKey(&e.keys, sc.Key[:0], q.Identity, q.Client)
+		key, ok := buildKey(&e.keys, sc.Key[:0], id, q.Client)
 		sc.Key = key
 		if !ok {
 			e.noID.Add(1)
@@ -397,6 +404,11 @@ func (e *Engine) Reload(r *Rules) error {
 		for _, n := range t.Networks {
 			p, _ := parsePrefix(n)
 			ns.nets = append(ns.nets, netTier{net: p, tier: ct})
+		}
+	}
+	for _, o := range r.Overrides {
+		if _, ok := ns.byID[o.ID]; o.ID != "" && !ok {
+			ns.byID[o.ID] = nil // listed, in no tier
 		}
 	}
 	ns.overrides = e.overrideKeys(r, ns.rules)

@@ -149,7 +149,7 @@ func TestDecideActions(t *testing.T) {
 func TestEmptyKeyRejectOnlyOnLimitedRoutes(t *testing.T) {
 	e := newTestEngine(t, Options{
 		Rules: mustParse(t, `{"rules": [{"name": "a", "path": "/a", "limit": 1, "window": "1m"}]}`),
-		Keys:  KeyConfig{Header: "X-Api-Key", EmptyKey: EmptyKeyReject},
+		Keys:  KeyConfig{Header: "X-Api-Key", EmptyKey: EmptyKeyReject, UnknownIdentity: UnknownIdentityOwnKey},
 	})
 	if d := decide(e, "192.0.2.1", "", "/b", 0, 1); d.Action() != ActionPass {
 		t.Errorf("unlimited route without identity: %v", d.Action())
@@ -235,4 +235,40 @@ func TestReloadUnderLoad(t *testing.T) {
 		t.Errorf("a decision failed during reloads: %+v", d.Result)
 	default:
 	}
+}
+
+// TestUnknownIdentityFollowsReload checks that which identities are keys
+// follows the rules in force: an identity a Reload lists (in a tier or an
+// override) becomes its own key, one a Reload drops is keyed by address
+// again, and an unlisted one never is (UnknownIdentityAnonymous).
+func TestUnknownIdentityFollowsReload(t *testing.T) {
+	e := newTestEngine(t, Options{
+		Rules: mustParse(t, `{"rules": [{"name": "r", "limit": 3, "window": "1m"}],
+			"overrides": [{"rule": "r", "id": "k9", "limit": 5}]}`),
+		Keys: KeyConfig{Header: "X-Api-Key"},
+	})
+	type want struct {
+		limit, remaining int
+		tier             string
+	}
+	check := func(step, ip, id string, w want) {
+		t.Helper()
+		d := decide(e, ip, id, "/", 0, 1)
+		if d.Action() != ActionAllow || d.Result.Limit != w.limit || d.Result.Remaining != w.remaining || d.Tier != w.tier {
+			t.Errorf("%s: action %v, limit %d, remaining %d, tier %q; want allowed, %d, %d, %q",
+				step, d.Action(), d.Result.Limit, d.Result.Remaining, d.Tier, w.limit, w.remaining, w.tier)
+		}
+	}
+	check("k1 unlisted", "192.0.2.1", "k1", want{3, 2, ""})
+	check("k2 unlisted, same address", "192.0.2.1", "k2", want{3, 1, ""})
+	check("k9 by override", "192.0.2.1", "k9", want{5, 4, ""})
+	err := e.Reload(mustParse(t, `{"rules": [{"name": "r", "limit": 3, "window": "1m"}],
+		"tiers": [{"name": "t", "clients": ["k1"], "rules": [{"name": "t-r", "limit": 4, "window": "1m"}]}],
+		"overrides": [{"rule": "r", "id": "k2", "limit": 3}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("k1 in a tier", "192.0.2.1", "k1", want{4, 3, "t"})
+	check("k2 by override", "192.0.2.1", "k2", want{3, 2, ""})
+	check("k9 no longer listed", "192.0.2.1", "k9", want{3, 0, ""})
 }

@@ -264,8 +264,9 @@ const (
 	// BodyBadCost is the 500 body for a negative request cost.
 	BodyBadCost = "Internal Server Error: invalid request cost.\n"
 	// BodyNoIdentity is the 400 body for a request without a client
-	// identity under EmptyKeyReject.
-	BodyNoIdentity = "Bad Request: missing client identity.\n"
+	// identity (or with an unlisted one under UnknownIdentityAnonymous)
+	// under EmptyKeyReject.
+	BodyNoIdentity = "Bad Request: missing or unknown client identity.\n"
 	// BodyUnavailable is the 503 body for a failed decision under
 	// FailClosed.
 	BodyUnavailable = "Service Unavailable: rate limiter unavailable.\n"

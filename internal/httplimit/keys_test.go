@@ -233,7 +233,7 @@ func TestKeyConfigErrors(t *testing.T) {
 		{MaxKeyBytes: -1}, {MaxKeyBytes: MaxKeyBytesLimit + 1}, {IPv4Prefix: 33}, {IPv4Prefix: -1},
 		{IPv6Prefix: 129}, {TrustedProxies: []string{"10.0.0.0/33"}}, {TrustedProxies: []string{"nope"}},
 		{Header: "X Client"}, {EmptyKey: 9}, {TrustedProxies: []string{"::ffff:0:0/80"}},
-		{ForwardedHeader: "Forwarded"}, {ForwardedHeader: "X-Forwarded-Host"}, {ForwardedHeader: "CF-Connecting-IP"},
+		{UnknownIdentity: 2}, {ForwardedHeader: "Forwarded"}, {ForwardedHeader: "X-Forwarded-Host"}, {ForwardedHeader: "CF-Connecting-IP"},
 	} {
 		if _, err := newKeyer(kc, false); err == nil {
 			t.Errorf("newKeyer(%+v) accepted", kc)

@@ -95,7 +95,7 @@ const (
 
 // EmptyKeyPolicy says what happens when a client identity source is
 // configured (KeyConfig.Header or a key function) but a request yields an
-// empty identity.
+// empty identity, or one ignored under UnknownIdentityAnonymous.
 type EmptyKeyPolicy uint8
 
 const (
@@ -108,7 +108,32 @@ const (
 	EmptyKeyShared
 	// EmptyKeyReject answers 400 Bad Request with a text/plain body and
 	// consumes nothing, on routes a rule limits (others pass untouched).
+	// Under UnknownIdentityAnonymous, that is every client the rules do not
+	// list.
 	EmptyKeyReject
+)
+
+// UnknownIdentityPolicy says what happens to a client identity (from
+// KeyConfig.Header or a key function) that no tier lists in Tier.Clients
+// and no override names in Override.ID.
+type UnknownIdentityPolicy uint8
+
+const (
+	// UnknownIdentityAnonymous ignores such an identity (the default): the
+	// request is keyed as if it carried none, per KeyConfig.EmptyKey (by
+	// its client address unless configured otherwise). Identities then sort
+	// the clients the rules list into their tiers and overrides, and a
+	// client that sends a fresh value gets no fresh budget. It is the
+	// default because an identity header is whatever the client sends,
+	// like a forwarding header from an untrusted peer: believing every
+	// value would hand out one budget per value made up.
+	UnknownIdentityAnonymous UnknownIdentityPolicy = iota
+	// UnknownIdentityOwnKey keys every identity by itself, listed or not:
+	// each value gets its own budget under the default rules. Use it only
+	// for identities a client cannot choose: checked before this
+	// middleware (an API key validated upstream) or derived by the key
+	// function from authenticated data.
+	UnknownIdentityOwnKey
 )
 
 // KeyConfig configures how a request's client key is built. The zero value
@@ -117,16 +142,26 @@ const (
 type KeyConfig struct {
 	// Header names a request header carrying the client identity, such as
 	// "X-Client-ID" or "X-API-Key". Empty (the default) keys by address. The
-	// value's bytes are the identity, compared exactly; it is also what
-	// Tier.Clients and Override.ID are matched against. The value is taken
-	// as sent: a client can pick a fresh value for a fresh budget, so use a
-	// header that is authenticated before this middleware (an API key
-	// checked upstream) or accept that identities only sort well-behaved
-	// clients into tiers; memory stays bounded by the limiters' MaxKeys.
+	// value's bytes are the identity, compared exactly against Tier.Clients
+	// and Override.ID.
+	//
+	// The value is taken as sent, and a client can send any value. Unless
+	// the header is authenticated before this middleware (an API key
+	// validated upstream, the request refused otherwise), anyone can claim
+	// a listed identity and its tier, and with UnknownIdentityOwnKey every
+	// made-up value is a fresh budget. By default (UnknownIdentityAnonymous)
+	// only listed identities are keys; any other is keyed like a request
+	// without one.
 	Header string
 
+	// UnknownIdentity says what to do with an identity that no tier or
+	// override lists. Default UnknownIdentityAnonymous: key the request as
+	// if it had no identity.
+	UnknownIdentity UnknownIdentityPolicy
+
 	// EmptyKey says what to do when Header (or the middleware's key
-	// function) yields an empty identity. Default EmptyKeyUseIP.
+	// function) yields an empty identity, or an unknown one under
+	// UnknownIdentityAnonymous. Default EmptyKeyUseIP.
 	EmptyKey EmptyKeyPolicy
 
 	// MaxKeyBytes is the longest identity used as is, in bytes, in
@@ -255,6 +290,7 @@ type Options struct {
 type keyer struct {
 	header      string // canonical MIME form, "" if none
 	identity    bool   // an identity source (header or key function) is configured
+	unknownID   UnknownIdentityPolicy
 	emptyKey    EmptyKeyPolicy
 	maxKeyBytes int
 	v4Bits      int
@@ -270,6 +306,7 @@ func (k *keyer) maxKeyLen() int { return 1 + max(k.maxKeyBytes, digestLen) }
 func newKeyer(kc KeyConfig, keyFunc bool) (keyer, error) {
 	k := keyer{
 		header:      kc.Header,
+		unknownID:   kc.UnknownIdentity,
 		emptyKey:    kc.EmptyKey,
 		maxKeyBytes: kc.MaxKeyBytes,
 		v4Bits:      kc.IPv4Prefix,
@@ -285,6 +322,9 @@ func newKeyer(kc KeyConfig, keyFunc bool) (keyer, error) {
 		}
 	}
 	k.identity = k.header != "" || keyFunc
+	if k.unknownID > UnknownIdentityOwnKey {
+		return k, fmt.Errorf("%w: unknown unknown-identity policy %d", shardlimit.ErrInvalidConfig, k.unknownID)
+	}
 	if k.emptyKey > EmptyKeyReject {
 		return k, fmt.Errorf("%w: unknown empty-key policy %d", shardlimit.ErrInvalidConfig, k.emptyKey)
 	}

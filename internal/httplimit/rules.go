@@ -55,7 +55,8 @@ type Tier struct {
 	// Name identifies the tier in Decision.Tier; required and unique.
 	Name string `json:"name"`
 	// Clients are identities (KeyConfig.Header values or key function
-	// results), compared byte for byte.
+	// results), compared byte for byte. A listed identity is a key of its
+	// own (see KeyConfig.UnknownIdentity for the others).
 	Clients []string `json:"clients,omitempty"`
 	// Networks are client networks, CIDR or single addresses.
 	Networks []string `json:"networks,omitempty"`
@@ -112,7 +113,8 @@ type Override struct {
 	// Rule names the rule; empty means every rule.
 	Rule string `json:"rule,omitempty"`
 	// ID is a client identity (KeyConfig.Header value or key function
-	// result).
+	// result); naming it makes it a key of its own on every rule (see
+	// KeyConfig.UnknownIdentity).
 	ID string `json:"id,omitempty"`
 	// IP is a client address; it covers the client's whole prefix group
 	// (KeyConfig.IPv4Prefix, IPv6Prefix).

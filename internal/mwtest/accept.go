@@ -43,9 +43,11 @@ func (l *deniedLog) len() int {
 
 // SeedRules runs the demo's seed rules (the JSON file at path): client-1
 // may call /foo 10 times a minute (fixed window) and /bar 5 times (sliding
-// log), client-2 20 and 10, anyone else 5 and 2; routes without a rule are
-// not limited. Every Retry-After equals the core's exact retry-after
-// rounded up.
+// log), client-2 20 and 10, anyone else 5 and 2 per address: an unlisted
+// identity (client-3) is keyed by its address, so requests without one
+// from that address share its budget. Routes without a rule are not
+// limited. Every Retry-After equals the core's exact retry-after rounded
+// up.
 func SeedRules(t *testing.T, h Harness, path string) {
 	rules, err := httplimit.LoadRules(path)
 	if err != nil {
@@ -75,8 +77,6 @@ func SeedRules(t *testing.T, h Harness, path string) {
 		{"client-2", "/bar", 10, "sliding_log", "60"},
 		{"client-3", "/foo", 5, "fixed_window", "45"},
 		{"client-3", "/bar", 2, "sliding_log", "60"},
-		{"", "/foo", 5, "fixed_window", "45"},
-		{"", "/bar", 2, "sliding_log", "60"},
 	} {
 		var hdr []string
 		if tc.client != "" {
@@ -98,6 +98,15 @@ func SeedRules(t *testing.T, h Harness, path string) {
 		if !strings.Contains(r.Body, "Too Many Requests") {
 			t.Errorf("%s: 429 body %q", name, r.Body)
 		}
+	}
+	for _, id := range []string{"", "client-4"} {
+		var hdr []string
+		if id != "" {
+			hdr = []string{"X-Client-ID", id}
+		}
+		name := cmp.Or(id, "(no id)") + " from client-3's address"
+		Check(t, name+" /foo", c.Get("/foo", hdr...), 429, H{XLimit: "5", XRemaining: "0", RetryAfter: "45"})
+		Check(t, name+" /bar", c.Get("/bar", hdr...), 429, H{XLimit: "2", XRemaining: "0", RetryAfter: "60"})
 	}
 	r := c.Get("/healthz", "X-Client-ID", "client-1")
 	Check(t, "/healthz (no rule)", r, 200, H{XLimit: Absent, XRemaining: Absent, XReset: Absent, RLPolicy: Absent, RL: Absent})
@@ -273,13 +282,15 @@ func Hooks(t *testing.T, h Harness) {
 }
 
 // EmptyKeys checks the empty-identity policies with an identity header and
-// with a key function, and that long identities keep distinct budgets.
+// with a key function, and that long identities keep distinct budgets
+// (every identity its own key: UnknownIdentityOwnKey).
 func EmptyKeys(t *testing.T, h Harness) {
 	for _, kf := range []bool{false, true} {
 		setup := func(p httplimit.EmptyKeyPolicy) Setup {
 			s := Setup{Options: httplimit.Options{
 				Rules: OneRule(t, "fixed_window", 2, "1m", 0, ""),
-				Keys:  httplimit.KeyConfig{EmptyKey: p, TrustedProxies: Loopback, MaxKeyBytes: 16},
+				Keys: httplimit.KeyConfig{EmptyKey: p, TrustedProxies: Loopback, MaxKeyBytes: 16,
+					UnknownIdentity: httplimit.UnknownIdentityOwnKey},
 				Clock: NewClock(),
 			}}
 			if kf {
@@ -316,6 +327,73 @@ func EmptyKeys(t *testing.T, h Harness) {
 			if st := tg.Stats(); st.NoIdentity != 1 {
 				t.Errorf("Stats.NoIdentity = %d", st.NoIdentity)
 			}
+		})
+	}
+}
+
+// UnknownIdentities checks KeyConfig.UnknownIdentity with an identity
+// header and with a key function. By default, identities that no tier or
+// override lists are keyed by the client address: rotating them from one
+// address shares that address's budget (with requests without identity
+// too), another address has its own, and listed clients (a tier's, an
+// override's) keep budgets of their own. Under EmptyKeyShared unlisted
+// identities share the one shared bucket, under EmptyKeyReject they are
+// refused. With UnknownIdentityOwnKey every identity is its own key.
+func UnknownIdentities(t *testing.T, h Harness) {
+	rules := `{"rules": [{"name": "r", "limit": 2, "window": "1m"}],
+		"tiers": [{"name": "gold", "clients": ["client-1"], "rules": [{"name": "gold-r", "limit": 5, "window": "1m"}]}],
+		"overrides": [{"rule": "r", "id": "client-9", "limit": 3}]}`
+	for _, kf := range []bool{false, true} {
+		setup := func(u httplimit.UnknownIdentityPolicy, e httplimit.EmptyKeyPolicy) Setup {
+			s := Setup{Options: httplimit.Options{
+				Rules: MustRules(t, rules),
+				Keys:  httplimit.KeyConfig{UnknownIdentity: u, EmptyKey: e, TrustedProxies: Loopback},
+				Clock: NewClock(),
+			}}
+			if kf {
+				s.KeyFuncHeader = "X-Client-ID"
+			} else {
+				s.Options.Keys.Header = "X-Client-ID"
+			}
+			return s
+		}
+		from := func(ip, id string) []string { return append(XFF(ip), "X-Client-ID", id) }
+		t.Run(fmt.Sprintf("keyfunc=%v", kf), func(t *testing.T) {
+			tg := h.Start(t, setup(httplimit.UnknownIdentityAnonymous, httplimit.EmptyKeyUseIP))
+			c := NewClient(t, tg.URL, 1)
+			expectStep(t, "rot1", c.Get("/", from("192.0.2.1", "rot1")...), A(1))
+			expectStep(t, "rot2", c.Get("/", from("192.0.2.1", "rot2")...), A(0))
+			expectStep(t, "rot3", c.Get("/", from("192.0.2.1", "rot3")...), D(60))
+			expectStep(t, "no identity", c.Get("/", XFF("192.0.2.1")...), D(60))
+			expectStep(t, "rot4 from another address", c.Get("/", from("192.0.2.2", "rot4")...), A(1))
+			for i := range 3 {
+				Check(t, fmt.Sprintf("tier client #%d", i+1), c.Get("/", from("192.0.2.1", "client-1")...), 200,
+					H{XLimit: "5", XRemaining: strconv.Itoa(4 - i)})
+			}
+			Check(t, "override client", c.Get("/", from("192.0.2.1", "client-9")...), 200, H{XLimit: "3", XRemaining: "2"})
+			Check(t, "override client from elsewhere", c.Get("/", from("192.0.2.3", "client-9")...), 200, H{XLimit: "3", XRemaining: "1"})
+
+			tg = h.Start(t, setup(httplimit.UnknownIdentityAnonymous, httplimit.EmptyKeyShared))
+			c = NewClient(t, tg.URL, 1)
+			expectStep(t, "shared rot1", c.Get("/", from("192.0.2.1", "rot1")...), A(1))
+			expectStep(t, "shared rot2 from another address", c.Get("/", from("192.0.2.2", "rot2")...), A(0))
+			Check(t, "shared tier client", c.Get("/", from("192.0.2.1", "client-1")...), 200, H{XLimit: "5", XRemaining: "4"})
+
+			tg = h.Start(t, setup(httplimit.UnknownIdentityAnonymous, httplimit.EmptyKeyReject))
+			c = NewClient(t, tg.URL, 1)
+			r := c.Get("/", from("192.0.2.1", "rot1")...)
+			Check(t, "reject rot1", r, 400, H{XLimit: Absent})
+			if r.Body != httplimit.BodyNoIdentity {
+				t.Errorf("reject body %q", r.Body)
+			}
+			Check(t, "reject: tier client", c.Get("/", from("192.0.2.1", "client-1")...), 200, H{XLimit: "5", XRemaining: "4"})
+
+			tg = h.Start(t, setup(httplimit.UnknownIdentityOwnKey, httplimit.EmptyKeyUseIP))
+			c = NewClient(t, tg.URL, 1)
+			expectStep(t, "own rot1", c.Get("/", from("192.0.2.1", "rot1")...), A(1))
+			expectStep(t, "own rot2", c.Get("/", from("192.0.2.1", "rot2")...), A(1))
+			expectStep(t, "own rot1 again", c.Get("/", from("192.0.2.2", "rot1")...), A(0))
+			expectStep(t, "own: no identity", c.Get("/", XFF("192.0.2.1")...), A(1))
 		})
 	}
 }
