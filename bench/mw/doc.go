@@ -6,7 +6,8 @@
 //
 // Every benchmark drives a handler directly with one fasthttp.RequestCtx,
 // resetting the response between requests as the server does; no network is
-// involved. The request's instant is ctx.Time(), fixed at ctx.Init: the
-// server's own clock read per request is excluded for every middleware
-// alike, while ulule's store still reads time.Now itself.
+// involved. Each middleware reads its own clock per request, as it does in a
+// server: fasthttpmw its shardlimit.SystemClock (one monotonic clock read),
+// ulule's store time.Now. The server's own read of the request time is
+// excluded for all of them alike.
 package mw
