@@ -1,6 +1,10 @@
 package shardlimit
 
-import "time"
+import (
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+)
 
 // The four limiters: the shared limiter bound to each record type and
 // algorithm. Their hot methods are written out per type: a decision on a
@@ -106,81 +110,81 @@ func gcraAllow[K keyBytes](l *gcraLimiter, key K, h uint64, t int64, n int) (r R
 }
 
 func (l *fixedLimiter) Allow(key string) bool {
-	return fixedAllow(l, key, l.tab.hash(key), l.now(), 1).Allowed
+	return fixedAllow(l, key, mix(xxhash.Sum64String(key), l.tab.seed), l.now(), 1).Allowed
 }
 
 func (l *fixedLimiter) AllowN(key string, now time.Time, n int) Result {
-	return fixedAllow(l, key, l.tab.hash(key), unixNanos(now), n)
+	return fixedAllow(l, key, mix(xxhash.Sum64String(key), l.tab.seed), unixNanos(now), n)
 }
 
 func (l *fixedLimiter) AllowBytes(key []byte) bool {
-	return fixedAllow(l, key, l.tab.hashBytes(key), l.now(), 1).Allowed
+	return fixedAllow(l, key, mix(xxhash.Sum64(key), l.tab.seed), l.now(), 1).Allowed
 }
 
 func (l *fixedLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
-	return fixedAllow(l, key, l.tab.hashBytes(key), unixNanos(now), n)
+	return fixedAllow(l, key, mix(xxhash.Sum64(key), l.tab.seed), unixNanos(now), n)
 }
 
 func (l *fixedLimiter) Peek(key string, now time.Time, n int) Result {
-	return decideKey(&l.limiter, key, l.tab.hash(key), unixNanos(now), n, false)
+	return decideKey(&l.limiter, key, mix(xxhash.Sum64String(key), l.tab.seed), unixNanos(now), n, false)
 }
 
 func (l *logLimiter) Allow(key string) bool {
-	return logAllow(l, key, l.tab.hash(key), l.now(), 1).Allowed
+	return logAllow(l, key, mix(xxhash.Sum64String(key), l.tab.seed), l.now(), 1).Allowed
 }
 
 func (l *logLimiter) AllowN(key string, now time.Time, n int) Result {
-	return logAllow(l, key, l.tab.hash(key), unixNanos(now), n)
+	return logAllow(l, key, mix(xxhash.Sum64String(key), l.tab.seed), unixNanos(now), n)
 }
 
 func (l *logLimiter) AllowBytes(key []byte) bool {
-	return logAllow(l, key, l.tab.hashBytes(key), l.now(), 1).Allowed
+	return logAllow(l, key, mix(xxhash.Sum64(key), l.tab.seed), l.now(), 1).Allowed
 }
 
 func (l *logLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
-	return logAllow(l, key, l.tab.hashBytes(key), unixNanos(now), n)
+	return logAllow(l, key, mix(xxhash.Sum64(key), l.tab.seed), unixNanos(now), n)
 }
 
 func (l *logLimiter) Peek(key string, now time.Time, n int) Result {
-	return decideKey(&l.limiter, key, l.tab.hash(key), unixNanos(now), n, false)
+	return decideKey(&l.limiter, key, mix(xxhash.Sum64String(key), l.tab.seed), unixNanos(now), n, false)
 }
 
 func (l *counterLimiter) Allow(key string) bool {
-	return counterAllow(l, key, l.tab.hash(key), l.now(), 1).Allowed
+	return counterAllow(l, key, mix(xxhash.Sum64String(key), l.tab.seed), l.now(), 1).Allowed
 }
 
 func (l *counterLimiter) AllowN(key string, now time.Time, n int) Result {
-	return counterAllow(l, key, l.tab.hash(key), unixNanos(now), n)
+	return counterAllow(l, key, mix(xxhash.Sum64String(key), l.tab.seed), unixNanos(now), n)
 }
 
 func (l *counterLimiter) AllowBytes(key []byte) bool {
-	return counterAllow(l, key, l.tab.hashBytes(key), l.now(), 1).Allowed
+	return counterAllow(l, key, mix(xxhash.Sum64(key), l.tab.seed), l.now(), 1).Allowed
 }
 
 func (l *counterLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
-	return counterAllow(l, key, l.tab.hashBytes(key), unixNanos(now), n)
+	return counterAllow(l, key, mix(xxhash.Sum64(key), l.tab.seed), unixNanos(now), n)
 }
 
 func (l *counterLimiter) Peek(key string, now time.Time, n int) Result {
-	return decideKey(&l.limiter, key, l.tab.hash(key), unixNanos(now), n, false)
+	return decideKey(&l.limiter, key, mix(xxhash.Sum64String(key), l.tab.seed), unixNanos(now), n, false)
 }
 
 func (l *gcraLimiter) Allow(key string) bool {
-	return gcraAllow(l, key, l.tab.hash(key), l.now(), 1).Allowed
+	return gcraAllow(l, key, mix(xxhash.Sum64String(key), l.tab.seed), l.now(), 1).Allowed
 }
 
 func (l *gcraLimiter) AllowN(key string, now time.Time, n int) Result {
-	return gcraAllow(l, key, l.tab.hash(key), unixNanos(now), n)
+	return gcraAllow(l, key, mix(xxhash.Sum64String(key), l.tab.seed), unixNanos(now), n)
 }
 
 func (l *gcraLimiter) AllowBytes(key []byte) bool {
-	return gcraAllow(l, key, l.tab.hashBytes(key), l.now(), 1).Allowed
+	return gcraAllow(l, key, mix(xxhash.Sum64(key), l.tab.seed), l.now(), 1).Allowed
 }
 
 func (l *gcraLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
-	return gcraAllow(l, key, l.tab.hashBytes(key), unixNanos(now), n)
+	return gcraAllow(l, key, mix(xxhash.Sum64(key), l.tab.seed), unixNanos(now), n)
 }
 
 func (l *gcraLimiter) Peek(key string, now time.Time, n int) Result {
-	return decideKey(&l.limiter, key, l.tab.hash(key), unixNanos(now), n, false)
+	return decideKey(&l.limiter, key, mix(xxhash.Sum64String(key), l.tab.seed), unixNanos(now), n, false)
 }
