@@ -248,10 +248,11 @@ type Options struct {
 	// requests are decided at instants read from it. It is called by
 	// construction and by Reload for every new rule and every rule whose
 	// algorithm, window or buckets changed (a rule whose only change is its
-	// limit keeps its limiter), from the goroutine calling them. The middleware owns what it returns: it calls Close
-	// when the rule is removed or replaced and on the middleware's Close.
-	// An error fails construction or that Reload, wrapped with the rule's
-	// name. Nil means shardlimit.New.
+	// limit keeps its limiter), from the goroutine calling them. The
+	// middleware owns what it returns: it calls Close when the rule is
+	// removed or replaced and on the middleware's Close. An error fails
+	// construction or that Reload, wrapped with the rule's name. Nil means
+	// shardlimit.New.
 	NewLimiter func(rule string, cfg shardlimit.Config) (shardlimit.Limiter, error)
 
 	// Clock is the one clock of the middleware: each request is decided at
@@ -323,7 +324,7 @@ func newKeyer(kc KeyConfig, keyFunc bool) (keyer, error) {
 	}
 	k.identity = k.header != "" || keyFunc
 	if k.unknownID > UnknownIdentityOwnKey {
-		return k, fmt.Errorf("%w: unknown unknown-identity policy %d", shardlimit.ErrInvalidConfig, k.unknownID)
+		return k, fmt.Errorf("%w: invalid unknown-identity policy %d", shardlimit.ErrInvalidConfig, k.unknownID)
 	}
 	if k.emptyKey > EmptyKeyReject {
 		return k, fmt.Errorf("%w: unknown empty-key policy %d", shardlimit.ErrInvalidConfig, k.emptyKey)
