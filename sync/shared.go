@@ -557,6 +557,11 @@ func (s *Shared) flush(ctx context.Context) error {
 				if it.Delta > 0 {
 					s.retried.Add(uint64(it.Delta))
 					s.tab.Restore(&shared.Flush{Key: f.Key, Newest: it.ID, Deltas: []uint32{it.Delta}})
+				} else {
+					// A read or a heal (floor only) that did not run: the
+					// key is collected again, or a counter an earlier lost
+					// reply left short would never be healed.
+					s.tab.Restore(&shared.Flush{Key: f.Key, Newest: it.ID, Deltas: zeroDelta[:]})
 				}
 				firstErr = cmpErr(firstErr, res.Err)
 			default:
