@@ -7,10 +7,12 @@ import (
 )
 
 // The four limiters: the shared limiter bound to each record type and
-// algorithm. Their hot methods are written out per type: a decision on a
-// stored key calls the algorithm's decideTo directly, with the Result on the
-// caller's stack, instead of through the algorithm interface; everything
-// else (new keys, peeks, errors) goes through decideKey.
+// algorithm. Their hot methods are written out per type and per key form,
+// the same ten lines sixteen times: a decision on a stored key calls the
+// algorithm's decideTo directly, with the Result on the method's own stack,
+// instead of through the algorithm interface or one more (generic) call,
+// which measured 24% slower on a hot key (44 vs 34 ns/op). Everything else
+// (new keys, peeks, errors) goes through decideKey. Keep the bodies alike.
 
 type fixedLimiter struct {
 	limiter[fixedRec]
@@ -61,68 +63,58 @@ func unlockStored[E any](l *limiter[E], s *shard[E], slot uint32, allowed bool) 
 	s.mu.Unlock()
 }
 
-func fixedAllow[K keyBytes](l *fixedLimiter, key K, h uint64, t int64, n int) (r Result) {
-	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
-	if !ok {
-		return decideKey(&l.limiter, key, h, t, n, true)
-	}
-	rec := s.rec(slot)
-	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, n, true)
-	unlockStored(&l.limiter, s, slot, r.Allowed)
-	return r
-}
-
-func logAllow[K keyBytes](l *logLimiter, key K, h uint64, t int64, n int) (r Result) {
-	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
-	if !ok {
-		return decideKey(&l.limiter, key, h, t, n, true)
-	}
-	rec := s.rec(slot)
-	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, n, true)
-	unlockStored(&l.limiter, s, slot, r.Allowed)
-	return r
-}
-
-func counterAllow[K keyBytes](l *counterLimiter, key K, h uint64, t int64, n int) (r Result) {
-	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
-	if !ok {
-		return decideKey(&l.limiter, key, h, t, n, true)
-	}
-	rec := s.rec(slot)
-	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, n, true)
-	unlockStored(&l.limiter, s, slot, r.Allowed)
-	return r
-}
-
-func gcraAllow[K keyBytes](l *gcraLimiter, key K, h uint64, t int64, n int) (r Result) {
-	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
-	if !ok {
-		return decideKey(&l.limiter, key, h, t, n, true)
-	}
-	rec := s.rec(slot)
-	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, n, true)
-	unlockStored(&l.limiter, s, slot, r.Allowed)
-	return r
-}
-
 func (l *fixedLimiter) Allow(key string) bool {
-	return fixedAllow(l, key, mix(xxhash.Sum64String(key), l.tab.seed), l.now(), 1).Allowed
+	h, t := mix(xxhash.Sum64String(key), l.tab.seed), l.now()
+	s, slot, ok := lockStored(&l.limiter, key, h, t, 1)
+	if !ok {
+		return decideKey(&l.limiter, key, h, t, 1, true).Allowed
+	}
+	var r Result
+	rec := s.rec(slot)
+	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
+	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, 1, true)
+	unlockStored(&l.limiter, s, slot, r.Allowed)
+	return r.Allowed
 }
 
-func (l *fixedLimiter) AllowN(key string, now time.Time, n int) Result {
-	return fixedAllow(l, key, mix(xxhash.Sum64String(key), l.tab.seed), unixNanos(now), n)
+func (l *fixedLimiter) AllowN(key string, now time.Time, n int) (r Result) {
+	h, t := mix(xxhash.Sum64String(key), l.tab.seed), unixNanos(now)
+	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
+	if !ok {
+		return decideKey(&l.limiter, key, h, t, n, true)
+	}
+	rec := s.rec(slot)
+	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
+	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, n, true)
+	unlockStored(&l.limiter, s, slot, r.Allowed)
+	return r
 }
 
 func (l *fixedLimiter) AllowBytes(key []byte) bool {
-	return fixedAllow(l, key, mix(xxhash.Sum64(key), l.tab.seed), l.now(), 1).Allowed
+	h, t := mix(xxhash.Sum64(key), l.tab.seed), l.now()
+	s, slot, ok := lockStored(&l.limiter, key, h, t, 1)
+	if !ok {
+		return decideKey(&l.limiter, key, h, t, 1, true).Allowed
+	}
+	var r Result
+	rec := s.rec(slot)
+	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
+	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, 1, true)
+	unlockStored(&l.limiter, s, slot, r.Allowed)
+	return r.Allowed
 }
 
-func (l *fixedLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
-	return fixedAllow(l, key, mix(xxhash.Sum64(key), l.tab.seed), unixNanos(now), n)
+func (l *fixedLimiter) AllowBytesN(key []byte, now time.Time, n int) (r Result) {
+	h, t := mix(xxhash.Sum64(key), l.tab.seed), unixNanos(now)
+	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
+	if !ok {
+		return decideKey(&l.limiter, key, h, t, n, true)
+	}
+	rec := s.rec(slot)
+	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
+	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, n, true)
+	unlockStored(&l.limiter, s, slot, r.Allowed)
+	return r
 }
 
 func (l *fixedLimiter) Peek(key string, now time.Time, n int) Result {
@@ -130,19 +122,57 @@ func (l *fixedLimiter) Peek(key string, now time.Time, n int) Result {
 }
 
 func (l *logLimiter) Allow(key string) bool {
-	return logAllow(l, key, mix(xxhash.Sum64String(key), l.tab.seed), l.now(), 1).Allowed
+	h, t := mix(xxhash.Sum64String(key), l.tab.seed), l.now()
+	s, slot, ok := lockStored(&l.limiter, key, h, t, 1)
+	if !ok {
+		return decideKey(&l.limiter, key, h, t, 1, true).Allowed
+	}
+	var r Result
+	rec := s.rec(slot)
+	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
+	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, 1, true)
+	unlockStored(&l.limiter, s, slot, r.Allowed)
+	return r.Allowed
 }
 
-func (l *logLimiter) AllowN(key string, now time.Time, n int) Result {
-	return logAllow(l, key, mix(xxhash.Sum64String(key), l.tab.seed), unixNanos(now), n)
+func (l *logLimiter) AllowN(key string, now time.Time, n int) (r Result) {
+	h, t := mix(xxhash.Sum64String(key), l.tab.seed), unixNanos(now)
+	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
+	if !ok {
+		return decideKey(&l.limiter, key, h, t, n, true)
+	}
+	rec := s.rec(slot)
+	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
+	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, n, true)
+	unlockStored(&l.limiter, s, slot, r.Allowed)
+	return r
 }
 
 func (l *logLimiter) AllowBytes(key []byte) bool {
-	return logAllow(l, key, mix(xxhash.Sum64(key), l.tab.seed), l.now(), 1).Allowed
+	h, t := mix(xxhash.Sum64(key), l.tab.seed), l.now()
+	s, slot, ok := lockStored(&l.limiter, key, h, t, 1)
+	if !ok {
+		return decideKey(&l.limiter, key, h, t, 1, true).Allowed
+	}
+	var r Result
+	rec := s.rec(slot)
+	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
+	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, 1, true)
+	unlockStored(&l.limiter, s, slot, r.Allowed)
+	return r.Allowed
 }
 
-func (l *logLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
-	return logAllow(l, key, mix(xxhash.Sum64(key), l.tab.seed), unixNanos(now), n)
+func (l *logLimiter) AllowBytesN(key []byte, now time.Time, n int) (r Result) {
+	h, t := mix(xxhash.Sum64(key), l.tab.seed), unixNanos(now)
+	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
+	if !ok {
+		return decideKey(&l.limiter, key, h, t, n, true)
+	}
+	rec := s.rec(slot)
+	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
+	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, n, true)
+	unlockStored(&l.limiter, s, slot, r.Allowed)
+	return r
 }
 
 func (l *logLimiter) Peek(key string, now time.Time, n int) Result {
@@ -150,19 +180,57 @@ func (l *logLimiter) Peek(key string, now time.Time, n int) Result {
 }
 
 func (l *counterLimiter) Allow(key string) bool {
-	return counterAllow(l, key, mix(xxhash.Sum64String(key), l.tab.seed), l.now(), 1).Allowed
+	h, t := mix(xxhash.Sum64String(key), l.tab.seed), l.now()
+	s, slot, ok := lockStored(&l.limiter, key, h, t, 1)
+	if !ok {
+		return decideKey(&l.limiter, key, h, t, 1, true).Allowed
+	}
+	var r Result
+	rec := s.rec(slot)
+	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
+	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, 1, true)
+	unlockStored(&l.limiter, s, slot, r.Allowed)
+	return r.Allowed
 }
 
-func (l *counterLimiter) AllowN(key string, now time.Time, n int) Result {
-	return counterAllow(l, key, mix(xxhash.Sum64String(key), l.tab.seed), unixNanos(now), n)
+func (l *counterLimiter) AllowN(key string, now time.Time, n int) (r Result) {
+	h, t := mix(xxhash.Sum64String(key), l.tab.seed), unixNanos(now)
+	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
+	if !ok {
+		return decideKey(&l.limiter, key, h, t, n, true)
+	}
+	rec := s.rec(slot)
+	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
+	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, n, true)
+	unlockStored(&l.limiter, s, slot, r.Allowed)
+	return r
 }
 
 func (l *counterLimiter) AllowBytes(key []byte) bool {
-	return counterAllow(l, key, mix(xxhash.Sum64(key), l.tab.seed), l.now(), 1).Allowed
+	h, t := mix(xxhash.Sum64(key), l.tab.seed), l.now()
+	s, slot, ok := lockStored(&l.limiter, key, h, t, 1)
+	if !ok {
+		return decideKey(&l.limiter, key, h, t, 1, true).Allowed
+	}
+	var r Result
+	rec := s.rec(slot)
+	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
+	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, 1, true)
+	unlockStored(&l.limiter, s, slot, r.Allowed)
+	return r.Allowed
 }
 
-func (l *counterLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
-	return counterAllow(l, key, mix(xxhash.Sum64(key), l.tab.seed), unixNanos(now), n)
+func (l *counterLimiter) AllowBytesN(key []byte, now time.Time, n int) (r Result) {
+	h, t := mix(xxhash.Sum64(key), l.tab.seed), unixNanos(now)
+	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
+	if !ok {
+		return decideKey(&l.limiter, key, h, t, n, true)
+	}
+	rec := s.rec(slot)
+	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
+	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, n, true)
+	unlockStored(&l.limiter, s, slot, r.Allowed)
+	return r
 }
 
 func (l *counterLimiter) Peek(key string, now time.Time, n int) Result {
@@ -170,19 +238,57 @@ func (l *counterLimiter) Peek(key string, now time.Time, n int) Result {
 }
 
 func (l *gcraLimiter) Allow(key string) bool {
-	return gcraAllow(l, key, mix(xxhash.Sum64String(key), l.tab.seed), l.now(), 1).Allowed
+	h, t := mix(xxhash.Sum64String(key), l.tab.seed), l.now()
+	s, slot, ok := lockStored(&l.limiter, key, h, t, 1)
+	if !ok {
+		return decideKey(&l.limiter, key, h, t, 1, true).Allowed
+	}
+	var r Result
+	rec := s.rec(slot)
+	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
+	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, 1, true)
+	unlockStored(&l.limiter, s, slot, r.Allowed)
+	return r.Allowed
 }
 
-func (l *gcraLimiter) AllowN(key string, now time.Time, n int) Result {
-	return gcraAllow(l, key, mix(xxhash.Sum64String(key), l.tab.seed), unixNanos(now), n)
+func (l *gcraLimiter) AllowN(key string, now time.Time, n int) (r Result) {
+	h, t := mix(xxhash.Sum64String(key), l.tab.seed), unixNanos(now)
+	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
+	if !ok {
+		return decideKey(&l.limiter, key, h, t, n, true)
+	}
+	rec := s.rec(slot)
+	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
+	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, n, true)
+	unlockStored(&l.limiter, s, slot, r.Allowed)
+	return r
 }
 
 func (l *gcraLimiter) AllowBytes(key []byte) bool {
-	return gcraAllow(l, key, mix(xxhash.Sum64(key), l.tab.seed), l.now(), 1).Allowed
+	h, t := mix(xxhash.Sum64(key), l.tab.seed), l.now()
+	s, slot, ok := lockStored(&l.limiter, key, h, t, 1)
+	if !ok {
+		return decideKey(&l.limiter, key, h, t, 1, true).Allowed
+	}
+	var r Result
+	rec := s.rec(slot)
+	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
+	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, 1, true)
+	unlockStored(&l.limiter, s, slot, r.Allowed)
+	return r.Allowed
 }
 
-func (l *gcraLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
-	return gcraAllow(l, key, mix(xxhash.Sum64(key), l.tab.seed), unixNanos(now), n)
+func (l *gcraLimiter) AllowBytesN(key []byte, now time.Time, n int) (r Result) {
+	h, t := mix(xxhash.Sum64(key), l.tab.seed), unixNanos(now)
+	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
+	if !ok {
+		return decideKey(&l.limiter, key, h, t, n, true)
+	}
+	rec := s.rec(slot)
+	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
+	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, n, true)
+	unlockStored(&l.limiter, s, slot, r.Allowed)
+	return r
 }
 
 func (l *gcraLimiter) Peek(key string, now time.Time, n int) Result {
