@@ -15,7 +15,7 @@ type algorithm[E any] interface {
 	init(rec *E, t int64, w uint32)
 	// decide applies cost n >= 0 at t. It consumes n only when consume is
 	// true and the request is admitted.
-	decide(s *shard[E], rec *E, side []uint32, t int64, n int, consume bool) Result
+	decide(s *shard[E], rec *E, side []uint32, t int64, n int, consume bool) verdict
 	// idle reports whether rec's state at t equals a fresh key's. A key with
 	// a limit of its own is never idle.
 	idle(s *shard[E], rec *E, side []uint32, t int64) bool
@@ -81,7 +81,7 @@ func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int
 		// Nothing would be stored: answer from a fresh key's state.
 		l.alg.init(&s.scratch, t, s.defLimit)
 		clear(s.scratchSd)
-		r = l.alg.decide(s, &s.scratch, s.scratchSd, t, n, false)
+		r = l.alg.decide(s, &s.scratch, s.scratchSd, t, n, false).result()
 		if consume && n > 0 {
 			r.Allowed = false
 		}
@@ -90,7 +90,7 @@ func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int
 		s.scratch = *s.rec(slot)
 		copy(s.scratchSd, l.tab.sideOf(s, slot))
 		t = s.stepCheck(slot, l.alg.lastSeen(&s.scratch), t, false)
-		r = l.alg.decide(s, &s.scratch, s.scratchSd, t, n, false)
+		r = l.alg.decide(s, &s.scratch, s.scratchSd, t, n, false).result()
 	} else {
 		if !ok {
 			var err error
@@ -103,7 +103,7 @@ func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int
 			t = s.stepCheck(slot, l.alg.lastSeen(s.rec(slot)), t, true)
 		}
 		side := l.tab.sideOf(s, slot)
-		r = l.alg.decide(s, s.rec(slot), side, t, n, true)
+		r = l.alg.decide(s, s.rec(slot), side, t, n, true).result()
 		if l.tab.sync != nil {
 			markTouched(s, l.tab.sync, slot, side)
 		}

@@ -15,11 +15,12 @@
 //   - GCRA: the generic cell rate algorithm, a smooth token bucket in O(1)
 //     state (as in x/time/rate, redis_rate and throttled).
 //
-// Keys are hashed with xxhash into a power-of-two number of lock-striped
-// shards. Each shard keeps its keys in pointer-free storage (a map from hash
-// to slot, a slab of fixed-size records and an arena of key bytes), so a
-// million keys cost the garbage collector almost nothing; a key is compared
-// in full on lookup, so two keys never share a budget. A janitor goroutine
+// Keys are hashed with XXH3 (xxHash, seeded per limiter) into a
+// power-of-two number of lock-striped shards. Each shard keeps its keys in
+// pointer-free storage (an open-addressing table whose positions hold the
+// short keys and the fixed-size records themselves, and an arena for long
+// keys), so a million keys cost the garbage collector almost nothing; a key
+// is compared in full on lookup, so two keys never share a budget. A janitor goroutine
 // evicts keys whose state equals a fresh key's.
 //
 // The API follows golang.org/x/time/rate: Allow(key) reads the limiter's

@@ -62,13 +62,7 @@ func (a *fixedWindow) advance(r *fixedRec, t int64) int64 {
 	return t
 }
 
-// decide is decideTo returning the Result, for the algorithm interface.
-func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, side []uint32, t int64, n int, consume bool) (res Result) {
-	a.decideTo(&res, s, r, side, t, n, consume)
-	return res
-}
-
-func (a *fixedWindow) decideTo(res *Result, s *shard[fixedRec], r *fixedRec, side []uint32, t int64, n int, consume bool) {
+func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, side []uint32, t int64, n int, consume bool) verdict {
 	a.advance(r, t)
 	lim := effectiveLimit(r.lim, s.defLimit)
 	if lim != 0 {
@@ -104,10 +98,7 @@ func (a *fixedWindow) decideTo(res *Result, s *shard[fixedRec], r *fixedRec, sid
 	default:
 		retry = time.Duration(reset)
 	}
-	// One store of the whole Result: the caller copies it in 16-byte moves,
-	// which stall on a partly written struct.
-	*res = Result{Allowed: allowed, Limit: int(lim), Remaining: int(max(0, int64(lim)-used)),
-		ResetAfter: time.Duration(reset), RetryAfter: retry}
+	return makeVerdict(allowed, lim, int(max(0, int64(lim)-used)), time.Duration(reset), retry)
 }
 
 func (a *fixedWindow) idle(_ *shard[fixedRec], r *fixedRec, _ []uint32, t int64) bool {

@@ -84,13 +84,7 @@ func (a *gcra) remaining(tat int64, rem uint32, t int64, lim uint32) int {
 	return int(q)
 }
 
-// decide is decideTo returning the Result, for the algorithm interface.
-func (a *gcra) decide(s *shard[gcraRec], r *gcraRec, side []uint32, t int64, n int, consume bool) (res Result) {
-	a.decideTo(&res, s, r, side, t, n, consume)
-	return res
-}
-
-func (a *gcra) decideTo(res *Result, s *shard[gcraRec], r *gcraRec, side []uint32, t int64, n int, consume bool) {
+func (a *gcra) decide(s *shard[gcraRec], r *gcraRec, side []uint32, t int64, n int, consume bool) verdict {
 	te := a.advance(r, t)
 	lim := effectiveLimit(r.lim, s.defLimit)
 	if old := r.lim & limitMask; lim != 0 && lim != old {
@@ -134,7 +128,7 @@ func (a *gcra) decideTo(res *Result, s *shard[gcraRec], r *gcraRec, side []uint3
 	if rem > 0 {
 		reset++
 	}
-	*res = Result{Allowed: allowed, Limit: int(lim), Remaining: remaining, ResetAfter: reset, RetryAfter: retry}
+	return makeVerdict(allowed, lim, remaining, reset, retry)
 }
 
 func (a *gcra) idle(_ *shard[gcraRec], r *gcraRec, _ []uint32, t int64) bool {

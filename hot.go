@@ -3,16 +3,20 @@ package shardlimit
 import (
 	"time"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/zeebo/xxh3"
 )
 
 // The four limiters: the shared limiter bound to each record type and
 // algorithm. Their hot methods are written out per type and per key form,
 // the same ten lines sixteen times: a decision on a stored key calls the
-// algorithm's decideTo directly, with the Result on the method's own stack,
-// instead of through the algorithm interface or one more (generic) call,
-// which measured 24% slower on a hot key (44 vs 34 ns/op). Everything else
-// (new keys, peeks, errors) goes through decideKey. Keep the bodies alike.
+// algorithm's decide directly, its verdict in registers, instead of through
+// the algorithm interface or one more (generic) call, which measured 24%
+// slower on a hot key (44 vs 34 ns/op). AllowN spells the Result literal
+// out: built by a helper, it is copied once more, in 16-byte moves that
+// stall on a struct just written field by field. Allow and AllowAt share
+// one body; the bool-returning methods spare the caller that copy too.
+// Everything else (new keys, peeks, errors) goes through decideKey. Keep
+// the bodies alike.
 
 type fixedLimiter struct {
 	limiter[fixedRec]
@@ -42,6 +46,12 @@ func lockStored[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n in
 	}
 	s := l.tab.shardFor(h)
 	s.mu.Lock()
+	// Most keys sit at their home position: check it before the probe loop.
+	home := s.home(h)
+	if r := &s.recs[home]; len(key) <= inlineKey && int(r.klen) == len(key) &&
+		r.flags&^stepPending == tagOf(h) && string(r.key[:len(key)]) == string(key) {
+		return s, home, true
+	}
 	if slot, ok := find(s, h, key); ok {
 		return s, slot, true
 	}
@@ -63,234 +73,274 @@ func unlockStored[E any](l *limiter[E], s *shard[E], slot uint32, allowed bool) 
 	s.mu.Unlock()
 }
 
-func (l *fixedLimiter) Allow(key string) bool {
-	h, t := mix(xxhash.Sum64String(key), l.tab.seed), l.now()
+func (l *fixedLimiter) allowAt(key string, t int64) bool {
+	h := xxh3.HashStringSeed(key, l.tab.seed)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, 1)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, 1, true).Allowed
 	}
-	var r Result
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, 1, true)
-	unlockStored(&l.limiter, s, slot, r.Allowed)
-	return r.Allowed
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true)
+	unlockStored(&l.limiter, s, slot, v.allowed())
+	return v.allowed()
 }
 
-func (l *fixedLimiter) AllowN(key string, now time.Time, n int) (r Result) {
-	h, t := mix(xxhash.Sum64String(key), l.tab.seed), unixNanos(now)
+func (l *fixedLimiter) Allow(key string) bool { return l.allowAt(key, l.now()) }
+
+func (l *fixedLimiter) AllowAt(key string, now time.Time) bool {
+	return l.allowAt(key, unixNanos(now))
+}
+
+func (l *fixedLimiter) AllowN(key string, now time.Time, n int) Result {
+	h, t := xxh3.HashStringSeed(key, l.tab.seed), unixNanos(now)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, n, true)
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, n, true)
-	unlockStored(&l.limiter, s, slot, r.Allowed)
-	return r
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true)
+	unlockStored(&l.limiter, s, slot, v.allowed())
+	return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
 }
 
-func (l *fixedLimiter) AllowBytes(key []byte) bool {
-	h, t := mix(xxhash.Sum64(key), l.tab.seed), l.now()
+func (l *fixedLimiter) allowBytesAt(key []byte, t int64) bool {
+	h := xxh3.HashSeed(key, l.tab.seed)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, 1)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, 1, true).Allowed
 	}
-	var r Result
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, 1, true)
-	unlockStored(&l.limiter, s, slot, r.Allowed)
-	return r.Allowed
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true)
+	unlockStored(&l.limiter, s, slot, v.allowed())
+	return v.allowed()
 }
 
-func (l *fixedLimiter) AllowBytesN(key []byte, now time.Time, n int) (r Result) {
-	h, t := mix(xxhash.Sum64(key), l.tab.seed), unixNanos(now)
+func (l *fixedLimiter) AllowBytes(key []byte) bool { return l.allowBytesAt(key, l.now()) }
+
+func (l *fixedLimiter) AllowBytesAt(key []byte, now time.Time) bool {
+	return l.allowBytesAt(key, unixNanos(now))
+}
+
+func (l *fixedLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
+	h, t := xxh3.HashSeed(key, l.tab.seed), unixNanos(now)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, n, true)
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, n, true)
-	unlockStored(&l.limiter, s, slot, r.Allowed)
-	return r
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true)
+	unlockStored(&l.limiter, s, slot, v.allowed())
+	return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
 }
 
 func (l *fixedLimiter) Peek(key string, now time.Time, n int) Result {
-	return decideKey(&l.limiter, key, mix(xxhash.Sum64String(key), l.tab.seed), unixNanos(now), n, false)
+	return decideKey(&l.limiter, key, xxh3.HashStringSeed(key, l.tab.seed), unixNanos(now), n, false)
 }
 
-func (l *logLimiter) Allow(key string) bool {
-	h, t := mix(xxhash.Sum64String(key), l.tab.seed), l.now()
+func (l *logLimiter) allowAt(key string, t int64) bool {
+	h := xxh3.HashStringSeed(key, l.tab.seed)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, 1)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, 1, true).Allowed
 	}
-	var r Result
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, 1, true)
-	unlockStored(&l.limiter, s, slot, r.Allowed)
-	return r.Allowed
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true)
+	unlockStored(&l.limiter, s, slot, v.allowed())
+	return v.allowed()
 }
 
-func (l *logLimiter) AllowN(key string, now time.Time, n int) (r Result) {
-	h, t := mix(xxhash.Sum64String(key), l.tab.seed), unixNanos(now)
+func (l *logLimiter) Allow(key string) bool { return l.allowAt(key, l.now()) }
+
+func (l *logLimiter) AllowAt(key string, now time.Time) bool {
+	return l.allowAt(key, unixNanos(now))
+}
+
+func (l *logLimiter) AllowN(key string, now time.Time, n int) Result {
+	h, t := xxh3.HashStringSeed(key, l.tab.seed), unixNanos(now)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, n, true)
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, n, true)
-	unlockStored(&l.limiter, s, slot, r.Allowed)
-	return r
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true)
+	unlockStored(&l.limiter, s, slot, v.allowed())
+	return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
 }
 
-func (l *logLimiter) AllowBytes(key []byte) bool {
-	h, t := mix(xxhash.Sum64(key), l.tab.seed), l.now()
+func (l *logLimiter) allowBytesAt(key []byte, t int64) bool {
+	h := xxh3.HashSeed(key, l.tab.seed)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, 1)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, 1, true).Allowed
 	}
-	var r Result
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, 1, true)
-	unlockStored(&l.limiter, s, slot, r.Allowed)
-	return r.Allowed
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true)
+	unlockStored(&l.limiter, s, slot, v.allowed())
+	return v.allowed()
 }
 
-func (l *logLimiter) AllowBytesN(key []byte, now time.Time, n int) (r Result) {
-	h, t := mix(xxhash.Sum64(key), l.tab.seed), unixNanos(now)
+func (l *logLimiter) AllowBytes(key []byte) bool { return l.allowBytesAt(key, l.now()) }
+
+func (l *logLimiter) AllowBytesAt(key []byte, now time.Time) bool {
+	return l.allowBytesAt(key, unixNanos(now))
+}
+
+func (l *logLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
+	h, t := xxh3.HashSeed(key, l.tab.seed), unixNanos(now)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, n, true)
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, n, true)
-	unlockStored(&l.limiter, s, slot, r.Allowed)
-	return r
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true)
+	unlockStored(&l.limiter, s, slot, v.allowed())
+	return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
 }
 
 func (l *logLimiter) Peek(key string, now time.Time, n int) Result {
-	return decideKey(&l.limiter, key, mix(xxhash.Sum64String(key), l.tab.seed), unixNanos(now), n, false)
+	return decideKey(&l.limiter, key, xxh3.HashStringSeed(key, l.tab.seed), unixNanos(now), n, false)
 }
 
-func (l *counterLimiter) Allow(key string) bool {
-	h, t := mix(xxhash.Sum64String(key), l.tab.seed), l.now()
+func (l *counterLimiter) allowAt(key string, t int64) bool {
+	h := xxh3.HashStringSeed(key, l.tab.seed)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, 1)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, 1, true).Allowed
 	}
-	var r Result
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, 1, true)
-	unlockStored(&l.limiter, s, slot, r.Allowed)
-	return r.Allowed
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true)
+	unlockStored(&l.limiter, s, slot, v.allowed())
+	return v.allowed()
 }
 
-func (l *counterLimiter) AllowN(key string, now time.Time, n int) (r Result) {
-	h, t := mix(xxhash.Sum64String(key), l.tab.seed), unixNanos(now)
+func (l *counterLimiter) Allow(key string) bool { return l.allowAt(key, l.now()) }
+
+func (l *counterLimiter) AllowAt(key string, now time.Time) bool {
+	return l.allowAt(key, unixNanos(now))
+}
+
+func (l *counterLimiter) AllowN(key string, now time.Time, n int) Result {
+	h, t := xxh3.HashStringSeed(key, l.tab.seed), unixNanos(now)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, n, true)
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, n, true)
-	unlockStored(&l.limiter, s, slot, r.Allowed)
-	return r
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true)
+	unlockStored(&l.limiter, s, slot, v.allowed())
+	return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
 }
 
-func (l *counterLimiter) AllowBytes(key []byte) bool {
-	h, t := mix(xxhash.Sum64(key), l.tab.seed), l.now()
+func (l *counterLimiter) allowBytesAt(key []byte, t int64) bool {
+	h := xxh3.HashSeed(key, l.tab.seed)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, 1)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, 1, true).Allowed
 	}
-	var r Result
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, 1, true)
-	unlockStored(&l.limiter, s, slot, r.Allowed)
-	return r.Allowed
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true)
+	unlockStored(&l.limiter, s, slot, v.allowed())
+	return v.allowed()
 }
 
-func (l *counterLimiter) AllowBytesN(key []byte, now time.Time, n int) (r Result) {
-	h, t := mix(xxhash.Sum64(key), l.tab.seed), unixNanos(now)
+func (l *counterLimiter) AllowBytes(key []byte) bool { return l.allowBytesAt(key, l.now()) }
+
+func (l *counterLimiter) AllowBytesAt(key []byte, now time.Time) bool {
+	return l.allowBytesAt(key, unixNanos(now))
+}
+
+func (l *counterLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
+	h, t := xxh3.HashSeed(key, l.tab.seed), unixNanos(now)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, n, true)
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, n, true)
-	unlockStored(&l.limiter, s, slot, r.Allowed)
-	return r
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true)
+	unlockStored(&l.limiter, s, slot, v.allowed())
+	return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
 }
 
 func (l *counterLimiter) Peek(key string, now time.Time, n int) Result {
-	return decideKey(&l.limiter, key, mix(xxhash.Sum64String(key), l.tab.seed), unixNanos(now), n, false)
+	return decideKey(&l.limiter, key, xxh3.HashStringSeed(key, l.tab.seed), unixNanos(now), n, false)
 }
 
-func (l *gcraLimiter) Allow(key string) bool {
-	h, t := mix(xxhash.Sum64String(key), l.tab.seed), l.now()
+func (l *gcraLimiter) allowAt(key string, t int64) bool {
+	h := xxh3.HashStringSeed(key, l.tab.seed)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, 1)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, 1, true).Allowed
 	}
-	var r Result
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, 1, true)
-	unlockStored(&l.limiter, s, slot, r.Allowed)
-	return r.Allowed
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true)
+	unlockStored(&l.limiter, s, slot, v.allowed())
+	return v.allowed()
 }
 
-func (l *gcraLimiter) AllowN(key string, now time.Time, n int) (r Result) {
-	h, t := mix(xxhash.Sum64String(key), l.tab.seed), unixNanos(now)
+func (l *gcraLimiter) Allow(key string) bool { return l.allowAt(key, l.now()) }
+
+func (l *gcraLimiter) AllowAt(key string, now time.Time) bool {
+	return l.allowAt(key, unixNanos(now))
+}
+
+func (l *gcraLimiter) AllowN(key string, now time.Time, n int) Result {
+	h, t := xxh3.HashStringSeed(key, l.tab.seed), unixNanos(now)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, n, true)
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, n, true)
-	unlockStored(&l.limiter, s, slot, r.Allowed)
-	return r
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true)
+	unlockStored(&l.limiter, s, slot, v.allowed())
+	return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
 }
 
-func (l *gcraLimiter) AllowBytes(key []byte) bool {
-	h, t := mix(xxhash.Sum64(key), l.tab.seed), l.now()
+func (l *gcraLimiter) allowBytesAt(key []byte, t int64) bool {
+	h := xxh3.HashSeed(key, l.tab.seed)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, 1)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, 1, true).Allowed
 	}
-	var r Result
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, 1, true)
-	unlockStored(&l.limiter, s, slot, r.Allowed)
-	return r.Allowed
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true)
+	unlockStored(&l.limiter, s, slot, v.allowed())
+	return v.allowed()
 }
 
-func (l *gcraLimiter) AllowBytesN(key []byte, now time.Time, n int) (r Result) {
-	h, t := mix(xxhash.Sum64(key), l.tab.seed), unixNanos(now)
+func (l *gcraLimiter) AllowBytes(key []byte) bool { return l.allowBytesAt(key, l.now()) }
+
+func (l *gcraLimiter) AllowBytesAt(key []byte, now time.Time) bool {
+	return l.allowBytesAt(key, unixNanos(now))
+}
+
+func (l *gcraLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
+	h, t := xxh3.HashSeed(key, l.tab.seed), unixNanos(now)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, n, true)
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	l.alg.decideTo(&r, s, rec, l.tab.sideOf(s, slot), t, n, true)
-	unlockStored(&l.limiter, s, slot, r.Allowed)
-	return r
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true)
+	unlockStored(&l.limiter, s, slot, v.allowed())
+	return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
 }
 
 func (l *gcraLimiter) Peek(key string, now time.Time, n int) Result {
-	return decideKey(&l.limiter, key, mix(xxhash.Sum64String(key), l.tab.seed), unixNanos(now), n, false)
+	return decideKey(&l.limiter, key, xxh3.HashStringSeed(key, l.tab.seed), unixNanos(now), n, false)
 }

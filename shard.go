@@ -3,70 +3,66 @@ package shardlimit
 import (
 	"encoding/binary"
 	"math"
-	"math/bits"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/zeebo/xxh3"
 )
 
 // The key table.
 //
-// Keys are striped over a power-of-two number of shards by
-// xxhash.Sum64(key) & mask; each shard has its own mutex. Inside a shard the
+// Keys are striped over a power-of-two number of shards by the low bits of
+// their table hash, XXH3 (xxHash's 64-bit algorithm, github.com/zeebo/xxh3)
+// seeded with a secret random per limiter, so keys an attacker crafted
+// offline to share a shard and a probe run do not share them here; each
+// shard has its own mutex. XXH3 hashes a short key in 7.5 ns of latency
+// where XXH64 (cespare/xxhash) plus a seed mix took 17. Inside a shard the
 // layout is pointer-free, so the garbage collector never scans per-key data
-// (the lesson of bigcache and fastcache), and a lookup of a key not in the
-// CPU cache touches about two cache lines: one of the index, one of the
-// record, which holds the key itself when it is short.
+// (the lesson of bigcache and fastcache), and the records live in the hash
+// table itself: a lookup of a short key not in the CPU cache costs one
+// random cache line (two when a 40-byte record straddles lines, plus the
+// next ones when it probes on), not an index line and then a record line.
 //
-//	index  []uint64      open addressing, linear probing: each entry is
-//	                     fingerprint<<32 | slot (0 empty, tombstone deleted)
-//	recs   []slotRec[E]  per-key slot: the key (inline up to 14 bytes, else
-//	                     its place in the arena), flags and the algorithm's
-//	                     record
-//	side   []uint32      per-key fixed-size extra state (stride words)
+//	recs   []slotRec[E]  open addressing, linear probing: each position
+//	                     holds a key (inline up to 14 bytes, else its
+//	                     place in the arena), a 7-bit tag of its hash, flags
+//	                     and the algorithm's record; or is empty, or a
+//	                     tombstone
+//	side   []uint32      per-position fixed-size extra state (stride words)
 //	arena  []byte        keys longer than 14 bytes
 //
-// A lookup compares the stored key in full, so two keys with one hash never
-// share a budget: they are two entries whose fingerprints match. The index
-// doubles when 3/4 full (entries plus tombstones) and is rebuilt when
-// tombstones or dead slots pile up.
+// A position's home is the hash's top 32 bits scaled to the table's length
+// (not masked), so a table can have any length: it grows when live keys and
+// tombstones would fill 13/16 of it, to 8/5 of its live keys, and is
+// rebuilt at that size when tombstones or dead arena bytes pile up or most
+// of its keys left. Records therefore move when the table grows: a slot
+// (position) is valid only while the shard's lock is held. A lookup
+// compares the stored key in full, so two keys with one hash never share a
+// budget.
 
-// rehash computes a stored key's xxhash on the cold paths (eviction, index
-// growth, rebuild); the hot path hashes with xxhash directly. Tests replace
-// it to force collisions.
-var rehash = xxhash.Sum64
-
-// mix turns a key's xxhash into its table hash with the limiter's secret
-// seed (the splitmix64 finalizer, a bijection), so that keys an attacker
-// crafted offline to share a shard and a probe run do not share them here.
-// Two keys collide after mixing only if their xxhashes collide.
-func mix(h, seed uint64) uint64 {
-	h ^= seed
-	h ^= h >> 30
-	h *= 0xbf58476d1ce4e5b9
-	h ^= h >> 27
-	h *= 0x94d049bb133111eb
-	h ^= h >> 31
-	return h
-}
+// rehash computes a stored key's table hash on the cold paths (eviction,
+// table growth, rebuild); the hot path calls xxh3 directly. Tests replace it
+// to force collisions.
+var rehash = xxh3.HashSeed
 
 // hashOf returns the table hash of a stored key. Requires s.mu held.
 func (s *shard[E]) hashOf(key []byte) uint64 {
-	return mix(rehash(key), s.seed)
+	return rehash(key, s.seed)
 }
 
-// Index entries and slot key lengths.
+// Table positions: the klen of an empty or deleted one, and sizes.
 const (
-	emptyEntry = 0
-	tombstone  = math.MaxUint64
-	inlineKey  = 14  // longest key kept in its slot
-	longKey    = 255 // klen of a slot whose key is in the arena
-	freeSlot   = 254 // klen of a free slot
-	minIndex   = 16  // smallest index, entries
+	emptySlot = 0   // klen of a position unused since the table was built (keys are never empty)
+	deadSlot  = 254 // klen of a position whose key was removed (a tombstone)
+	inlineKey = 14  // longest key kept in its position
+	longKey   = 255 // klen of a position whose key is in the arena
+	minTable  = 16  // smallest table, positions
 )
+
+// tableLen returns the table length for n live keys: 8/5 of them, so a
+// rebuilt table is 5/8 full; it grows at 13/16.
+func tableLen(n int) int { return max(minTable, n*8/5+1) }
 
 // A record's lim word: bit 31 marks a key with a limit of its own, bit 30
 // a key whose own limit is 0 (a ban), and the low 30 bits hold the positive
@@ -100,19 +96,26 @@ const sampleSize = 16
 // keyBytes is the type of keys: the string and []byte forms of the API.
 type keyBytes interface{ ~string | ~[]byte }
 
-// slotRec is one key's slot: its key, flags and algorithm record. A key of
-// up to inlineKey bytes is kept in key; a longer one in the arena, with key
-// holding its offset (bytes 0-3) and length (bytes 4-7).
+// slotRec is one table position: a key, its tag and flags, and its
+// algorithm record. A key of up to inlineKey bytes is kept in key; a longer
+// one in the arena, with key holding its offset (bytes 0-3) and length
+// (bytes 4-7).
 type slotRec[E any] struct {
-	klen  uint8
-	flags uint8 // stepPending
-	key   [inlineKey]byte
+	klen  uint8           // key length, longKey, emptySlot or deadSlot
+	flags uint8           // the key's tag (bits 1-7) | stepPending
+	key   [inlineKey]byte //
 	rec   E
 }
 
 // stepPending marks a key whose latest decision came with an instant more
 // than stepTolerance before the key's latest one (see stepCheck).
 const stepPending = 1
+
+// tagOf returns the tag of hash h as kept in slotRec.flags: hash bits 16-22
+// (the shard takes at most bits 0-15, a position's home bits 32-63), so a
+// probe compares a key's bytes only for about one position in 128 that is
+// not the key's.
+func tagOf(h uint64) uint8 { return uint8(h>>15) &^ stepPending }
 
 // stepCheck applies the clock rule of CASES.md C11 to a decision at t on
 // the stored key in slot, whose latest instant is last, and returns the
@@ -129,8 +132,8 @@ func (s *shard[E]) stepCheck(slot uint32, last, t int64, consume bool) int64 {
 	sr := &s.recs[slot]
 	switch {
 	case t >= last:
-		if sr.flags != 0 && consume {
-			sr.flags = 0
+		if sr.flags&stepPending != 0 && consume {
+			sr.flags &^= stepPending
 		}
 	case last-t <= stepTolerance:
 	case sr.flags&stepPending == 0:
@@ -139,7 +142,7 @@ func (s *shard[E]) stepCheck(slot uint32, last, t int64, consume bool) int64 {
 		}
 		return last
 	case consume:
-		sr.flags = 0
+		sr.flags &^= stepPending
 	}
 	return t
 }
@@ -148,19 +151,16 @@ func (s *shard[E]) stepCheck(slot uint32, last, t int64, consume bool) int64 {
 // the atomic counters may be read without it.
 type shard[E any] struct {
 	mu        sync.Mutex
-	defLimit  uint32 // the default limit for keys without their own
-	index     []uint64
-	indexBits uint8 // len(index) == 1<<indexBits
-	used      int   // index entries that are not empty (live + tombstones)
-	recs      []slotRec[E]
-	side      []uint32
+	defLimit  uint32       // the default limit for keys without their own
+	recs      []slotRec[E] // the table, at least minTable positions
+	side      []uint32     // stride words per position
 	arena     []byte
-	free      []uint32
+	used      int    // positions that are not empty (live + tombstones)
 	live      int    // stored keys
-	peak      int    // most keys stored since the last rebuild
+	peak      int    // most keys stored since the table was built
 	deadBytes int    // arena bytes of evicted keys
 	rng       uint64 // xorshift state for sampling
-	seed      uint64 // the table's hash seed (see mix)
+	seed      uint64 // the table's hash seed
 	scratch   E      // a fresh record for peeks at missing keys
 	scratchSd []uint32
 	rings     ringPool // ring buffers of SlidingLog keys
@@ -183,7 +183,7 @@ type table[E any] struct {
 	perShard    int // most keys per shard, 0 for no cap
 	policy      FullPolicy
 	maxKeyBytes int
-	seed        uint64 // secret hash seed (see mix)
+	seed        uint64 // secret hash seed, random per limiter
 	alg         algorithm[E]
 	sync        *syncLayout // nil unless built for package sync
 }
@@ -203,7 +203,7 @@ func (t *table[E]) init(cfg Config, stride int, alg algorithm[E]) {
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.defLimit = uint32(cfg.Limit)
-		s.resetIndex(minIndex)
+		s.resetTable(t.stride)
 		s.rng = 0x9E3779B97F4A7C15 ^ uint64(i+1)*0xBF58476D1CE4E5B9
 		s.scratchSd = make([]uint32, stride)
 		s.rings.cur = -1
@@ -213,12 +213,12 @@ func (t *table[E]) init(cfg Config, stride int, alg algorithm[E]) {
 
 // hash returns the table hash of key.
 func (t *table[E]) hash(key string) uint64 {
-	return mix(xxhash.Sum64String(key), t.seed)
+	return xxh3.HashStringSeed(key, t.seed)
 }
 
 // hashBytes returns the table hash of key.
 func (t *table[E]) hashBytes(key []byte) uint64 {
-	return mix(xxhash.Sum64(key), t.seed)
+	return xxh3.HashSeed(key, t.seed)
 }
 
 func (t *table[E]) shardFor(h uint64) *shard[E] {
@@ -232,135 +232,111 @@ func (s *shard[E]) rec(slot uint32) *E {
 
 // stored reports whether slot holds a key. Requires s.mu held.
 func (s *shard[E]) stored(slot int) bool {
-	return s.recs[slot].klen != freeSlot
+	k := s.recs[slot].klen
+	return k != emptySlot && k != deadSlot
 }
 
-// keyOf returns the key of a stored slot, aliasing the shard's storage:
-// valid only while s.mu is held and s is not rebuilt.
-func (s *shard[E]) keyOf(slot uint32) []byte {
-	r := &s.recs[slot]
+// keyIn returns the key of the stored position r, whose long keys are in
+// arena, aliasing the storage.
+func keyIn[E any](r *slotRec[E], arena []byte) []byte {
 	if r.klen <= inlineKey {
 		return r.key[:r.klen]
 	}
 	off := binary.LittleEndian.Uint32(r.key[0:4])
 	n := binary.LittleEndian.Uint32(r.key[4:8])
-	return s.arena[off : off+n]
+	return arena[off : off+n]
 }
 
-// fingerprint and home return the index fingerprint of hash h (bits 8-38,
-// never 0) and the index position its probe starts at (the top bits; the
-// low bits pick the shard).
-func fingerprint(h uint64) uint64 { return (h>>8&0x7FFFFFFF | 1) << 32 }
+// keyOf returns the key of a stored slot, aliasing the shard's storage:
+// valid only while s.mu is held and the table does not change.
+func (s *shard[E]) keyOf(slot uint32) []byte {
+	return keyIn(&s.recs[slot], s.arena)
+}
 
-func (s *shard[E]) home(h uint64) uint64 { return h >> (64 - s.indexBits) }
+// home returns the position the probe for hash h starts at: its top 32
+// bits scaled to the table's length (Lemire's multiply-shift reduction).
+func (s *shard[E]) home(h uint64) uint32 {
+	return uint32((h >> 32) * uint64(len(s.recs)) >> 32)
+}
 
 // find returns the slot of key, whose hash is h. Requires s.mu held.
 func find[E any, K keyBytes](s *shard[E], h uint64, key K) (uint32, bool) {
-	fp := fingerprint(h)
-	mask := uint64(len(s.index) - 1)
-	for i := s.home(h); ; i = (i + 1) & mask {
-		e := s.index[i]
-		if e == emptyEntry {
+	recs := s.recs
+	tag := tagOf(h)
+	for i := s.home(h); ; {
+		r := &recs[i]
+		if r.klen == emptySlot {
 			return 0, false
 		}
-		if e&^math.MaxUint32 != fp || e == tombstone {
-			continue
-		}
-		slot := uint32(e)
-		r := &s.recs[slot]
-		if len(key) <= inlineKey {
-			if int(r.klen) == len(key) && string(r.key[:len(key)]) == string(key) {
-				return slot, true
+		if r.flags&^stepPending == tag {
+			if len(key) <= inlineKey {
+				if int(r.klen) == len(key) && string(r.key[:len(key)]) == string(key) {
+					return i, true
+				}
+			} else if r.klen == longKey && string(keyIn(r, s.arena)) == string(key) {
+				return i, true
 			}
-		} else if r.klen == longKey && string(s.keyOf(slot)) == string(key) {
-			return slot, true
+		}
+		if i++; int(i) == len(recs) {
+			i = 0
 		}
 	}
 }
 
-// place adds an index entry for slot, whose key hashes to h, in the first
-// empty or deleted position of its probe. Requires s.mu held and room.
-func (s *shard[E]) place(h uint64, slot uint32) {
-	mask := uint64(len(s.index) - 1)
-	for i := s.home(h); ; i = (i + 1) & mask {
-		if e := s.index[i]; e == emptyEntry || e == tombstone {
-			if e == emptyEntry {
-				s.used++
-			}
-			s.index[i] = fingerprint(h) | uint64(slot)
-			return
+// place returns the first empty or deleted position of the probe for hash
+// h, counting it as used. Requires s.mu held and a table under 13/16 used.
+func (s *shard[E]) place(h uint64) uint32 {
+	i := s.home(h)
+	for {
+		switch s.recs[i].klen {
+		case emptySlot:
+			s.used++
+			return i
+		case deadSlot:
+			return i
+		}
+		if i++; int(i) == len(s.recs) {
+			i = 0
 		}
 	}
 }
 
-// resetIndex replaces the index with an empty one of n entries (a power of
-// two).
-func (s *shard[E]) resetIndex(n int) {
-	s.index = make([]uint64, n)
-	s.indexBits = uint8(bits.TrailingZeros(uint(n)))
-	s.used = 0
+// resetTable replaces the table with an empty one of minTable positions.
+func (s *shard[E]) resetTable(stride int) {
+	s.recs = make([]slotRec[E], minTable)
+	s.side = make([]uint32, minTable*stride)
+	s.arena = nil
+	s.used, s.peak, s.deadBytes = 0, s.live, 0
 }
 
-// reindex rebuilds the index at the smallest size that keeps it at most half
-// full, dropping tombstones. Requires s.mu held.
-func (s *shard[E]) reindex() {
-	n := minIndex
-	for n < 2*s.live {
-		n *= 2
-	}
-	s.resetIndex(n)
-	for slot := range s.recs {
-		if s.stored(slot) {
-			s.place(s.hashOf(s.keyOf(uint32(slot))), uint32(slot))
-		}
-	}
-}
-
-// insert stores key (hash h) in a free slot and returns the slot, whose
+// insert stores key (hash h) in the table and returns its slot, whose
 // record is zero. It evicts to make room when the shard is full, or fails
-// with ErrTooManyKeys. Requires s.mu held and key not stored.
+// with ErrTooManyKeys. The table may grow, moving other keys' slots.
+// Requires s.mu held and key not stored.
 func insert[E any, K keyBytes](t *table[E], s *shard[E], h uint64, key K, now int64) (uint32, error) {
 	if t.perShard > 0 && s.live >= t.perShard && !t.makeRoom(s, now) {
 		return 0, ErrTooManyKeys
 	}
-	if 4*(s.used+1) > 3*len(s.index) {
-		s.live++ // size the new index for the key being added
-		s.reindex()
-		s.live--
+	off := len(s.arena)
+	if len(key) > inlineKey && off > math.MaxUint32-len(key) {
+		// The arena's offsets are 32-bit: 4 GiB of long keys in one shard.
+		return 0, ErrTooManyKeys
 	}
-	var slot uint32
-	if n := len(s.free); n > 0 {
-		slot = s.free[n-1]
-		s.free = s.free[:n-1]
-	} else {
-		if len(s.recs) >= math.MaxUint32 {
-			return 0, ErrTooManyKeys
-		}
-		slot = uint32(len(s.recs))
-		s.recs = append(s.recs, slotRec[E]{})
-		if t.stride > 0 {
-			s.side = slices.Grow(s.side, t.stride)
-			s.side = s.side[:len(s.side)+t.stride]
-			clear(s.side[len(s.side)-t.stride:])
-		}
+	if 16*(s.used+1) > 13*len(s.recs) {
+		t.rehash(s, tableLen(s.live+1))
+		off = len(s.arena)
 	}
+	slot := s.place(h)
 	r := &s.recs[slot]
+	*r = slotRec[E]{flags: tagOf(h)}
 	if len(key) <= inlineKey {
 		r.klen = uint8(copy(r.key[:], key))
 	} else {
-		off := len(s.arena)
-		if off > math.MaxUint32-len(key) {
-			// The arena's offsets are 32-bit: 4 GiB of long keys in one shard.
-			r.klen = freeSlot
-			s.free = append(s.free, slot)
-			return 0, ErrTooManyKeys
-		}
 		s.arena = append(s.arena, key...)
 		r.klen = longKey
 		binary.LittleEndian.PutUint32(r.key[0:4], uint32(off))
 		binary.LittleEndian.PutUint32(r.key[4:8], uint32(len(key)))
 	}
-	s.place(h, slot)
 	s.live++
 	s.peak = max(s.peak, s.live)
 	s.keys.Add(1)
@@ -376,23 +352,13 @@ func (t *table[E]) sideOf(s *shard[E], slot uint32) []uint32 {
 	return s.side[i : i+t.stride : i+t.stride]
 }
 
-// evict removes the key in slot. Requires s.mu held.
+// evict removes the key in slot, leaving a tombstone, or an empty position
+// where the probe would stop anyway (the next position is empty), which
+// empties the tombstones before it too. Requires s.mu held.
 func (t *table[E]) evict(s *shard[E], slot uint32) {
-	key := s.keyOf(slot)
-	h := s.hashOf(key)
-	mask := uint64(len(s.index) - 1)
-	for i := s.home(h); ; i = (i + 1) & mask {
-		e := s.index[i]
-		if e == emptyEntry {
-			break // not indexed: cannot happen while the index is kept whole
-		}
-		if e != tombstone && uint32(e) == slot {
-			s.index[i] = tombstone
-			break
-		}
-	}
-	if s.recs[slot].klen == longKey {
-		s.deadBytes += len(key)
+	r := &s.recs[slot]
+	if r.klen == longKey {
+		s.deadBytes += len(s.keyOf(slot))
 	}
 	if y := t.sync; y != nil {
 		delta, _, _ := y.arrays(t.sideOf(s, slot))
@@ -402,10 +368,16 @@ func (t *table[E]) evict(s *shard[E], slot uint32) {
 		}
 		s.syncDropped.Add(lost)
 	}
-	t.alg.release(s, s.rec(slot))
-	s.recs[slot] = slotRec[E]{klen: freeSlot}
+	t.alg.release(s, &r.rec)
+	*r = slotRec[E]{klen: deadSlot}
 	clear(t.sideOf(s, slot))
-	s.free = append(s.free, slot)
+	n := uint32(len(s.recs))
+	if s.recs[(slot+1)%n].klen == emptySlot {
+		for i := slot; s.recs[i].klen == deadSlot; i = (i + n - 1) % n {
+			s.recs[i].klen = emptySlot
+			s.used--
+		}
+	}
 	s.live--
 	s.keys.Add(-1)
 	s.evicted.Add(1)
@@ -417,17 +389,19 @@ func (t *table[E]) evict(s *shard[E], slot uint32) {
 // s.mu held.
 func (t *table[E]) makeRoom(s *shard[E], now int64) bool {
 	n := len(s.recs)
-	if n == 0 {
-		return false
-	}
 	victim, oldest := uint32(math.MaxUint32), int64(math.MaxInt64)
 	for range sampleSize {
 		s.rng ^= s.rng << 13
 		s.rng ^= s.rng >> 7
 		s.rng ^= s.rng << 17
+		// A random position, then the first key from there on: the table
+		// is at least minTable long however few keys it holds (s.live > 0
+		// here), so a draw must not miss.
 		slot := uint32(s.rng % uint64(n))
-		if !s.stored(int(slot)) {
-			continue
+		for !s.stored(int(slot)) {
+			if slot++; int(slot) == n {
+				slot = 0
+			}
 		}
 		rec := s.rec(slot)
 		if t.alg.idle(s, rec, t.sideOf(s, slot), now) {
@@ -450,7 +424,9 @@ func (t *table[E]) makeRoom(s *shard[E], now int64) bool {
 
 // sweep evicts idle keys of every shard, one shard and sweepChunk slots at
 // a time, rebuilding shards that are mostly empty. It returns how many keys
-// it evicted, early if stop is closed.
+// it evicted, early if stop is closed. A table that grows between two
+// chunks moves keys: the sweep may then skip some, which the next one
+// finds.
 func (t *table[E]) sweep(now int64, stop <-chan struct{}) int {
 	evicted := 0
 	for i := range t.shards {
@@ -482,53 +458,60 @@ func (t *table[E]) sweep(now int64, stop <-chan struct{}) int {
 	return evicted
 }
 
-// maybeRebuild rebuilds s when most of its slots or arena bytes are dead,
-// and its index when tombstones fill much of it: Go slices never shrink.
-// Requires s.mu held.
+// maybeRebuild empties s when it holds no key, and rebuilds its table at
+// tableLen(live) when most of its keys left, tombstones fill much of it or
+// most of its arena bytes are dead: Go slices never shrink. Requires s.mu
+// held.
 func (t *table[E]) maybeRebuild(s *shard[E]) {
 	switch {
-	case s.live == 0 && (len(s.recs) > 0 || len(s.index) > minIndex):
-		s.resetIndex(minIndex)
-		s.recs, s.side, s.arena, s.free, s.dirty = nil, nil, nil, nil, nil
-		s.peak, s.deadBytes = 0, 0
+	case s.live == 0 && (len(s.recs) > minTable || s.used > 0 || len(s.arena) > 0):
+		s.resetTable(t.stride)
+		s.dirty = nil
 	case s.peak >= 1024 && s.live*4 < s.peak,
+		s.used-s.live > len(s.recs)/4,
 		len(s.arena) >= 1<<16 && s.deadBytes*2 > len(s.arena):
 		t.rebuild(s)
-	case s.used-s.live > len(s.index)/4:
-		s.reindex()
 	}
 	t.alg.compact(s)
 }
 
-// rebuild copies the live keys of s into fresh, tightly sized storage.
+// rebuild rebuilds the table of s at the size for its live keys. Requires
+// s.mu held.
+func (t *table[E]) rebuild(s *shard[E]) { t.rehash(s, tableLen(s.live)) }
+
+// rehash moves the live keys of s into a fresh table of n positions,
+// dropping tombstones, and into a fresh arena if any of its bytes are dead.
 // Requires s.mu held.
-func (t *table[E]) rebuild(s *shard[E]) {
-	n := s.live
-	recs := make([]slotRec[E], 0, n)
-	side := make([]uint32, 0, n*t.stride)
-	arena := make([]byte, 0, len(s.arena)-s.deadBytes)
-	for slot := range s.recs {
-		if !s.stored(slot) {
+func (t *table[E]) rehash(s *shard[E], n int) {
+	old, oldSide, oldArena := s.recs, s.side, s.arena
+	s.recs = make([]slotRec[E], n)
+	s.side = make([]uint32, n*t.stride)
+	if s.deadBytes > 0 {
+		s.arena = make([]byte, 0, len(oldArena)-s.deadBytes)
+	}
+	s.used = 0
+	for i := range old {
+		r := &old[i]
+		if r.klen == emptySlot || r.klen == deadSlot {
 			continue
 		}
-		r := s.recs[slot]
-		if r.klen == longKey {
-			key := s.keyOf(uint32(slot))
-			binary.LittleEndian.PutUint32(r.key[0:4], uint32(len(arena)))
-			arena = append(arena, key...)
+		key := keyIn(r, oldArena)
+		slot := s.place(s.hashOf(key))
+		s.recs[slot] = *r
+		if r.klen == longKey && s.deadBytes > 0 {
+			binary.LittleEndian.PutUint32(s.recs[slot].key[0:4], uint32(len(s.arena)))
+			s.arena = append(s.arena, key...)
 		}
-		recs = append(recs, r)
-		side = append(side, t.sideOf(s, uint32(slot))...)
+		if t.stride > 0 {
+			copy(t.sideOf(s, slot), oldSide[i*t.stride:(i+1)*t.stride])
+		}
 	}
-	s.recs, s.side, s.arena = recs, side, arena
-	s.free = nil
-	s.peak, s.deadBytes = n, 0
-	s.reindex()
+	s.peak, s.deadBytes = s.live, 0
 	if y := t.sync; y != nil {
 		// Slots moved: queue again every key with uncollected sync state.
 		s.dirty = s.dirty[:0]
 		for slot := range s.recs {
-			if t.sideOf(s, uint32(slot))[y.off]&syncTouched != 0 {
+			if s.stored(slot) && t.sideOf(s, uint32(slot))[y.off]&syncTouched != 0 {
 				s.dirty = append(s.dirty, uint32(slot))
 			}
 		}

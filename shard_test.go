@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/zeebo/xxh3"
 	"testing"
 	"time"
 )
@@ -16,8 +16,8 @@ func TestHashCollisionsNeverShareABudget(t *testing.T) {
 	// evicting either leaves the other reachable.
 	l := mustNew(t, Config{Algorithm: FixedWindow, Limit: 2, Window: time.Minute, Shards: 1}).(*fixedLimiter)
 	s := &l.tab.shards[0]
-	rehash = func([]byte) uint64 { return 42 }
-	defer func() { rehash = xxhash.Sum64 }()
+	rehash = func([]byte, uint64) uint64 { return 42 }
+	defer func() { rehash = xxh3.HashSeed }()
 	h := s.hashOf([]byte("any")) // every key's table hash now
 	keys := []string{"alpha", "beta", "gamma"}
 	slots := map[string]uint32{}
@@ -119,11 +119,18 @@ func TestSlidingLogMemoryFollowsLimit(t *testing.T) {
 	l := mustNew(t, Config{Algorithm: SlidingLog, Limit: 100, Window: time.Second, Shards: 1}).(*logLimiter)
 	l.AllowN("k", at(0), 1)
 	s := &l.tab.shards[0]
-	if c := s.rec(0).cap; c != 4 {
+	rec := func() *logRec { // the key's record: it may move as the table grows
+		slot, ok := find(s, l.tab.hash("k"), "k")
+		if !ok {
+			t.Fatal("key not stored")
+		}
+		return s.rec(slot)
+	}
+	if c := rec().cap; c != 4 {
 		t.Fatalf("first ring capacity %d, want 4", c)
 	}
 	l.AllowN("k", at(0), 99)
-	if c := s.rec(0).cap; c != 100 {
+	if c := rec().cap; c != 100 {
 		t.Fatalf("full ring capacity %d, want exactly the limit", c)
 	}
 	l.SetLimit("k", 10) // usage 100 stays counted
@@ -131,7 +138,7 @@ func TestSlidingLogMemoryFollowsLimit(t *testing.T) {
 		t.Fatal("shrunk limit admitted")
 	}
 	l.AllowN("k", at(1), 1) // all expired: the ring shrinks to the limit
-	if c := s.rec(0).cap; c != 10 {
+	if c := rec().cap; c != 10 {
 		t.Fatalf("ring capacity %d after shrink, want 10", c)
 	}
 }

@@ -131,13 +131,7 @@ func (a *slidingCounter) advance(r *counterRec, c []uint32, t int64) (kt, from i
 	return kt, from
 }
 
-// decide is decideTo returning the Result, for the algorithm interface.
-func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, side []uint32, t int64, n int, consume bool) (res Result) {
-	a.decideTo(&res, s, r, side, t, n, consume)
-	return res
-}
-
-func (a *slidingCounter) decideTo(res *Result, s *shard[counterRec], r *counterRec, side []uint32, t int64, n int, consume bool) {
+func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, side []uint32, t int64, n int, consume bool) verdict {
 	c := side[:a.buckets+1]
 	kt, from := a.advance(r, c, t)
 	lim := effectiveLimit(r.lim, s.defLimit)
@@ -187,7 +181,7 @@ func (a *slidingCounter) decideTo(res *Result, s *shard[counterRec], r *counterR
 	}
 	remaining = int(max(0, int64(lim)-est))
 	reset = time.Duration(a.resetAt(j, hi, c, remote, int64(r.sum)+remoteSum) - from)
-	*res = Result{Allowed: allowed, Limit: int(lim), Remaining: remaining, ResetAfter: reset, RetryAfter: retry}
+	return makeVerdict(allowed, lim, remaining, reset, retry)
 }
 
 // count returns the units of the bucket at counter index i: local, plus

@@ -133,13 +133,7 @@ func (a *slidingLog) advance(s *shard[logRec], r *logRec, t int64, consume bool)
 	return te, from
 }
 
-// decide is decideTo returning the Result, for the algorithm interface.
-func (a *slidingLog) decide(s *shard[logRec], r *logRec, side []uint32, t int64, n int, consume bool) (res Result) {
-	a.decideTo(&res, s, r, side, t, n, consume)
-	return res
-}
-
-func (a *slidingLog) decideTo(res *Result, s *shard[logRec], r *logRec, side []uint32, t int64, n int, consume bool) {
+func (a *slidingLog) decide(s *shard[logRec], r *logRec, side []uint32, t int64, n int, consume bool) verdict {
 	te, t := a.advance(s, r, t, consume)
 	// Durations are measured from t rounded up to the timestamp resolution,
 	// the instant a unit admitted at t is stamped with, so a fresh unit's
@@ -155,7 +149,7 @@ func (a *slidingLog) decideTo(res *Result, s *shard[logRec], r *logRec, side []u
 	}
 	var allowed bool
 	var retry, reset time.Duration
-	var err error
+	full := false // the table had no memory for the unit's timestamp
 	remaining := 0
 	used := int64(r.count)
 	var remote int64 // other nodes' units in the window, when shared
@@ -175,7 +169,7 @@ func (a *slidingLog) decideTo(res *Result, s *shard[logRec], r *logRec, side []u
 		retry = Never
 	case used+int64(n) <= int64(lim):
 		if consume && !a.push(s, r, te, uint32(n), lim) {
-			err = ErrTooManyKeys
+			full = true
 			break
 		}
 		if consume && a.sync != nil {
@@ -199,7 +193,11 @@ func (a *slidingLog) decideTo(res *Result, s *shard[logRec], r *logRec, side []u
 	default:
 		reset = time.Duration(a.window)
 	}
-	*res = Result{Allowed: allowed, Limit: int(lim), Remaining: remaining, ResetAfter: reset, RetryAfter: retry, Err: err}
+	v := makeVerdict(allowed, lim, remaining, reset, retry)
+	if full {
+		v.word |= verdictFull
+	}
+	return v
 }
 
 // wrap returns i modulo c for i < 2c, without a division.
