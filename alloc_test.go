@@ -27,6 +27,8 @@ func TestCaseB28NoAllocationsOnHotPath(t *testing.T) {
 				"AllowBytesN":     func() { l.AllowBytesN(bkey, now, 1) },
 				"Allow":           func() { l.Allow(key) },
 				"AllowBytes":      func() { l.AllowBytes(bkey) },
+				"AllowAt":         func() { l.AllowAt(key, now) },
+				"AllowBytesAt":    func() { l.AllowBytesAt(bkey, now) },
 				"Peek":            func() { l.Peek(key, now, 1) },
 				"AllowN denied":   func() { l.AllowN("denied", now, 1) },
 				"AllowN(0) new":   func() { l.AllowN("missing", now, 0) },

@@ -78,3 +78,20 @@ func ExampleLimiter_AllowBytesN() {
 	// true 0
 	// false 0
 }
+
+// AllowAt decides at a time the caller already has (here a request's
+// arrival time), without a clock read and without building a Result.
+func ExampleLimiter_AllowAt() {
+	l, _ := shardlimit.NewFixedWindow(shardlimit.Config{Limit: 2, Window: time.Minute})
+	defer l.Close()
+	arrived := time.Unix(1_734_480_000, 0)
+	for i := range 3 {
+		fmt.Println(l.AllowAt("198.51.100.4", arrived.Add(time.Duration(i)*time.Second)))
+	}
+	fmt.Println(l.AllowAt("198.51.100.4", arrived.Add(time.Minute)))
+	// Output:
+	// true
+	// true
+	// false
+	// true
+}

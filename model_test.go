@@ -259,6 +259,7 @@ type harness struct {
 	last   map[string]int64 // each stored key's latest instant
 	unit   int64            // instants are multiples of unit
 	window int64
+	calls  int // consuming calls so far: they rotate through the API's forms
 }
 
 func newHarness(tb testing.TB, alg Algorithm, limit int, window time.Duration, buckets int) *harness {
@@ -291,10 +292,19 @@ func (h *harness) allow(key string, t int64, n int, consume bool) {
 	h.t.Helper()
 	t = max(t, h.last[key])
 	var got Result
-	if consume {
-		got = h.l.AllowN(key, time.Unix(0, t), n)
-	} else {
-		got = h.l.Peek(key, time.Unix(0, t), n)
+	boolOnly := false // the form answers Allowed only
+	now := time.Unix(0, t)
+	switch h.calls++; {
+	case !consume:
+		got = h.l.Peek(key, now, n)
+	case n == 1 && h.calls%4 == 1:
+		got.Allowed, boolOnly = h.l.AllowAt(key, now), true
+	case n == 1 && h.calls%4 == 2:
+		got.Allowed, boolOnly = h.l.AllowBytesAt([]byte(key), now), true
+	case h.calls%4 == 3:
+		got = h.l.AllowBytesN([]byte(key), now, n)
+	default:
+		got = h.l.AllowN(key, now, n)
 	}
 	lim := h.limitOf(key)
 	enc, stored := h.enc[key]
@@ -310,6 +320,9 @@ func (h *harness) allow(key string, t int64, n int, consume bool) {
 	}
 	if consume && !real && n > 0 {
 		want.Allowed, want.RetryAfter = false, Never // n above the limit
+	}
+	if boolOnly {
+		got = Result{Allowed: got.Allowed, Limit: want.Limit, Remaining: want.Remaining, ResetAfter: want.ResetAfter, RetryAfter: want.RetryAfter}
 	}
 	if got != want {
 		h.t.Fatalf("%v key %q t=%d n=%d consume=%v limit %d:\n got %+v\nwant %+v", h.alg, key, t, n, consume, lim, got, want)

@@ -164,7 +164,7 @@ func BenchmarkHotKey(b *testing.B) {
 // BenchmarkHotKeyNow: one existing key, one goroutine, an explicit fixed
 // instant (advancing for shardlimit's sliding log, see Stepper).
 func BenchmarkHotKeyNow(b *testing.B) {
-	each(b, atFactories(), Allowed, func(b *testing.B, k Keyed) {
+	each(b, append(atFactories(), OurResultFactories()...), Allowed, func(b *testing.B, k Keyed) {
 		l := k.(AtKeyed)
 		s := newNowSeq(l, time.Now(), 1, nil)
 		l.AllowAt(hotKey, s.next())

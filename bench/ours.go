@@ -7,12 +7,14 @@ import (
 )
 
 // Ours adapts a shardlimit limiter. Allow and AllowBytes read the limiter's
-// clock (shardlimit.SystemClock); AllowAt and AllowBytesAt pass now to
-// AllowN and AllowBytesN.
+// clock (shardlimit.SystemClock); AllowAt and AllowBytesAt pass now to the
+// limiter's AllowAt and AllowBytesAt, or, for an adapter built by
+// OurResultFactories, to AllowN and AllowBytesN (which build a Result).
 type Ours struct {
-	l    shardlimit.Limiter
-	name string
-	step time.Duration
+	l      shardlimit.Limiter
+	name   string
+	step   time.Duration
+	result bool // AllowAt calls AllowN
 }
 
 // ourAlgorithms are shardlimit's algorithms in report order.
@@ -32,6 +34,29 @@ func OurFactories() []Factory {
 			Name: "shardlimit_" + alg.String(),
 			Ours: true,
 			New:  func(p Profile) (Keyed, error) { return NewOurs(alg, p) },
+		})
+	}
+	return fs
+}
+
+// OurResultFactories returns one Factory per shardlimit algorithm whose
+// AllowAt and AllowBytesAt call AllowN and AllowBytesN and read the
+// Result's Allowed, named "shardlimit_" plus the algorithm's name plus
+// "_result": the cost of the Result beside AllowAt's.
+func OurResultFactories() []Factory {
+	fs := make([]Factory, 0, len(ourAlgorithms))
+	for _, alg := range ourAlgorithms {
+		fs = append(fs, Factory{
+			Name: "shardlimit_" + alg.String() + "_result",
+			Ours: true,
+			New: func(p Profile) (Keyed, error) {
+				o, err := NewOurs(alg, p)
+				if err == nil {
+					o.name += "_result"
+					o.result = true
+				}
+				return o, err
+			},
 		})
 	}
 	return fs
@@ -81,14 +106,20 @@ func (o *Ours) Allow(key string) bool { return o.l.Allow(key) }
 // AllowBytes calls Limiter.AllowBytes.
 func (o *Ours) AllowBytes(key []byte) bool { return o.l.AllowBytes(key) }
 
-// AllowAt calls Limiter.AllowN with a cost of 1.
+// AllowAt calls Limiter.AllowAt, or AllowN with a cost of 1.
 func (o *Ours) AllowAt(key string, now time.Time) bool {
-	return o.l.AllowN(key, now, 1).Allowed
+	if o.result {
+		return o.l.AllowN(key, now, 1).Allowed
+	}
+	return o.l.AllowAt(key, now)
 }
 
-// AllowBytesAt calls Limiter.AllowBytesN with a cost of 1.
+// AllowBytesAt calls Limiter.AllowBytesAt, or AllowBytesN with a cost of 1.
 func (o *Ours) AllowBytesAt(key []byte, now time.Time) bool {
-	return o.l.AllowBytesN(key, now, 1).Allowed
+	if o.result {
+		return o.l.AllowBytesN(key, now, 1).Allowed
+	}
+	return o.l.AllowBytesAt(key, now)
 }
 
 // Step is, for the sliding log, twice the interval at which requests just

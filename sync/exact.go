@@ -391,6 +391,18 @@ func (e *Exact) AllowBytes(key []byte) bool {
 	return e.Allow(string(key))
 }
 
+// AllowAt is AllowN(key, now, 1).Allowed: decided in Redis at the Redis
+// server's time, now used only by the local fallback.
+func (e *Exact) AllowAt(key string, now time.Time) bool {
+	return e.AllowN(key, now, 1).Allowed
+}
+
+// AllowBytesAt is AllowAt for a []byte key. It allocates the key's string
+// and never retains key.
+func (e *Exact) AllowBytesAt(key []byte, now time.Time) bool {
+	return e.AllowN(string(key), now, 1).Allowed
+}
+
 // AllowBytesN is AllowN for a []byte key. It allocates the key's string
 // and never retains key.
 func (e *Exact) AllowBytesN(key []byte, now time.Time, n int) shardlimit.Result {

@@ -281,6 +281,24 @@ func (s *Shared) Allow(key string) bool {
 	return s.core.Allow(key)
 }
 
+// AllowAt reports whether one request for key may happen at now, counting
+// the other nodes' units last read from the store. See shardlimit.Limiter.
+func (s *Shared) AllowAt(key string, now time.Time) bool {
+	if s.degraded() {
+		return s.byPolicy(key, now, 1).Allowed
+	}
+	return s.core.AllowAt(key, now)
+}
+
+// AllowBytesAt is AllowAt for a []byte key; it does not allocate for a
+// stored key and never retains key.
+func (s *Shared) AllowBytesAt(key []byte, now time.Time) bool {
+	if s.degraded() {
+		return s.byPolicy(string(key), now, 1).Allowed
+	}
+	return s.core.AllowBytesAt(key, now)
+}
+
 // AllowN decides whether n units for key may happen at now, counting the
 // other nodes' units last read from the store. See shardlimit.Limiter.
 func (s *Shared) AllowN(key string, now time.Time, n int) shardlimit.Result {
