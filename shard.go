@@ -383,36 +383,53 @@ func (t *table[E]) evict(s *shard[E], slot uint32) {
 	s.evicted.Add(1)
 }
 
-// makeRoom tries to free one slot in the full shard s: it samples up to
-// sampleSize stored keys, evicts the first idle one, else (EvictLeastRecent)
-// the least recently used of those without a limit of their own. Requires
-// s.mu held.
+// makeRoom tries to free one position in the full shard s: among its keys
+// (all of them when it holds at most sampleSize, else sampleSize drawn
+// uniformly: random positions, empty ones drawn again) it evicts the first
+// idle one, else (EvictLeastRecent) the least recently used of those
+// without a limit of their own. Requires s.mu held.
 func (t *table[E]) makeRoom(s *shard[E], now int64) bool {
-	n := len(s.recs)
 	victim, oldest := uint32(math.MaxUint32), int64(math.MaxInt64)
-	for range sampleSize {
-		s.rng ^= s.rng << 13
-		s.rng ^= s.rng >> 7
-		s.rng ^= s.rng << 17
-		// A random position, then the first key from there on: the table
-		// is at least minTable long however few keys it holds (s.live > 0
-		// here), so a draw must not miss.
-		slot := uint32(s.rng % uint64(n))
-		for !s.stored(int(slot)) {
-			if slot++; int(slot) == n {
-				slot = 0
-			}
-		}
+	// consider evicts slot if it is idle, else keeps it as the victim if it
+	// is the least recently used so far.
+	consider := func(slot uint32) bool {
 		rec := s.rec(slot)
 		if t.alg.idle(s, rec, t.sideOf(s, slot), now) {
 			t.evict(s, slot)
 			return true
 		}
-		if t.alg.limitWord(rec)&ownLimit != 0 {
-			continue
+		if t.alg.limitWord(rec)&ownLimit == 0 {
+			if last := t.alg.lastSeen(rec); last < oldest {
+				victim, oldest = slot, last
+			}
 		}
-		if last := t.alg.lastSeen(rec); last < oldest {
-			victim, oldest = slot, last
+		return false
+	}
+	n := len(s.recs)
+	if s.live <= sampleSize {
+		// A small cap: the table is at most tableLen(sampleSize+1) long
+		// plus tombstones, which rebuilds bound. Look at every key.
+		for slot := range n {
+			if s.stored(slot) && consider(uint32(slot)) {
+				return true
+			}
+		}
+	} else {
+		// The shard holds perShard keys and its table never grows past
+		// tableLen(perShard+1), so about 3/5 of the positions hold keys
+		// and few draws miss; the cap on draws only bounds bad luck.
+		for draws, hits := 0, 0; hits < sampleSize && draws < 8*sampleSize; draws++ {
+			s.rng ^= s.rng << 13
+			s.rng ^= s.rng >> 7
+			s.rng ^= s.rng << 17
+			slot := uint32(s.rng % uint64(n))
+			if !s.stored(int(slot)) {
+				continue
+			}
+			hits++
+			if consider(slot) {
+				return true
+			}
 		}
 	}
 	if t.policy == EvictLeastRecent && victim != math.MaxUint32 {

@@ -1106,3 +1106,50 @@ func TestTableSideFollowsRecords(t *testing.T) {
 		})
 	}
 }
+
+// A shard at MaxKeys that holds an idle key must evict it for a new key
+// (README: "idle keys are always evicted first"; ErrTooManyKeys: "none could
+// be evicted under the configured FullPolicy"), and EvictLeastRecent must
+// find a key without a limit of its own when there is one. A first version
+// of makeRoom for the open-addressing table drew a random position and
+// walked to the next key: a key right after another was drawn with
+// probability 1/16 per sample, and about 5% of these limiters missed it.
+func TestTableMakeRoomFindsEvictableKeys(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0).Truncate(time.Minute)
+	for _, alg := range []Algorithm{FixedWindow, SlidingLog, SlidingCounter, GCRA} {
+		t.Run(alg.String(), func(t *testing.T) {
+			idleMiss, lruMiss := 0, 0
+			for trial := range 200 {
+				l, err := New(Config{Algorithm: alg, Limit: 5, Window: time.Minute, Shards: 1, MaxKeys: 3, JanitorInterval: -1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				l.AllowAt(fmt.Sprint("idle", trial), t0) // idle a minute later
+				t1 := t0.Add(2 * time.Minute)
+				l.AllowAt("a", t1)
+				l.AllowAt("b", t1)
+				if r := l.AllowN("new", t1, 1); errors.Is(r.Err, ErrTooManyKeys) {
+					idleMiss++
+				}
+				l.Close()
+
+				l, err = New(Config{Algorithm: alg, Limit: 5, Window: time.Minute, Shards: 1, MaxKeys: 3, WhenFull: EvictLeastRecent, JanitorInterval: -1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := l.SetLimit(fmt.Sprint("vip", trial), 10); err != nil {
+					t.Fatal(err)
+				}
+				for i := range 20 {
+					if r := l.AllowN(fmt.Sprint("k", i), t0, 1); errors.Is(r.Err, ErrTooManyKeys) {
+						lruMiss++
+					}
+				}
+				l.Close()
+			}
+			if idleMiss > 0 || lruMiss > 0 {
+				t.Errorf("ErrTooManyKeys with an evictable key stored: %d/200 limiters missed the idle key (RejectNewKeys), %d/4000 new keys rejected (EvictLeastRecent)", idleMiss, lruMiss)
+			}
+		})
+	}
+}
