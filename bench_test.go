@@ -88,6 +88,23 @@ func BenchmarkAllowN(b *testing.B) {
 	}
 }
 
+// BenchmarkAllowAt: BenchmarkAllowN through AllowAt, which returns a bool
+// instead of a Result.
+func BenchmarkAllowAt(b *testing.B) {
+	for _, alg := range []Algorithm{FixedWindow, SlidingCounter, GCRA} {
+		b.Run(alg.String(), func(b *testing.B) {
+			l := benchLimiter(b, alg, MaxLimit)
+			l.AllowAt("192.0.2.1", benchNow)
+			b.ReportAllocs()
+			for b.Loop() {
+				if !l.AllowAt("192.0.2.1", benchNow) {
+					b.Fatal("denied")
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkAllow: one hot key, with the limiter's own clock read
 // (SystemClock: one monotonic clock read per call).
 func BenchmarkAllow(b *testing.B) {
