@@ -14,8 +14,11 @@ type algorithm[E any] interface {
 	// init makes rec the state of a fresh key first seen at t, with lim word w.
 	init(rec *E, t int64, w uint32)
 	// decide applies cost n >= 0 at t. It consumes n only when consume is
-	// true and the request is admitted.
-	decide(s *shard[E], rec *E, side []uint32, t int64, n int, consume bool) verdict
+	// true and the request is admitted. Unless full, only the verdict's
+	// allowed bit is computed (Remaining, ResetAfter and RetryAfter may be
+	// left 0): the bool-returning methods need no more, and the durations
+	// cost divisions and scans.
+	decide(s *shard[E], rec *E, side []uint32, t int64, n int, consume, full bool) verdict
 	// idle reports whether rec's state at t equals a fresh key's. A key with
 	// a limit of its own is never idle.
 	idle(s *shard[E], rec *E, side []uint32, t int64) bool
@@ -81,7 +84,7 @@ func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int
 		// Nothing would be stored: answer from a fresh key's state.
 		l.alg.init(&s.scratch, t, s.defLimit)
 		clear(s.scratchSd)
-		r = l.alg.decide(s, &s.scratch, s.scratchSd, t, n, false).result()
+		r = l.alg.decide(s, &s.scratch, s.scratchSd, t, n, false, true).result()
 		if consume && n > 0 {
 			r.Allowed = false
 		}
@@ -90,7 +93,7 @@ func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int
 		s.scratch = *s.rec(slot)
 		copy(s.scratchSd, l.tab.sideOf(s, slot))
 		t = s.stepCheck(slot, l.alg.lastSeen(&s.scratch), t, false)
-		r = l.alg.decide(s, &s.scratch, s.scratchSd, t, n, false).result()
+		r = l.alg.decide(s, &s.scratch, s.scratchSd, t, n, false, true).result()
 	} else {
 		if !ok {
 			var err error
@@ -103,7 +106,7 @@ func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int
 			t = s.stepCheck(slot, l.alg.lastSeen(s.rec(slot)), t, true)
 		}
 		side := l.tab.sideOf(s, slot)
-		r = l.alg.decide(s, s.rec(slot), side, t, n, true).result()
+		r = l.alg.decide(s, s.rec(slot), side, t, n, true, true).result()
 		if l.tab.sync != nil {
 			markTouched(s, l.tab.sync, slot, side)
 		}

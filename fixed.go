@@ -62,7 +62,7 @@ func (a *fixedWindow) advance(r *fixedRec, t int64) int64 {
 	return t
 }
 
-func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, side []uint32, t int64, n int, consume bool) verdict {
+func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, side []uint32, t int64, n int, consume, full bool) verdict {
 	a.advance(r, t)
 	lim := effectiveLimit(r.lim, s.defLimit)
 	if lim != 0 {

@@ -84,7 +84,7 @@ func (a *gcra) remaining(tat int64, rem uint32, t int64, lim uint32) int {
 	return int(q)
 }
 
-func (a *gcra) decide(s *shard[gcraRec], r *gcraRec, side []uint32, t int64, n int, consume bool) verdict {
+func (a *gcra) decide(s *shard[gcraRec], r *gcraRec, side []uint32, t int64, n int, consume, full bool) verdict {
 	te := a.advance(r, t)
 	lim := effectiveLimit(r.lim, s.defLimit)
 	if old := r.lim & limitMask; lim != 0 && lim != old {
@@ -101,7 +101,12 @@ func (a *gcra) decide(s *shard[gcraRec], r *gcraRec, side []uint32, t int64, n i
 	case int64(n) > int64(lim):
 		retry = Never
 	default:
-		q, rr := mulDiv(uint64(n), uint64(a.window), uint64(lim))
+		var q, rr uint64
+		if n == 1 {
+			q, rr = s.emission(lim, a.window)
+		} else {
+			q, rr = mulDiv(uint64(n), uint64(a.window), uint64(lim))
+		}
 		ntat, nrem := tat+int64(q), uint64(rem)+rr
 		if nrem >= uint64(lim) {
 			nrem -= uint64(lim)
@@ -121,7 +126,7 @@ func (a *gcra) decide(s *shard[gcraRec], r *gcraRec, side []uint32, t int64, n i
 			retry = time.Duration(retryAt - t)
 		}
 	}
-	if lim != 0 {
+	if lim != 0 && full {
 		remaining = a.remaining(tat, rem, te, lim)
 	}
 	reset = time.Duration(tat - t)

@@ -81,7 +81,7 @@ func (l *fixedLimiter) allowAt(key string, t int64) bool {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true)
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true, false)
 	unlockStored(&l.limiter, s, slot, v.allowed())
 	return v.allowed()
 }
@@ -100,7 +100,7 @@ func (l *fixedLimiter) AllowN(key string, now time.Time, n int) Result {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true)
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true, true)
 	unlockStored(&l.limiter, s, slot, v.allowed())
 	return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
 }
@@ -113,7 +113,7 @@ func (l *fixedLimiter) allowBytesAt(key []byte, t int64) bool {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true)
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true, false)
 	unlockStored(&l.limiter, s, slot, v.allowed())
 	return v.allowed()
 }
@@ -132,7 +132,7 @@ func (l *fixedLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true)
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true, true)
 	unlockStored(&l.limiter, s, slot, v.allowed())
 	return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
 }
@@ -149,7 +149,7 @@ func (l *logLimiter) allowAt(key string, t int64) bool {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true)
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true, false)
 	unlockStored(&l.limiter, s, slot, v.allowed())
 	return v.allowed()
 }
@@ -168,7 +168,7 @@ func (l *logLimiter) AllowN(key string, now time.Time, n int) Result {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true)
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true, true)
 	unlockStored(&l.limiter, s, slot, v.allowed())
 	return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
 }
@@ -181,7 +181,7 @@ func (l *logLimiter) allowBytesAt(key []byte, t int64) bool {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true)
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true, false)
 	unlockStored(&l.limiter, s, slot, v.allowed())
 	return v.allowed()
 }
@@ -200,7 +200,7 @@ func (l *logLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true)
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true, true)
 	unlockStored(&l.limiter, s, slot, v.allowed())
 	return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
 }
@@ -217,7 +217,7 @@ func (l *counterLimiter) allowAt(key string, t int64) bool {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true)
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true, false)
 	unlockStored(&l.limiter, s, slot, v.allowed())
 	return v.allowed()
 }
@@ -236,7 +236,7 @@ func (l *counterLimiter) AllowN(key string, now time.Time, n int) Result {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true)
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true, true)
 	unlockStored(&l.limiter, s, slot, v.allowed())
 	return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
 }
@@ -249,7 +249,7 @@ func (l *counterLimiter) allowBytesAt(key []byte, t int64) bool {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true)
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true, false)
 	unlockStored(&l.limiter, s, slot, v.allowed())
 	return v.allowed()
 }
@@ -268,7 +268,7 @@ func (l *counterLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true)
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true, true)
 	unlockStored(&l.limiter, s, slot, v.allowed())
 	return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
 }
@@ -285,7 +285,7 @@ func (l *gcraLimiter) allowAt(key string, t int64) bool {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true)
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true, false)
 	unlockStored(&l.limiter, s, slot, v.allowed())
 	return v.allowed()
 }
@@ -304,7 +304,7 @@ func (l *gcraLimiter) AllowN(key string, now time.Time, n int) Result {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true)
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true, true)
 	unlockStored(&l.limiter, s, slot, v.allowed())
 	return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
 }
@@ -317,7 +317,7 @@ func (l *gcraLimiter) allowBytesAt(key []byte, t int64) bool {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true)
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true, false)
 	unlockStored(&l.limiter, s, slot, v.allowed())
 	return v.allowed()
 }
@@ -336,7 +336,7 @@ func (l *gcraLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true)
+	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true, true)
 	unlockStored(&l.limiter, s, slot, v.allowed())
 	return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
 }

@@ -161,7 +161,10 @@ type shard[E any] struct {
 	deadBytes int    // arena bytes of evicted keys
 	rng       uint64 // xorshift state for sampling
 	seed      uint64 // the table's hash seed
-	scratch   E      // a fresh record for peeks at missing keys
+	emitLim   uint32 // the limit emitQ and emitR are for (see emission)
+	emitQ     uint64
+	emitR     uint64
+	scratch   E // a fresh record for peeks at missing keys
 	scratchSd []uint32
 	rings     ringPool // ring buffers of SlidingLog keys
 	dirty     []uint32 // slots with sync state to collect (see shared.go)
@@ -223,6 +226,16 @@ func (t *table[E]) hashBytes(key []byte) uint64 {
 
 func (t *table[E]) shardFor(h uint64) *shard[E] {
 	return &t.shards[h&t.mask]
+}
+
+// emission returns w/lim and w%lim for lim > 0, GCRA's emission interval
+// for a cost of 1 in whole and 1/lim nanoseconds, cached for the last limit
+// asked: a 128-bit division less per decision. Requires s.mu held.
+func (s *shard[E]) emission(lim uint32, w int64) (uint64, uint64) {
+	if lim != s.emitLim {
+		s.emitLim, s.emitQ, s.emitR = lim, uint64(w)/uint64(lim), uint64(w)%uint64(lim)
+	}
+	return s.emitQ, s.emitR
 }
 
 // rec returns the record of slot. Requires s.mu held.

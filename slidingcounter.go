@@ -1,6 +1,9 @@
 package shardlimit
 
-import "time"
+import (
+	"math/bits"
+	"time"
+)
 
 // counterRec is a SlidingCounter key's state: 40 bytes, plus Buckets+1
 // 4-byte counters in the shard's side storage.
@@ -131,7 +134,25 @@ func (a *slidingCounter) advance(r *counterRec, c []uint32, t int64) (kt, from i
 	return kt, from
 }
 
-func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, side []uint32, t int64, n int, consume bool) verdict {
+// fits reports whether n more units fit the limit lim under the weighted
+// estimate (rest + ceil(straddler*(G-delta)/G)), rest being the units of
+// the buckets that count in full, without the division that computing the
+// estimate takes: ceil(x/G) <= k iff x <= k*G for integers k >= 0,
+// compared in 128 bits.
+func (a *slidingCounter) fits(straddler, delta, rest, n, lim int64) bool {
+	k := lim - n - rest // what the straddling bucket may weigh at most
+	if k < 0 {
+		return false
+	}
+	if straddler == 0 {
+		return true
+	}
+	xh, xl := bits.Mul64(uint64(straddler), uint64(a.bucket-delta))
+	kh, kl := bits.Mul64(uint64(k), uint64(a.bucket))
+	return xh < kh || xh == kh && xl <= kl
+}
+
+func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, side []uint32, t int64, n int, consume, full bool) verdict {
 	c := side[:a.buckets+1]
 	kt, from := a.advance(r, c, t)
 	lim := effectiveLimit(r.lim, s.defLimit)
@@ -155,8 +176,14 @@ func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, side []uint
 	delta := kt - j*a.bucket
 	straddler := a.count(c, remote, a.next(hi)) // bucket j-n: the index after j's
 	est := sum - straddler
-	if straddler != 0 {
-		est += int64(mulDivCeil(uint64(straddler), uint64(a.bucket-delta), uint64(a.bucket)))
+	var fits bool // est+n <= lim
+	if full {
+		if straddler != 0 {
+			est += int64(mulDivCeil(uint64(straddler), uint64(a.bucket-delta), uint64(a.bucket)))
+		}
+		fits = est+int64(n) <= int64(lim)
+	} else {
+		fits = a.fits(straddler, delta, est, int64(n), int64(lim))
 	}
 	var allowed bool
 	var retry, reset time.Duration
@@ -166,7 +193,7 @@ func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, side []uint
 		allowed = true
 	case int64(n) > int64(lim):
 		retry = Never
-	case est+int64(n) <= int64(lim):
+	case fits:
 		allowed = true
 		est += int64(n)
 		if consume {
@@ -176,8 +203,11 @@ func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, side []uint
 				a.sync.add(side, j, uint32(n))
 			}
 		}
-	default:
+	case full:
 		retry = time.Duration(a.admitAt(j, hi, c, remote, sum, kt, int64(n), int64(lim)) - from)
+	}
+	if !full {
+		return makeVerdict(allowed, lim, 0, 0, retry)
 	}
 	remaining = int(max(0, int64(lim)-est))
 	reset = time.Duration(a.resetAt(j, hi, c, remote, int64(r.sum)+remoteSum) - from)

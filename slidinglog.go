@@ -133,12 +133,15 @@ func (a *slidingLog) advance(s *shard[logRec], r *logRec, t int64, consume bool)
 	return te, from
 }
 
-func (a *slidingLog) decide(s *shard[logRec], r *logRec, side []uint32, t int64, n int, consume bool) verdict {
+func (a *slidingLog) decide(s *shard[logRec], r *logRec, side []uint32, t int64, n int, consume, full bool) verdict {
 	te, t := a.advance(s, r, t, consume)
 	// Durations are measured from t rounded up to the timestamp resolution,
 	// the instant a unit admitted at t is stamped with, so a fresh unit's
 	// reset is exactly W and a whole-second window reads as whole seconds.
-	tu := (t + a.unit - 1) / a.unit * a.unit
+	var tu int64
+	if full {
+		tu = (t + a.unit - 1) / a.unit * a.unit
+	}
 	lim := effectiveLimit(r.lim, s.defLimit)
 	if lim != 0 {
 		r.lim = r.lim&^limitMask | lim
@@ -149,7 +152,7 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, side []uint32, t int64,
 	}
 	var allowed bool
 	var retry, reset time.Duration
-	full := false // the table had no memory for the unit's timestamp
+	noRoom := false // the table had no memory for the unit's timestamp
 	remaining := 0
 	used := int64(r.count)
 	var remote int64 // other nodes' units in the window, when shared
@@ -169,7 +172,7 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, side []uint32, t int64,
 		retry = Never
 	case used+int64(n) <= int64(lim):
 		if consume && !a.push(s, r, te, uint32(n), lim) {
-			full = true
+			noRoom = true
 			break
 		}
 		if consume && a.sync != nil {
@@ -177,6 +180,8 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, side []uint32, t int64,
 		}
 		allowed = true
 		used += int64(n)
+	case !full:
+		// Denied: the bool-returning caller needs no RetryAfter.
 	case remote > 0:
 		retry = until(a.admitAtShared(s, r, side, te, int64(n), int64(lim)), t, tu)
 	default:
@@ -186,6 +191,7 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, side []uint32, t int64,
 	}
 	remaining = int(max(0, int64(lim)-used))
 	switch {
+	case !full:
 	case r.count > 0:
 		reset = until(a.expiry(te, s.rings.ring(r.ref, r.cap)[r.head]), t, tu)
 	case allowed && n > 0:
@@ -194,7 +200,7 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, side []uint32, t int64,
 		reset = time.Duration(a.window)
 	}
 	v := makeVerdict(allowed, lim, remaining, reset, retry)
-	if full {
+	if noRoom {
 		v.word |= verdictFull
 	}
 	return v
