@@ -362,6 +362,12 @@ func BenchmarkMillionKeysShuffledNowParallel(b *testing.B) {
 	manyKeys(b, atFactories(), true, true)
 }
 
+// BenchmarkMillionKeysShuffledParallel: MillionKeysParallel (Allow, the
+// clock read) with the keys visited in random order.
+func BenchmarkMillionKeysShuffledParallel(b *testing.B) {
+	manyKeys(b, Factories(), false, true)
+}
+
 // identityOrder returns 0, 1, ..., n-1.
 func identityOrder(n int) []int32 {
 	o := make([]int32, n)

@@ -6,6 +6,8 @@
 #   bench/run.sh -smoke          CI smoke: vet and unit tests, every benchmark once
 #                                (-benchtime=1x, -count 1), the accuracy report in
 #                                -quick mode; report in $TMPDIR unless -out is given
+#   bench/run.sh -report         no runs: the report again from results/raw/ (after
+#                                appending a scenario's `go test` output there)
 #
 # Options (full run defaults in brackets):
 #   -count N        runs of every benchmark [6]; benchstat wants >= 6 for intervals
@@ -27,6 +29,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 cd "$here"
 
 smoke=0
+report=0
 count=6
 benchtime=1s
 cpu=""
@@ -35,6 +38,7 @@ out=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-smoke | --smoke) smoke=1 ;;
+	-report | --report) report=1 ;;
 	-count) count=$2; shift ;;
 	-benchtime) benchtime=$2; shift ;;
 	-cpu) cpu=$2; shift ;;
@@ -70,7 +74,7 @@ fi
 # The single-goroutine scenarios run at the default GOMAXPROCS; the parallel
 # ones at every value of -cpu.
 serial='^Benchmark(HotKey|HotKeyNow|Denied|DeniedNow|BytesKey|BytesKeyNow|Memory)$'
-parallel='^Benchmark(HotKeyParallel|HotKeyNowParallel|MillionKeysParallel|MillionKeysNowParallel)$'
+parallel='^Benchmark(HotKeyParallel|HotKeyNowParallel|MillionKeysParallel|MillionKeysNowParallel|MillionKeysShuffledParallel|MillionKeysShuffledNowParallel)$'
 mw='^Benchmark'
 syncre='^BenchmarkSync'
 
@@ -110,13 +114,16 @@ bench() {
 	go test -run '^$' -bench "$re" -benchmem -count "$count" -benchtime "$benchtime" -timeout 2h "$@" "$pkg" | tee "$file"
 }
 
-bench "$(keep "$serial")" . "$work/serial.txt"
-bench "$(keep "$parallel")" . "$work/parallel.txt" -cpu "$cpu"
-bench "$(keep "$mw" ./mw)" ./mw "$work/mw.txt"
-bench "$(keep "$syncre" ./syncbench)" ./syncbench "$work/sync.txt"
+if [ "$report" = 0 ]; then
+	bench "$(keep "$serial")" . "$work/serial.txt"
+	bench "$(keep "$parallel")" . "$work/parallel.txt" -cpu "$cpu"
+	bench "$(keep "$mw" ./mw)" ./mw "$work/mw.txt"
+	bench "$(keep "$syncre" ./syncbench)" ./syncbench "$work/sync.txt"
 
-echo "run.sh: accuracy report" >&2
-go run ./cmd/accuracy $accflags >"$work/accuracy.md"
+	echo "run.sh: accuracy report" >&2
+	go run ./cmd/accuracy $accflags >"$work/accuracy.md"
+	echo "$(($(date +%s) - start))" >"$work/runtime.txt"
+fi
 
 csvs=()
 for f in serial parallel mw; do
@@ -152,7 +159,11 @@ elapsed=$(($(date +%s) - start))
 	echo "- $(go version)"
 	echo "- go test -count $count -benchtime $benchtime; parallel scenarios at -cpu $cpu"
 	echo "- redis: $redis"
-	echo "- run time: ${elapsed}s"
+	if [ "$report" = 1 ]; then
+		echo "- run time: $(cat "$work/runtime.txt" 2>/dev/null || echo unknown)s; report written again from results/raw at $(date -u '+%H:%M UTC')"
+	else
+		echo "- run time: ${elapsed}s"
+	fi
 	echo
 	echo "Every table states each limiter against the fastest peer of the same run"
 	echo "(\"× reference\": below 1 is faster than the fastest peer). A scenario and its"
