@@ -333,8 +333,9 @@ type Limiter interface {
 	// AllowAt reports whether one request for key may happen at now,
 	// consuming it if so: AllowN(key, now, 1).Allowed without the Result.
 	// It is the fastest decision: no clock read (pass a time the caller
-	// already has, such as fasthttp's RequestCtx.Time()), and no Result,
-	// which at 56 bytes costs its caller a copy through memory.
+	// already has, read from the clock Config.Clock reads, which the
+	// janitor uses to judge keys idle), and no Result, which at 56 bytes
+	// costs its caller a copy through memory.
 	AllowAt(key string, now time.Time) bool
 	// AllowN decides whether n units for key may happen at now, consuming
 	// them if so. n = 0 is a peek: always allowed, nothing consumed, no key

@@ -93,6 +93,42 @@ func TestSharedTwoNodesShareOneLimit(t *testing.T) {
 	}
 }
 
+func TestSharedAllowAtCountsLikeAllowN(t *testing.T) {
+	// The bool forms decide on the same shared state: a's units taken
+	// through AllowAt and AllowBytesAt reach b at the flushes.
+	c := sharedClient(t)
+	cfg := SharedConfig{Config: shardlimit.Config{Algorithm: shardlimit.SlidingCounter, Limit: 10, Window: time.Hour}, Prefix: redistest.Prefix(t)}
+	a, b := newShared(t, c, cfg), newShared(t, c, cfg)
+	now := at(time.Second)
+	for i := range 6 {
+		var ok bool
+		if i%2 == 0 {
+			ok = a.AllowAt("client", now)
+		} else {
+			ok = a.AllowBytesAt([]byte("client"), now)
+		}
+		if !ok {
+			t.Fatalf("a %d denied", i)
+		}
+	}
+	mustFlush(t, a)
+	if !b.AllowAt("client", now) { // b learns of a key at its flush after a decision
+		t.Fatal("b's first request denied")
+	}
+	mustFlush(t, b)
+	if r := b.Peek("client", now, 0); r.Remaining != 3 {
+		t.Fatalf("b after the flushes: %+v, want 3 remaining", r)
+	}
+	for range 3 {
+		if !b.AllowAt("client", now) {
+			t.Fatal("b denied within the shared limit")
+		}
+	}
+	if b.AllowAt("client", now) || b.AllowBytesAt([]byte("client"), now) {
+		t.Fatal("b admitted past the shared limit")
+	}
+}
+
 func TestSharedRestartIsNotAFreeReset(t *testing.T) {
 	c := sharedClient(t)
 	cfg := SharedConfig{Config: shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 10, Window: time.Hour},
@@ -206,6 +242,9 @@ func TestSharedFailClosed(t *testing.T) {
 	r := s.AllowN("k", at(0), 1)
 	if r.Allowed || r.RetryAfter <= 0 {
 		t.Fatalf("fail closed admitted: %+v", r)
+	}
+	if s.AllowAt("k", at(0)) || s.AllowBytesAt([]byte("k"), at(0)) {
+		t.Fatal("fail closed admitted through AllowAt")
 	}
 	if r := s.AllowN("k", at(0), 0); !r.Allowed {
 		t.Fatal("a peek failed closed")
