@@ -1,10 +1,6 @@
 package shardlimit
 
-import (
-	"time"
-
-	"github.com/zeebo/xxh3"
-)
+import "time"
 
 // The four limiters: the shared limiter bound to each record type and
 // algorithm. Their hot methods are written out per type and per key form,
@@ -74,7 +70,7 @@ func unlockStored[E any](l *limiter[E], s *shard[E], slot uint32, allowed bool) 
 }
 
 func (l *fixedLimiter) allowAt(key string, t int64) bool {
-	h := xxh3.HashStringSeed(key, l.tab.seed)
+	h := l.tab.hash(key)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, 1)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, 1, true).Allowed
@@ -93,7 +89,7 @@ func (l *fixedLimiter) AllowAt(key string, now time.Time) bool {
 }
 
 func (l *fixedLimiter) AllowN(key string, now time.Time, n int) Result {
-	h, t := xxh3.HashStringSeed(key, l.tab.seed), unixNanos(now)
+	h, t := l.tab.hash(key), unixNanos(now)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, n, true)
@@ -106,7 +102,7 @@ func (l *fixedLimiter) AllowN(key string, now time.Time, n int) Result {
 }
 
 func (l *fixedLimiter) allowBytesAt(key []byte, t int64) bool {
-	h := xxh3.HashSeed(key, l.tab.seed)
+	h := l.tab.hashBytes(key)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, 1)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, 1, true).Allowed
@@ -125,7 +121,7 @@ func (l *fixedLimiter) AllowBytesAt(key []byte, now time.Time) bool {
 }
 
 func (l *fixedLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
-	h, t := xxh3.HashSeed(key, l.tab.seed), unixNanos(now)
+	h, t := l.tab.hashBytes(key), unixNanos(now)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, n, true)
@@ -138,11 +134,11 @@ func (l *fixedLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 }
 
 func (l *fixedLimiter) Peek(key string, now time.Time, n int) Result {
-	return decideKey(&l.limiter, key, xxh3.HashStringSeed(key, l.tab.seed), unixNanos(now), n, false)
+	return decideKey(&l.limiter, key, l.tab.hash(key), unixNanos(now), n, false)
 }
 
 func (l *logLimiter) allowAt(key string, t int64) bool {
-	h := xxh3.HashStringSeed(key, l.tab.seed)
+	h := l.tab.hash(key)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, 1)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, 1, true).Allowed
@@ -161,7 +157,7 @@ func (l *logLimiter) AllowAt(key string, now time.Time) bool {
 }
 
 func (l *logLimiter) AllowN(key string, now time.Time, n int) Result {
-	h, t := xxh3.HashStringSeed(key, l.tab.seed), unixNanos(now)
+	h, t := l.tab.hash(key), unixNanos(now)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, n, true)
@@ -174,7 +170,7 @@ func (l *logLimiter) AllowN(key string, now time.Time, n int) Result {
 }
 
 func (l *logLimiter) allowBytesAt(key []byte, t int64) bool {
-	h := xxh3.HashSeed(key, l.tab.seed)
+	h := l.tab.hashBytes(key)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, 1)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, 1, true).Allowed
@@ -193,7 +189,7 @@ func (l *logLimiter) AllowBytesAt(key []byte, now time.Time) bool {
 }
 
 func (l *logLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
-	h, t := xxh3.HashSeed(key, l.tab.seed), unixNanos(now)
+	h, t := l.tab.hashBytes(key), unixNanos(now)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, n, true)
@@ -206,11 +202,11 @@ func (l *logLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 }
 
 func (l *logLimiter) Peek(key string, now time.Time, n int) Result {
-	return decideKey(&l.limiter, key, xxh3.HashStringSeed(key, l.tab.seed), unixNanos(now), n, false)
+	return decideKey(&l.limiter, key, l.tab.hash(key), unixNanos(now), n, false)
 }
 
 func (l *counterLimiter) allowAt(key string, t int64) bool {
-	h := xxh3.HashStringSeed(key, l.tab.seed)
+	h := l.tab.hash(key)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, 1)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, 1, true).Allowed
@@ -229,7 +225,7 @@ func (l *counterLimiter) AllowAt(key string, now time.Time) bool {
 }
 
 func (l *counterLimiter) AllowN(key string, now time.Time, n int) Result {
-	h, t := xxh3.HashStringSeed(key, l.tab.seed), unixNanos(now)
+	h, t := l.tab.hash(key), unixNanos(now)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, n, true)
@@ -242,7 +238,7 @@ func (l *counterLimiter) AllowN(key string, now time.Time, n int) Result {
 }
 
 func (l *counterLimiter) allowBytesAt(key []byte, t int64) bool {
-	h := xxh3.HashSeed(key, l.tab.seed)
+	h := l.tab.hashBytes(key)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, 1)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, 1, true).Allowed
@@ -261,7 +257,7 @@ func (l *counterLimiter) AllowBytesAt(key []byte, now time.Time) bool {
 }
 
 func (l *counterLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
-	h, t := xxh3.HashSeed(key, l.tab.seed), unixNanos(now)
+	h, t := l.tab.hashBytes(key), unixNanos(now)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, n, true)
@@ -274,11 +270,11 @@ func (l *counterLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 }
 
 func (l *counterLimiter) Peek(key string, now time.Time, n int) Result {
-	return decideKey(&l.limiter, key, xxh3.HashStringSeed(key, l.tab.seed), unixNanos(now), n, false)
+	return decideKey(&l.limiter, key, l.tab.hash(key), unixNanos(now), n, false)
 }
 
 func (l *gcraLimiter) allowAt(key string, t int64) bool {
-	h := xxh3.HashStringSeed(key, l.tab.seed)
+	h := l.tab.hash(key)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, 1)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, 1, true).Allowed
@@ -297,7 +293,7 @@ func (l *gcraLimiter) AllowAt(key string, now time.Time) bool {
 }
 
 func (l *gcraLimiter) AllowN(key string, now time.Time, n int) Result {
-	h, t := xxh3.HashStringSeed(key, l.tab.seed), unixNanos(now)
+	h, t := l.tab.hash(key), unixNanos(now)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, n, true)
@@ -310,7 +306,7 @@ func (l *gcraLimiter) AllowN(key string, now time.Time, n int) Result {
 }
 
 func (l *gcraLimiter) allowBytesAt(key []byte, t int64) bool {
-	h := xxh3.HashSeed(key, l.tab.seed)
+	h := l.tab.hashBytes(key)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, 1)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, 1, true).Allowed
@@ -329,7 +325,7 @@ func (l *gcraLimiter) AllowBytesAt(key []byte, now time.Time) bool {
 }
 
 func (l *gcraLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
-	h, t := xxh3.HashSeed(key, l.tab.seed), unixNanos(now)
+	h, t := l.tab.hashBytes(key), unixNanos(now)
 	s, slot, ok := lockStored(&l.limiter, key, h, t, n)
 	if !ok {
 		return decideKey(&l.limiter, key, h, t, n, true)
@@ -342,5 +338,5 @@ func (l *gcraLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 }
 
 func (l *gcraLimiter) Peek(key string, now time.Time, n int) Result {
-	return decideKey(&l.limiter, key, xxh3.HashStringSeed(key, l.tab.seed), unixNanos(now), n, false)
+	return decideKey(&l.limiter, key, l.tab.hash(key), unixNanos(now), n, false)
 }

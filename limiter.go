@@ -335,7 +335,9 @@ type Limiter interface {
 	// It is the fastest decision: no clock read (pass a time the caller
 	// already has, read from the clock Config.Clock reads, which the
 	// janitor uses to judge keys idle), and no Result, which at 56 bytes
-	// costs its caller a copy through memory.
+	// costs its caller a copy through memory. It returns false too when the
+	// request cannot be decided (invalid key or instant, full table, closed
+	// limiter); AllowN's Result.Err says which.
 	AllowAt(key string, now time.Time) bool
 	// AllowN decides whether n units for key may happen at now, consuming
 	// them if so. n = 0 is a peek: always allowed, nothing consumed, no key
