@@ -34,6 +34,10 @@ type algorithm[E any] interface {
 	compact(s *shard[E])
 	// syncLayout returns where the sync state lives, nil if not synced.
 	syncLayout() *syncLayout
+	// sideRef returns the field of rec that names its side words' entry
+	// in the shard's slab, or nil if the algorithm keeps side words per
+	// table position instead. init keeps the field as it is.
+	sideRef(rec *E) *uint32
 }
 
 // limiter is the Limiter shared by the four algorithms.

@@ -115,3 +115,4 @@ func (a *fixedWindow) lastSeen(r *fixedRec) int64                               
 func (a *fixedWindow) release(*shard[fixedRec], *fixedRec)                           {}
 func (a *fixedWindow) syncLayout() *syncLayout                                       { return a.sync }
 func (a *fixedWindow) compact(*shard[fixedRec])                                      {}
+func (a *fixedWindow) sideRef(*fixedRec) *uint32                                     { return nil }

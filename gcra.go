@@ -173,3 +173,4 @@ func (a *gcra) lastSeen(r *gcraRec) int64         { return r.last }
 func (a *gcra) release(*shard[gcraRec], *gcraRec) {}
 func (a *gcra) compact(*shard[gcraRec])           {}
 func (a *gcra) syncLayout() *syncLayout           { return nil }
+func (a *gcra) sideRef(*gcraRec) *uint32          { return nil }

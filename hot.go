@@ -55,16 +55,17 @@ func lockStored[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n in
 	return nil, 0, false
 }
 
-// unlockStored finishes a decision on a stored key: counts it, queues the
-// key for the reconciler if shared, and unlocks the shard.
-func unlockStored[E any](l *limiter[E], s *shard[E], slot uint32, allowed bool) {
+// unlockStored finishes a decision on the stored key in slot, whose side
+// words are side: counts it, queues the key for the reconciler if shared,
+// and unlocks the shard.
+func unlockStored[E any](l *limiter[E], s *shard[E], slot uint32, side []uint32, allowed bool) {
 	if allowed {
 		s.allowed++
 	} else {
 		s.denied++
 	}
 	if y := l.tab.sync; y != nil {
-		markTouched(s, y, slot, l.tab.sideOf(s, slot))
+		markTouched(s, y, slot, side)
 	}
 	s.mu.Unlock()
 }
@@ -77,8 +78,9 @@ func (l *fixedLimiter) allowAt(key string, t int64) bool {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true, false)
-	unlockStored(&l.limiter, s, slot, v.allowed())
+	side := l.tab.sideOf(s, slot)
+	v := l.alg.decide(s, rec, side, t, 1, true, false)
+	unlockStored(&l.limiter, s, slot, side, v.allowed())
 	return v.allowed()
 }
 
@@ -96,8 +98,9 @@ func (l *fixedLimiter) AllowN(key string, now time.Time, n int) Result {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true, true)
-	unlockStored(&l.limiter, s, slot, v.allowed())
+	side := l.tab.sideOf(s, slot)
+	v := l.alg.decide(s, rec, side, t, n, true, true)
+	unlockStored(&l.limiter, s, slot, side, v.allowed())
 	return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
 }
 
@@ -109,8 +112,9 @@ func (l *fixedLimiter) allowBytesAt(key []byte, t int64) bool {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true, false)
-	unlockStored(&l.limiter, s, slot, v.allowed())
+	side := l.tab.sideOf(s, slot)
+	v := l.alg.decide(s, rec, side, t, 1, true, false)
+	unlockStored(&l.limiter, s, slot, side, v.allowed())
 	return v.allowed()
 }
 
@@ -128,8 +132,9 @@ func (l *fixedLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true, true)
-	unlockStored(&l.limiter, s, slot, v.allowed())
+	side := l.tab.sideOf(s, slot)
+	v := l.alg.decide(s, rec, side, t, n, true, true)
+	unlockStored(&l.limiter, s, slot, side, v.allowed())
 	return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
 }
 
@@ -145,8 +150,9 @@ func (l *logLimiter) allowAt(key string, t int64) bool {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true, false)
-	unlockStored(&l.limiter, s, slot, v.allowed())
+	side := l.tab.sideAt(s, rec.side)
+	v := l.alg.decide(s, rec, side, t, 1, true, false)
+	unlockStored(&l.limiter, s, slot, side, v.allowed())
 	return v.allowed()
 }
 
@@ -164,8 +170,9 @@ func (l *logLimiter) AllowN(key string, now time.Time, n int) Result {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true, true)
-	unlockStored(&l.limiter, s, slot, v.allowed())
+	side := l.tab.sideAt(s, rec.side)
+	v := l.alg.decide(s, rec, side, t, n, true, true)
+	unlockStored(&l.limiter, s, slot, side, v.allowed())
 	return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
 }
 
@@ -177,8 +184,9 @@ func (l *logLimiter) allowBytesAt(key []byte, t int64) bool {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true, false)
-	unlockStored(&l.limiter, s, slot, v.allowed())
+	side := l.tab.sideAt(s, rec.side)
+	v := l.alg.decide(s, rec, side, t, 1, true, false)
+	unlockStored(&l.limiter, s, slot, side, v.allowed())
 	return v.allowed()
 }
 
@@ -196,8 +204,9 @@ func (l *logLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true, true)
-	unlockStored(&l.limiter, s, slot, v.allowed())
+	side := l.tab.sideAt(s, rec.side)
+	v := l.alg.decide(s, rec, side, t, n, true, true)
+	unlockStored(&l.limiter, s, slot, side, v.allowed())
 	return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
 }
 
@@ -213,8 +222,9 @@ func (l *counterLimiter) allowAt(key string, t int64) bool {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true, false)
-	unlockStored(&l.limiter, s, slot, v.allowed())
+	side := l.tab.sideAt(s, rec.side)
+	v := l.alg.decide(s, rec, side, t, 1, true, false)
+	unlockStored(&l.limiter, s, slot, side, v.allowed())
 	return v.allowed()
 }
 
@@ -232,8 +242,9 @@ func (l *counterLimiter) AllowN(key string, now time.Time, n int) Result {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true, true)
-	unlockStored(&l.limiter, s, slot, v.allowed())
+	side := l.tab.sideAt(s, rec.side)
+	v := l.alg.decide(s, rec, side, t, n, true, true)
+	unlockStored(&l.limiter, s, slot, side, v.allowed())
 	return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
 }
 
@@ -245,8 +256,9 @@ func (l *counterLimiter) allowBytesAt(key []byte, t int64) bool {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true, false)
-	unlockStored(&l.limiter, s, slot, v.allowed())
+	side := l.tab.sideAt(s, rec.side)
+	v := l.alg.decide(s, rec, side, t, 1, true, false)
+	unlockStored(&l.limiter, s, slot, side, v.allowed())
 	return v.allowed()
 }
 
@@ -264,8 +276,9 @@ func (l *counterLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true, true)
-	unlockStored(&l.limiter, s, slot, v.allowed())
+	side := l.tab.sideAt(s, rec.side)
+	v := l.alg.decide(s, rec, side, t, n, true, true)
+	unlockStored(&l.limiter, s, slot, side, v.allowed())
 	return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
 }
 
@@ -281,8 +294,9 @@ func (l *gcraLimiter) allowAt(key string, t int64) bool {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true, false)
-	unlockStored(&l.limiter, s, slot, v.allowed())
+	side := l.tab.sideOf(s, slot)
+	v := l.alg.decide(s, rec, side, t, 1, true, false)
+	unlockStored(&l.limiter, s, slot, side, v.allowed())
 	return v.allowed()
 }
 
@@ -300,8 +314,9 @@ func (l *gcraLimiter) AllowN(key string, now time.Time, n int) Result {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true, true)
-	unlockStored(&l.limiter, s, slot, v.allowed())
+	side := l.tab.sideOf(s, slot)
+	v := l.alg.decide(s, rec, side, t, n, true, true)
+	unlockStored(&l.limiter, s, slot, side, v.allowed())
 	return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
 }
 
@@ -313,8 +328,9 @@ func (l *gcraLimiter) allowBytesAt(key []byte, t int64) bool {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, 1, true, false)
-	unlockStored(&l.limiter, s, slot, v.allowed())
+	side := l.tab.sideOf(s, slot)
+	v := l.alg.decide(s, rec, side, t, 1, true, false)
+	unlockStored(&l.limiter, s, slot, side, v.allowed())
 	return v.allowed()
 }
 
@@ -332,8 +348,9 @@ func (l *gcraLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 	}
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
-	v := l.alg.decide(s, rec, l.tab.sideOf(s, slot), t, n, true, true)
-	unlockStored(&l.limiter, s, slot, v.allowed())
+	side := l.tab.sideOf(s, slot)
+	v := l.alg.decide(s, rec, side, t, n, true, true)
+	unlockStored(&l.limiter, s, slot, side, v.allowed())
 	return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
 }
 

@@ -29,7 +29,12 @@ import (
 //	                     place in the arena), a 7-bit tag of its hash, flags
 //	                     and the algorithm's record; or is empty, or a
 //	                     tombstone
-//	side   []uint32      per-position fixed-size extra state (stride words)
+//	side   []uint32      per-key fixed-size extra state (stride words): for
+//	                     the sliding counter and log a dense slab in the
+//	                     order keys arrived, each record naming its entry
+//	                     (so a record that moves leaves its words in place,
+//	                     and keys seen in arrival order read them in
+//	                     order); for the others one entry per position
 //	arena  []byte        keys longer than 14 bytes
 //
 // A position's home is the hash's top 32 bits scaled to the table's length
@@ -153,7 +158,8 @@ type shard[E any] struct {
 	mu        sync.Mutex
 	defLimit  uint32       // the default limit for keys without their own
 	recs      []slotRec[E] // the table, at least minTable positions
-	side      []uint32     // stride words per position
+	side      []uint32     // stride words per position, or per slab entry (table.byRef)
+	sideFree  []uint32     // free slab entries (table.byRef)
 	arena     []byte
 	used      int    // positions that are not empty (live + tombstones)
 	live      int    // stored keys
@@ -182,8 +188,9 @@ type shard[E any] struct {
 type table[E any] struct {
 	shards      []shard[E]
 	mask        uint64
-	stride      int // side words per slot
-	perShard    int // most keys per shard, 0 for no cap
+	stride      int  // side words per key
+	byRef       bool // side words are a slab entry the record names (algorithm.sideRef)
+	perShard    int  // most keys per shard, 0 for no cap
 	policy      FullPolicy
 	maxKeyBytes int
 	seed        uint64 // secret hash seed, random per limiter
@@ -195,6 +202,8 @@ func (t *table[E]) init(cfg Config, stride int, alg algorithm[E]) {
 	t.shards = make([]shard[E], cfg.Shards)
 	t.mask = uint64(cfg.Shards - 1)
 	t.stride = stride
+	var zero E
+	t.byRef = stride > 0 && alg.sideRef(&zero) != nil
 	t.policy = cfg.WhenFull
 	t.maxKeyBytes = cfg.MaxKeyBytes
 	t.alg = alg
@@ -206,7 +215,7 @@ func (t *table[E]) init(cfg Config, stride int, alg algorithm[E]) {
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.defLimit = uint32(cfg.Limit)
-		s.resetTable(t.stride)
+		t.resetTable(s)
 		s.rng = 0x9E3779B97F4A7C15 ^ uint64(i+1)*0xBF58476D1CE4E5B9
 		s.scratchSd = make([]uint32, stride)
 		s.rings.cur = -1
@@ -314,10 +323,14 @@ func (s *shard[E]) place(h uint64) uint32 {
 	}
 }
 
-// resetTable replaces the table with an empty one of minTable positions.
-func (s *shard[E]) resetTable(stride int) {
+// resetTable replaces the table of s with an empty one of minTable
+// positions.
+func (t *table[E]) resetTable(s *shard[E]) {
 	s.recs = make([]slotRec[E], minTable)
-	s.side = make([]uint32, minTable*stride)
+	s.side, s.sideFree = nil, nil
+	if !t.byRef {
+		s.side = make([]uint32, minTable*t.stride)
+	}
 	s.arena = nil
 	s.used, s.peak, s.deadBytes = 0, s.live, 0
 }
@@ -350,10 +363,26 @@ func insert[E any, K keyBytes](t *table[E], s *shard[E], h uint64, key K, now in
 		binary.LittleEndian.PutUint32(r.key[0:4], uint32(off))
 		binary.LittleEndian.PutUint32(r.key[4:8], uint32(len(key)))
 	}
+	if t.byRef {
+		*t.alg.sideRef(&r.rec) = t.allocSide(s)
+	}
 	s.live++
 	s.peak = max(s.peak, s.live)
 	s.keys.Add(1)
 	return slot, nil
+}
+
+// allocSide returns a slab entry of zero side words for a new key: the
+// last one freed, else a new one at the slab's end. Requires s.mu held.
+func (t *table[E]) allocSide(s *shard[E]) uint32 {
+	if n := len(s.sideFree); n > 0 {
+		ref := s.sideFree[n-1]
+		s.sideFree = s.sideFree[:n-1]
+		return ref
+	}
+	ref := uint32(len(s.side) / t.stride)
+	s.side = append(s.side, make([]uint32, t.stride)...)
+	return ref
 }
 
 // sideOf returns the side words of slot. Requires s.mu held.
@@ -361,7 +390,21 @@ func (t *table[E]) sideOf(s *shard[E], slot uint32) []uint32 {
 	if t.stride == 0 {
 		return nil
 	}
+	if t.byRef {
+		return t.sideAt(s, *t.alg.sideRef(&s.recs[slot].rec))
+	}
 	i := int(slot) * t.stride
+	return s.side[i : i+t.stride : i+t.stride]
+}
+
+// sideAt returns the side words of slab entry ref, for the hot paths of
+// the algorithms whose records name one (nil if stride is 0). Requires s.mu
+// held.
+func (t *table[E]) sideAt(s *shard[E], ref uint32) []uint32 {
+	if t.stride == 0 {
+		return nil
+	}
+	i := int(ref) * t.stride
 	return s.side[i : i+t.stride : i+t.stride]
 }
 
@@ -382,8 +425,11 @@ func (t *table[E]) evict(s *shard[E], slot uint32) {
 		s.syncDropped.Add(lost)
 	}
 	t.alg.release(s, &r.rec)
-	*r = slotRec[E]{klen: deadSlot}
 	clear(t.sideOf(s, slot))
+	if t.byRef {
+		s.sideFree = append(s.sideFree, *t.alg.sideRef(&r.rec))
+	}
+	*r = slotRec[E]{klen: deadSlot}
 	n := uint32(len(s.recs))
 	if s.recs[(slot+1)%n].klen == emptySlot {
 		for i := slot; s.recs[i].klen == deadSlot; i = (i + n - 1) % n {
@@ -495,7 +541,7 @@ func (t *table[E]) sweep(now int64, stop <-chan struct{}) int {
 func (t *table[E]) maybeRebuild(s *shard[E]) {
 	switch {
 	case s.live == 0 && (len(s.recs) > minTable || s.used > 0 || len(s.arena) > 0):
-		s.resetTable(t.stride)
+		t.resetTable(s)
 		s.dirty = nil
 	case s.peak >= 1024 && s.live*4 < s.peak,
 		s.used-s.live > len(s.recs)/4,
@@ -503,6 +549,32 @@ func (t *table[E]) maybeRebuild(s *shard[E]) {
 		t.rebuild(s)
 	}
 	t.alg.compact(s)
+}
+
+// compactSide moves the live keys' slab entries of s to a fresh slab
+// without free entries, in the order they were (the order the keys
+// arrived in, but for reused entries), and points the records at them.
+// Requires s.mu held and t.byRef.
+func (t *table[E]) compactSide(s *shard[E]) {
+	const none = math.MaxUint32
+	owner := make([]uint32, len(s.side)/t.stride) // entry -> position
+	for i := range owner {
+		owner[i] = none
+	}
+	for slot := range s.recs {
+		if s.stored(slot) {
+			owner[*t.alg.sideRef(&s.recs[slot].rec)] = uint32(slot)
+		}
+	}
+	side := make([]uint32, 0, s.live*t.stride)
+	for ref, slot := range owner {
+		if slot == none {
+			continue
+		}
+		*t.alg.sideRef(&s.recs[slot].rec) = uint32(len(side) / t.stride)
+		side = append(side, s.side[ref*t.stride:(ref+1)*t.stride]...)
+	}
+	s.side, s.sideFree = side, nil
 }
 
 // rebuild rebuilds the table of s at the size for its live keys. Requires
@@ -515,7 +587,9 @@ func (t *table[E]) rebuild(s *shard[E]) { t.rehash(s, tableLen(s.live)) }
 func (t *table[E]) rehash(s *shard[E], n int) {
 	old, oldSide, oldArena := s.recs, s.side, s.arena
 	s.recs = make([]slotRec[E], n)
-	s.side = make([]uint32, n*t.stride)
+	if !t.byRef {
+		s.side = make([]uint32, n*t.stride)
+	}
 	if s.deadBytes > 0 {
 		s.arena = make([]byte, 0, len(oldArena)-s.deadBytes)
 	}
@@ -532,11 +606,14 @@ func (t *table[E]) rehash(s *shard[E], n int) {
 			binary.LittleEndian.PutUint32(s.recs[slot].key[0:4], uint32(len(s.arena)))
 			s.arena = append(s.arena, key...)
 		}
-		if t.stride > 0 {
+		if t.stride > 0 && !t.byRef {
 			copy(t.sideOf(s, slot), oldSide[i*t.stride:(i+1)*t.stride])
 		}
 	}
 	s.peak, s.deadBytes = s.live, 0
+	if t.byRef && len(s.sideFree) > 0 && len(s.sideFree) >= s.live/4 {
+		t.compactSide(s)
+	}
 	if y := t.sync; y != nil {
 		// Slots moved: queue again every key with uncollected sync state.
 		s.dirty = s.dirty[:0]

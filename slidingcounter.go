@@ -6,11 +6,12 @@ import (
 )
 
 // counterRec is a SlidingCounter key's state: 40 bytes, plus Buckets+1
-// 4-byte counters in the shard's side storage.
+// 4-byte counters in the shard's side slab.
 type counterRec struct {
 	lim  uint32 // lim word, see ownLimit
 	sum  uint32 // units in all Buckets+1 counters
 	hidx uint32 // counter index of bucket head: head mod (Buckets+1)
+	side uint32 // the key's entry in the shard's side slab: its counters
 	last int64  // latest key time seen, ns
 	skew int64  // key time minus Unix time: grows when the clock steps back
 	head int64  // id of the newest bucket (key time / G) the counters are at
@@ -63,7 +64,7 @@ func NewSlidingCounter(cfg Config) (Limiter, error) {
 }
 
 func (a *slidingCounter) init(r *counterRec, t int64, w uint32) {
-	*r = counterRec{lim: w, last: t}
+	*r = counterRec{lim: w, last: t, side: r.side}
 	a.setHead(r, t/a.bucket)
 }
 
@@ -300,4 +301,5 @@ func (a *slidingCounter) setLimitWord(r *counterRec, w uint32)                  
 func (a *slidingCounter) lastSeen(r *counterRec) int64                                      { return r.last - r.skew }
 func (a *slidingCounter) release(*shard[counterRec], *counterRec)                           {}
 func (a *slidingCounter) compact(*shard[counterRec])                                        {}
+func (a *slidingCounter) sideRef(r *counterRec) *uint32                                     { return &r.side }
 func (a *slidingCounter) syncLayout() *syncLayout                                           { return a.sync }

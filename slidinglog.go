@@ -12,8 +12,8 @@ type logRec struct {
 	cap   uint32 // the ring's capacity, 0 if it has none
 	head  uint32 // ring index of the oldest timestamp
 	count uint32 // timestamps in the ring
-	_     uint32
-	last  int64 // latest instant seen, Unix ns
+	side  uint32 // the key's entry in the shard's side slab (shared only)
+	last  int64  // latest instant seen, Unix ns
 }
 
 // slidingLog keeps one timestamp per admitted unit for the last window and
@@ -72,7 +72,7 @@ func logUnit(w int64) int64 {
 }
 
 func (a *slidingLog) init(r *logRec, t int64, w uint32) {
-	*r = logRec{lim: w, last: t}
+	*r = logRec{lim: w, last: t, side: r.side}
 }
 
 // stamp returns the stored form of instant t, rounded up.
@@ -335,6 +335,7 @@ func (a *slidingLog) limitWord(r *logRec) uint32       { return r.lim }
 func (a *slidingLog) setLimitWord(r *logRec, w uint32) { r.lim = w }
 func (a *slidingLog) lastSeen(r *logRec) int64         { return r.last }
 func (a *slidingLog) syncLayout() *syncLayout          { return a.sync }
+func (a *slidingLog) sideRef(r *logRec) *uint32        { return &r.side }
 
 func (a *slidingLog) release(s *shard[logRec], r *logRec) {
 	if r.cap > 0 {

@@ -68,8 +68,13 @@ func sideWord(v uint32, k int) uint32 { return v*2654435761 + uint32(k)*40503 + 
 func checkShape[E any](tb testing.TB, tab *table[E], s *shard[E]) map[string]uint32 {
 	tb.Helper()
 	n := len(s.recs)
-	if n < minTable || len(s.side) != n*tab.stride {
+	if n < minTable || !tab.byRef && len(s.side) != n*tab.stride {
 		tb.Fatalf("table of %d positions, %d side words (stride %d)", n, len(s.side), tab.stride)
+	}
+	if tab.byRef {
+		checkSideSlab(tb, tab, s)
+	} else if len(s.sideFree) != 0 {
+		tb.Fatalf("%d free slab entries in a table without a slab", len(s.sideFree))
 	}
 	if 16*s.used > 13*n {
 		tb.Fatalf("used %d of %d positions: above 13/16, a probe may not end", s.used, n)
@@ -90,7 +95,11 @@ func checkShape[E any](tb testing.TB, tab *table[E], s *shard[E]) map[string]uin
 				tb.Fatalf("position %d (klen %d) keeps flags %#x", i, r.klen, r.flags)
 			}
 			// insert hands out a position's side words as they are: they
-			// must be zero wherever no key is stored.
+			// must be zero wherever no key is stored (checkSideSlab checks
+			// a slab's free entries).
+			if tab.byRef {
+				continue
+			}
 			for k, w := range tab.sideOf(s, uint32(i)) {
 				if w != 0 {
 					tb.Fatalf("position %d (klen %d): side word %d is %d, not 0", i, r.klen, k, w)
@@ -162,6 +171,53 @@ func checkShape[E any](tb testing.TB, tab *table[E], s *shard[E]) map[string]uin
 		}
 	}
 	return keys
+}
+
+// checkSideSlab checks the side slab of s: every entry is owned by exactly
+// one stored key or is free, and a free entry's words are zero, as
+// allocSide hands them out. Requires s.mu held and tab.byRef.
+func checkSideSlab[E any](tb testing.TB, tab *table[E], s *shard[E]) {
+	tb.Helper()
+	if len(s.side)%tab.stride != 0 {
+		tb.Fatalf("slab of %d words, stride %d", len(s.side), tab.stride)
+	}
+	entries := len(s.side) / tab.stride
+	owner := make([]int, entries)
+	for i := range owner {
+		owner[i] = -1
+	}
+	for slot := range s.recs {
+		if !s.stored(slot) {
+			continue
+		}
+		ref := int(*tab.alg.sideRef(&s.recs[slot].rec))
+		if ref >= entries {
+			tb.Fatalf("position %d names slab entry %d of %d", slot, ref, entries)
+		}
+		if owner[ref] >= 0 {
+			tb.Fatalf("slab entry %d named by positions %d and %d", ref, owner[ref], slot)
+		}
+		owner[ref] = slot
+	}
+	for _, ref := range s.sideFree {
+		if int(ref) >= entries {
+			tb.Fatalf("free slab entry %d of %d", ref, entries)
+		}
+		if owner[ref] != -1 {
+			tb.Fatalf("free slab entry %d also named by position %d (or freed twice)", ref, owner[ref])
+		}
+		owner[ref] = -2
+		for k, w := range tab.sideAt(s, ref) {
+			if w != 0 {
+				tb.Fatalf("free slab entry %d: word %d is %d, not 0", ref, k, w)
+			}
+		}
+	}
+	for ref, o := range owner {
+		if o == -1 {
+			tb.Fatalf("slab entry %d is neither owned nor free (leaked)", ref)
+		}
+	}
 }
 
 // tableModel is what the model test expects stored: key -> lim word.
@@ -237,7 +293,9 @@ var hashModes = []struct {
 }
 
 // modelTables returns the tables the model test runs on: the four
-// algorithms and two sync layouts (side words with a dirty list).
+// algorithms and three sync layouts (side words with a dirty list: per
+// position for the fixed window, in a slab for the sliding counter and
+// log).
 func modelTables(t *testing.T) []struct {
 	name     string
 	allModes bool
@@ -266,13 +324,15 @@ func modelTables(t *testing.T) []struct {
 			}
 		}})
 	}
-	for _, alg := range []Algorithm{FixedWindow, SlidingCounter} {
+	for _, alg := range []Algorithm{FixedWindow, SlidingCounter, SlidingLog} {
 		out = append(out, entry{"shared-" + alg.String(), alg == SlidingCounter, func(t *testing.T, seed uint64, mode int) {
 			l, _ := newSharedT(t, cfg(alg))
 			switch l := l.(type) {
 			case *fixedLimiter:
 				runTableModel(t, &l.tab, seed, mode)
 			case *counterLimiter:
+				runTableModel(t, &l.tab, seed, mode)
+			case *logLimiter:
 				runTableModel(t, &l.tab, seed, mode)
 			}
 		}})
@@ -1151,5 +1211,45 @@ func TestTableMakeRoomFindsEvictableKeys(t *testing.T) {
 				t.Errorf("ErrTooManyKeys with an evictable key stored: %d/200 limiters missed the idle key (RejectNewKeys), %d/4000 new keys rejected (EvictLeastRecent)", idleMiss, lruMiss)
 			}
 		})
+	}
+}
+
+// The sliding counter's side slab gives its memory back: after most keys
+// went idle and a sweep evicted them, the rebuilt shard's slab holds about
+// the survivors' words, not the peak's, and the survivors keep their
+// counters (a key's counters moved with it or the Peek would differ).
+func TestTableSideSlabShrinks(t *testing.T) {
+	cfg := Config{Algorithm: SlidingCounter, Limit: 40, Window: 10 * time.Second, Buckets: 10, Shards: 1, JanitorInterval: -1}
+	l := mustNew(t, cfg).(*counterLimiter)
+	defer l.Close()
+	t0 := time.Unix(1_700_000_000, 0)
+	keep := keyPool("keep", 100)
+	for i, k := range keep {
+		l.AllowN(k, t0.Add(30*time.Second), 1+i%7)
+	}
+	for _, k := range keyPool("gone", 10_000) {
+		l.AllowN(k, t0, 1)
+	}
+	end := t0.Add(35 * time.Second) // "gone" keys are idle, "keep" keys not
+	want := map[string]Result{}
+	for _, k := range keep {
+		want[k] = l.Peek(k, end, 0)
+	}
+	s := &l.tab.shards[0]
+	peak := len(s.side)
+	if n := l.Sweep(end); n != 10_000 {
+		t.Fatalf("swept %d keys, want 10000", n)
+	}
+	s.mu.Lock()
+	checkShape(t, &l.tab, s)
+	words, capWords := len(s.side), cap(s.side)
+	s.mu.Unlock()
+	if stride := l.tab.stride; words != len(keep)*stride || capWords > 2*len(keep)*stride {
+		t.Fatalf("slab after the sweep: %d words (capacity %d), peak %d; want %d", words, capWords, peak, len(keep)*stride)
+	}
+	for _, k := range keep {
+		if got := l.Peek(k, end, 0); got != want[k] {
+			t.Fatalf("key %q: %+v after the sweep, want %+v", k, got, want[k])
+		}
 	}
 }
