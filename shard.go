@@ -155,33 +155,42 @@ func (s *shard[E]) stepCheck(slot uint32, last, t int64, consume bool) int64 {
 // shard is one lock stripe of the table. Fields below mu are guarded by mu;
 // the atomic counters may be read without it.
 type shard[E any] struct {
+	// What every decision reads and none writes (written only when the
+	// table grows or is rebuilt, a limit changes or a long key arrives),
+	// on cache lines of its own, a pad away from mu and the counters that
+	// every decision writes: another core's decision in this shard then
+	// leaves these lines in this core's cache, so the lookup's address is
+	// known, and its cache miss under way, while mu's line is still on its
+	// way from the other core.
+	recs     []slotRec[E] // the table, at least minTable positions
+	side     []uint32     // stride words per position, or per slab entry (table.byRef)
+	defLimit uint32       // the default limit for keys without their own
+	emitLim  uint32       // the limit emitQ and emitR are for (see emission)
+	emitQ    uint64
+	emitR    uint64
+	arena    []byte
+	seed     uint64   // the table's hash seed
+	_        [64]byte // whatever the shard's alignment
+
 	mu        sync.Mutex
-	defLimit  uint32       // the default limit for keys without their own
-	recs      []slotRec[E] // the table, at least minTable positions
-	side      []uint32     // stride words per position, or per slab entry (table.byRef)
-	sideFree  []uint32     // free slab entries (table.byRef)
-	arena     []byte
-	used      int    // positions that are not empty (live + tombstones)
-	live      int    // stored keys
-	peak      int    // most keys stored since the table was built
-	deadBytes int    // arena bytes of evicted keys
-	rng       uint64 // xorshift state for sampling
-	seed      uint64 // the table's hash seed
-	emitLim   uint32 // the limit emitQ and emitR are for (see emission)
-	emitQ     uint64
-	emitR     uint64
-	scratch   E // a fresh record for peeks at missing keys
+	allowed   uint64   // under mu
+	denied    uint64   // under mu
+	sideFree  []uint32 // free slab entries (table.byRef)
+	used      int      // positions that are not empty (live + tombstones)
+	live      int      // stored keys
+	peak      int      // most keys stored since the table was built
+	deadBytes int      // arena bytes of evicted keys
+	rng       uint64   // xorshift state for sampling
+	scratch   E        // a fresh record for peeks at missing keys
 	scratchSd []uint32
 	rings     ringPool // ring buffers of SlidingLog keys
 	dirty     []uint32 // slots with sync state to collect (see shared.go)
 
-	allowed     uint64 // under mu
-	denied      uint64 // under mu
 	evicted     atomic.Uint64
 	keys        atomic.Int64
 	syncDropped atomic.Uint64
 
-	_ [64]byte // keeps the next shard's mutex off this shard's last line
+	_ [64]byte // keeps the next shard's first lines off this shard's last
 }
 
 // table is the sharded key table shared by the four algorithms.

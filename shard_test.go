@@ -3,10 +3,11 @@ package shardlimit
 import (
 	"fmt"
 	"strings"
-
-	"github.com/zeebo/xxh3"
 	"testing"
 	"time"
+	"unsafe"
+
+	"github.com/zeebo/xxh3"
 )
 
 // White-box tests of the key table.
@@ -182,5 +183,32 @@ func TestCollectAfterRebuild(t *testing.T) {
 	fl := collectAll(tab)
 	if len(fl) != 1 || fl[0].Key != "survivor" || fl[0].Deltas[0] != 2 {
 		t.Fatalf("after a rebuild collected %+v", fl)
+	}
+}
+
+// The fields every decision reads stay off the cache lines of the mutex and
+// counters that every decision writes, whatever the shard's alignment: a
+// decision on another core then costs this core the mutex's line only, not
+// the table's address too (MillionKeysParallel at GOMAXPROCS 2 measured
+// 11-15% faster than with both on one line).
+func TestShardKeepsReadFieldsOffWrittenLines(t *testing.T) {
+	check := func(name string, readEnd, mu, size uintptr) {
+		t.Helper()
+		if mu < readEnd+64 {
+			t.Errorf("%s: read-mostly fields end at byte %d, mu starts at %d: under a cache line apart", name, readEnd, mu)
+		}
+		if size < mu+64 {
+			t.Errorf("%s: shard of %d bytes, mu at %d", name, size, mu)
+		}
+	}
+	var f shard[fixedRec]
+	check("fixed", unsafe.Offsetof(f.seed)+unsafe.Sizeof(f.seed), unsafe.Offsetof(f.mu), unsafe.Sizeof(f))
+	var c shard[counterRec]
+	check("counter", unsafe.Offsetof(c.seed)+unsafe.Sizeof(c.seed), unsafe.Offsetof(c.mu), unsafe.Sizeof(c))
+	for _, off := range []uintptr{unsafe.Offsetof(f.recs), unsafe.Offsetof(f.side), unsafe.Offsetof(f.defLimit),
+		unsafe.Offsetof(f.emitLim), unsafe.Offsetof(f.emitQ), unsafe.Offsetof(f.emitR), unsafe.Offsetof(f.arena)} {
+		if off > unsafe.Offsetof(f.seed) {
+			t.Errorf("a read-mostly field at byte %d, after seed (%d): the check above misses it", off, unsafe.Offsetof(f.seed))
+		}
 	}
 }
