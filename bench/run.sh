@@ -168,6 +168,8 @@ elapsed=$(($(date +%s) - start))
 	echo "Every table states each limiter against the fastest peer of the same run"
 	echo "(\"× reference\": below 1 is faster than the fastest peer). A scenario and its"
 	echo "\"Now\" twin share the reference: the fastest peer however it reads the time."
+	echo "\"× same call\" compares like with like where the two differ: the fastest peer"
+	echo "of the scenario itself (for Allow, a peer's Allow with its own clock read)."
 	echo "Memory compares B/key with the fewest of the peers that keep the full key."
 	echo "Medians from benchstat; the full benchstat output with confidence intervals"
 	echo "follows the tables. See bench/README.md for what each scenario measures."

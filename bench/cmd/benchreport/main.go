@@ -8,7 +8,10 @@
 // (HotKey and HotKeyNow) form one group with the same GOMAXPROCS: the
 // fastest peer of the group is the reference of both, since the targets
 // compare an explicit-now call with the fastest peer however it reads time.
-// For BenchmarkMemory the reference is the fewest B/key among peers that
+// A second ratio, "× same call", compares like with like: against the
+// fastest peer of the scenario itself (a peer's Allow with its clock read
+// for Allow, its explicit-now call for AllowAt), where the scenario has a
+// peer. For BenchmarkMemory the reference is the fewest B/key among peers that
 // keep the full key (httprate keeps a 64-bit hash only).
 //
 // Usage:
@@ -144,7 +147,8 @@ func write(w io.Writer, rows []*row) {
 		v    float64
 		name string
 	}
-	refs := map[string]ref{}
+	refs := map[string]ref{}  // by group
+	sames := map[string]ref{} // by scenario and GOMAXPROCS
 	for _, r := range rows {
 		unit := refUnit(r)
 		v, has := r.vals[unit]
@@ -154,6 +158,10 @@ func write(w io.Writer, rows []*row) {
 		g := group(r)
 		if cur, seen := refs[g]; !seen || v < cur.v {
 			refs[g] = ref{v, r.scenario + "/" + r.limiter}
+		}
+		k := r.scenario + "-" + r.procs
+		if cur, seen := sames[k]; !seen || v < cur.v {
+			sames[k] = ref{v, r.limiter}
 		}
 	}
 	var scenarios []string
@@ -169,15 +177,26 @@ func write(w io.Writer, rows []*row) {
 		rs := byScenario[s]
 		unit := refUnit(rs[0])
 		rf, hasRef := refs[group(rs[0])]
+		same, hasSame := sames[rs[0].scenario+"-"+rs[0].procs]
+		// One ratio column when the two references are the same row.
+		twoRatios := hasSame && same.name != "" && rf.name != rs[0].scenario+"/"+same.name
 		fmt.Fprintf(w, "### %s\n\n", s)
-		if hasRef {
+		switch {
+		case hasRef && twoRatios:
+			fmt.Fprintf(w, "Reference: %s, %s %s; same call: %s, %s %s.\n\n", rf.name, num(rf.v), unit, same.name, num(same.v), unit)
+		case hasRef:
 			fmt.Fprintf(w, "Reference: %s, %s %s.\n\n", rf.name, num(rf.v), unit)
-		} else {
+		default:
 			fmt.Fprintf(w, "No peer measured: no ratio.\n\n")
 		}
 		cols := columns(rs)
-		fmt.Fprintf(w, "| limiter | %s | × reference |\n", strings.Join(cols, " | "))
-		fmt.Fprintf(w, "|---|%s---:|\n", strings.Repeat("---:|", len(cols)))
+		if twoRatios {
+			fmt.Fprintf(w, "| limiter | %s | × reference | × same call |\n", strings.Join(cols, " | "))
+			fmt.Fprintf(w, "|---|%s---:|---:|\n", strings.Repeat("---:|", len(cols)))
+		} else {
+			fmt.Fprintf(w, "| limiter | %s | × reference |\n", strings.Join(cols, " | "))
+			fmt.Fprintf(w, "|---|%s---:|\n", strings.Repeat("---:|", len(cols)))
+		}
 		for _, r := range rs {
 			name := r.limiter
 			if ours(name) {
@@ -189,11 +208,20 @@ func write(w io.Writer, rows []*row) {
 					cells[i] = num(v)
 				}
 			}
-			ratio := ""
-			if v, ok := r.vals[unit]; ok && hasRef && rf.v > 0 && r.limiter != "none" {
-				ratio = fmt.Sprintf("%.2f", v/rf.v)
+			ratio, sameRatio := "", ""
+			if v, ok := r.vals[unit]; ok && r.limiter != "none" {
+				if hasRef && rf.v > 0 {
+					ratio = fmt.Sprintf("%.2f", v/rf.v)
+				}
+				if hasSame && same.v > 0 {
+					sameRatio = fmt.Sprintf("%.2f", v/same.v)
+				}
 			}
-			fmt.Fprintf(w, "| %s | %s | %s |\n", name, strings.Join(cells, " | "), ratio)
+			if twoRatios {
+				fmt.Fprintf(w, "| %s | %s | %s | %s |\n", name, strings.Join(cells, " | "), ratio, sameRatio)
+			} else {
+				fmt.Fprintf(w, "| %s | %s | %s |\n", name, strings.Join(cells, " | "), ratio)
+			}
 		}
 		fmt.Fprintln(w)
 	}
