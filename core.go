@@ -102,8 +102,9 @@ func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int
 		if !ok {
 			var err error
 			if slot, err = insert(&l.tab, s, h, key, t); err != nil {
+				lim := int(s.defLimit) // guarded by mu
 				s.mu.Unlock()
-				return Result{Limit: int(s.defLimit), Err: err}
+				return Result{Limit: lim, Err: err}
 			}
 			l.alg.init(s.rec(slot), t, s.defLimit)
 		} else {

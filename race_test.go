@@ -1,6 +1,8 @@
 package shardlimit
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -165,7 +167,7 @@ func TestCaseB24ConcurrentChaos(t *testing.T) {
 			}
 			w := int64(window)
 			for key, as := range byKey {
-				slices.SortFunc(as, func(a, b admission) int { return int(a.at - b.at) })
+				slices.SortFunc(as, func(a, b admission) int { return cmp.Compare(a.at, b.at) })
 				for i, first := range as {
 					// Units admitted in [first.at, first.at+W), and in the
 					// window-aligned (fixed) or bucket-aligned (counter)
@@ -242,4 +244,25 @@ func TestConcurrentDistinctKeysAndSweeps(t *testing.T) {
 	if n := <-swept; n == 0 {
 		t.Fatal("the sweeper evicted nothing: the test did not race sweeps against inserts")
 	}
+}
+
+// A new key refused by a full table reports the default limit, which
+// SetDefaultLimit changes under the shard's lock: decideKey read it after
+// unlocking, a data race under -race.
+func TestFullTableErrorDoesNotRaceSetDefaultLimit(t *testing.T) {
+	l := mustNew(t, Config{Algorithm: FixedWindow, Limit: 5, Window: time.Minute, Shards: 1, MaxKeys: 1})
+	l.AllowN("resident", at(0), 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 2000 {
+			l.SetDefaultLimit(5 + i%2)
+		}
+	}()
+	for i := range 2000 {
+		if r := l.AllowN(fmt.Sprint("new", i), at(1), 1); !errors.Is(r.Err, ErrTooManyKeys) || r.Limit < 5 {
+			t.Fatalf("%+v", r)
+		}
+	}
+	<-done
 }
