@@ -152,16 +152,18 @@ func (s *shard[E]) stepCheck(slot uint32, last, t int64, consume bool) int64 {
 	return t
 }
 
-// shard is one lock stripe of the table. Fields below mu are guarded by mu;
-// the atomic counters may be read without it.
+// shard is one lock stripe of the table. Every field but the atomic
+// counters is guarded by mu, those above it included.
 type shard[E any] struct {
-	// What every decision reads and none writes (written only when the
-	// table grows or is rebuilt, a limit changes or a long key arrives),
-	// on cache lines of its own, a pad away from mu and the counters that
-	// every decision writes: another core's decision in this shard then
-	// leaves these lines in this core's cache, so the lookup's address is
-	// known, and its cache miss under way, while mu's line is still on its
-	// way from the other core.
+	// What every decision reads and a decision on a stored key does not
+	// write (written when the table grows or is rebuilt, a new key takes a
+	// slab entry or arena bytes, the default limit changes, or GCRA
+	// decides for a limit other than the last one it cached), on cache
+	// lines of their own, a pad away from mu and the counters that every
+	// decision writes: another core's decision in this shard then leaves
+	// these lines in this core's cache, so the lookup's address is known,
+	// and its cache miss under way, while mu's line is still on its way
+	// from the other core.
 	recs     []slotRec[E] // the table, at least minTable positions
 	side     []uint32     // stride words per position, or per slab entry (table.byRef)
 	defLimit uint32       // the default limit for keys without their own
@@ -353,7 +355,7 @@ func insert[E any, K keyBytes](t *table[E], s *shard[E], h uint64, key K, now in
 		return 0, ErrTooManyKeys
 	}
 	off := len(s.arena)
-	if len(key) > inlineKey && off > math.MaxUint32-len(key) {
+	if len(key) > inlineKey && uint64(off)+uint64(len(key)) > math.MaxUint32 {
 		// The arena's offsets are 32-bit: 4 GiB of long keys in one shard.
 		return 0, ErrTooManyKeys
 	}
@@ -575,7 +577,9 @@ func (t *table[E]) compactSide(s *shard[E]) {
 			owner[*t.alg.sideRef(&s.recs[slot].rec)] = uint32(slot)
 		}
 	}
-	side := make([]uint32, 0, s.live*t.stride)
+	// Room for a quarter more keys: a compaction during an insert's growth
+	// is followed by that key's allocSide.
+	side := make([]uint32, 0, (s.live+s.live/4+1)*t.stride)
 	for ref, slot := range owner {
 		if slot == none {
 			continue
@@ -591,8 +595,9 @@ func (t *table[E]) compactSide(s *shard[E]) {
 func (t *table[E]) rebuild(s *shard[E]) { t.rehash(s, tableLen(s.live)) }
 
 // rehash moves the live keys of s into a fresh table of n positions,
-// dropping tombstones, and into a fresh arena if any of its bytes are dead.
-// Requires s.mu held.
+// dropping tombstones, and into a fresh arena if any of its bytes are dead;
+// it compacts the side slab when free entries are a fifth of it or more
+// (at least a quarter as many as live keys). Requires s.mu held.
 func (t *table[E]) rehash(s *shard[E], n int) {
 	old, oldSide, oldArena := s.recs, s.side, s.arena
 	s.recs = make([]slotRec[E], n)
