@@ -355,10 +355,10 @@ func TestCaseB16NegativeCost(t *testing.T) {
 			{3, 2, true, 0, 0},
 			{4, 0, true, 0, 0},
 		})
-		wantErr(t, l.AllowN("k", at(5), math.MinInt64).Err, ErrInvalidCost)
+		wantErr(t, l.AllowN("k", at(5), math.MinInt).Err, ErrInvalidCost)
 		wantErr(t, l.Peek("k", at(5), -1).Err, ErrInvalidCost)
 		if p := l.Peek("k", at(5), 0); p.Remaining != 0 {
-			t.Fatalf("%v: state changed by MinInt64: %+v", alg, p)
+			t.Fatalf("%v: state changed by MinInt: %+v", alg, p)
 		}
 	}
 }

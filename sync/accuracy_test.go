@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	stdsync "sync"
@@ -86,7 +87,7 @@ func TestSharedAccuracy(t *testing.T) {
 				schedule[n] = append(schedule[n], arrival{at: at, key: k})
 			}
 		}
-		slices.SortFunc(schedule[n], func(a, b arrival) int { return int(a.at - b.at) })
+		slices.SortFunc(schedule[n], func(a, b arrival) int { return cmp.Compare(a.at, b.at) })
 	}
 
 	type result struct {

@@ -356,8 +356,8 @@ func TestCaseB16NegativeCostExact(t *testing.T) {
 		t.Fatalf("n=-2: %+v", r)
 	}
 	runSteps(t, e, "k", []step{{2, 0, true, 2, 0}, {3, 3, false, 2, 57}, {3, 2, true, 0, 0}, {4, 0, true, 0, 0}})
-	if r := e.AllowN("k", at(4*time.Second), math.MinInt64); !errors.Is(r.Err, shardlimit.ErrInvalidCost) {
-		t.Fatalf("n=MinInt64: %+v", r)
+	if r := e.AllowN("k", at(4*time.Second), math.MinInt); !errors.Is(r.Err, shardlimit.ErrInvalidCost) {
+		t.Fatalf("n=MinInt: %+v", r)
 	}
 	runSteps(t, e, "k", []step{{4, 0, true, 0, 0}})
 }
