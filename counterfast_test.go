@@ -7,14 +7,15 @@ import (
 	"time"
 )
 
-// The sliding counter's allow decides the common case (no skew, an instant
-// at or after the key's latest, still in its newest bucket) without calling
-// decide. From every state the clock rules produce (jitter, stale callers,
-// steps back and the skew they leave, bucket rotations, bans) it must leave
-// the key exactly as decide(..., consume true, full false) does and return
-// decide's verdict. The reference model test never steps time back, so this
-// is where the shortcut's guards are tested.
-func TestSlidingCounterAllowMatchesDecide(t *testing.T) {
+// The sliding counter's allow and decideN decide the common case (no skew,
+// an instant at or after the key's latest, still in its newest bucket)
+// without calling decide. From every state the clock rules produce (jitter,
+// stale callers, steps back and the skew they leave, bucket rotations, bans)
+// each must leave the key exactly as decide(..., consume true, full false
+// or true) does and return decide's verdict, every number of it for
+// decideN. The reference model test never steps time back, so this is where
+// the shortcuts' guards are tested.
+func TestSlidingCounterShortcutsMatchDecide(t *testing.T) {
 	var shortcut, skewed, behind, rotated int
 	for _, buckets := range []int{1, 3, 10} {
 		for seed := range uint64(30) {
@@ -62,6 +63,19 @@ func TestSlidingCounterAllowMatchesDecide(t *testing.T) {
 				default:
 					shortcut++
 				}
+				// decideN and decide(full) from the same state, then allow
+				// and decide(bool) from it, which goes on.
+				full := l.alg.decideN(s, rec, side, at, n)
+				rf, cf := *rec, slices.Clone(side)
+				*rec = r0
+				copy(side, c0)
+				if want := l.alg.decide(s, rec, side, at, n, true, true); full != want || *rec != rf || !slices.Equal(side, cf) {
+					s.mu.Unlock()
+					t.Fatalf("buckets %d seed %d, cost %d at %d from %+v %v:\ndecideN: %+v %+v %v\ndecide:  %+v %+v %v",
+						buckets, seed, n, at, r0, c0, full, rf, cf, want, *rec, side)
+				}
+				*rec = r0
+				copy(side, c0)
 				got := l.alg.allow(s, rec, side, at, n)
 				r1, c1 := *rec, slices.Clone(side)
 				*rec = r0

@@ -181,6 +181,44 @@ func (a *slidingCounter) allow(s *shard[counterRec], r *counterRec, side []uint3
 	return true
 }
 
+// decideN is decide(s, r, side, t, n, true, true) for n > 0, with allow's
+// shortcut: the Result's numbers without decide's call and spills when
+// allow's conditions hold.
+func (a *slidingCounter) decideN(s *shard[counterRec], r *counterRec, side []uint32, t int64, n int) verdict {
+	if a.sync != nil || r.skew != 0 || t < r.last || t-r.head*a.bucket >= a.bucket {
+		return a.decide(s, r, side, t, n, true, true)
+	}
+	c := side[:a.buckets+1]
+	r.last = t
+	lim := effectiveLimit(r.lim, s.defLimit)
+	if lim != 0 {
+		r.lim = r.lim&^limitMask | lim
+	}
+	j, hi := r.head, int(r.hidx)
+	delta := t - j*a.bucket
+	sum := int64(r.sum)
+	straddler := int64(c[a.next(hi)])
+	est := sum - straddler
+	if straddler != 0 {
+		est += int64(mulDivCeil(uint64(straddler), uint64(a.bucket-delta), uint64(a.bucket)))
+	}
+	allowed := false
+	var retry time.Duration
+	switch {
+	case int64(n) > int64(lim):
+		retry = Never
+	case est+int64(n) <= int64(lim):
+		allowed = true
+		est += int64(n)
+		c[hi] += uint32(n)
+		r.sum += uint32(n)
+	default:
+		retry = time.Duration(a.admitAt(j, hi, c, nil, sum, t, int64(n), int64(lim)) - t)
+	}
+	reset := time.Duration(a.resetAt(j, hi, c, nil, int64(r.sum)) - t)
+	return makeVerdict(allowed, lim, int(max(0, int64(lim)-est)), reset, retry)
+}
+
 func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, side []uint32, t int64, n int, consume, full bool) verdict {
 	c := side[:a.buckets+1]
 	kt, from := a.advance(r, c, t)
