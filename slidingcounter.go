@@ -153,12 +153,18 @@ func (a *slidingCounter) fits(straddler, delta, rest, n, lim int64) bool {
 	return xh < kh || xh == kh && xl <= kl
 }
 
-// allow is decide(s, r, side, t, n, true, false).allowed() for n > 0: it
-// decides without a call (and the spills one costs) when the key has no
-// skew, t is at or after its latest instant and still in its newest
-// bucket, and the limiter is not shared, the common case for a busy key.
+// shortcut reports whether allow and decideN may decide at t without
+// decide: the limiter is not shared, the key has no skew, and t is at or
+// after its latest instant and still in its newest bucket (advance would
+// change nothing but last), the common case for a busy key.
+func (a *slidingCounter) shortcut(r *counterRec, t int64) bool {
+	return a.sync == nil && r.skew == 0 && t >= r.last && t-r.head*a.bucket < a.bucket
+}
+
+// allow is decide(s, r, side, t, n, true, false).allowed() for n > 0,
+// without a call (and the spills one costs) when shortcut holds.
 func (a *slidingCounter) allow(s *shard[counterRec], r *counterRec, side []uint32, t int64, n int) bool {
-	if a.sync != nil || r.skew != 0 || t < r.last || t-r.head*a.bucket >= a.bucket {
+	if !a.shortcut(r, t) {
 		return a.decide(s, r, side, t, n, true, false).allowed()
 	}
 	c := side[:a.buckets+1]
@@ -167,12 +173,8 @@ func (a *slidingCounter) allow(s *shard[counterRec], r *counterRec, side []uint3
 	if lim != 0 {
 		r.lim = r.lim&^limitMask | lim
 	}
-	hi := r.hidx
-	si := hi + 1
-	if si > uint32(a.buckets) {
-		si = 0
-	}
-	straddler := int64(c[si])
+	hi := int(r.hidx)
+	straddler := int64(c[a.next(hi)])
 	if int64(n) > int64(lim) || !a.fits(straddler, t-r.head*a.bucket, int64(r.sum)-straddler, int64(n), int64(lim)) {
 		return false
 	}
@@ -181,11 +183,10 @@ func (a *slidingCounter) allow(s *shard[counterRec], r *counterRec, side []uint3
 	return true
 }
 
-// decideN is decide(s, r, side, t, n, true, true) for n > 0, with allow's
-// shortcut: the Result's numbers without decide's call and spills when
-// allow's conditions hold.
+// decideN is decide(s, r, side, t, n, true, true) for n > 0: the Result's
+// numbers without decide's call and spills when shortcut holds.
 func (a *slidingCounter) decideN(s *shard[counterRec], r *counterRec, side []uint32, t int64, n int) verdict {
-	if a.sync != nil || r.skew != 0 || t < r.last || t-r.head*a.bucket >= a.bucket {
+	if !a.shortcut(r, t) {
 		return a.decide(s, r, side, t, n, true, true)
 	}
 	c := side[:a.buckets+1]
