@@ -18,7 +18,7 @@ import (
 //  1. one Allow for each of user:0 .. user:999, then two flushes: zero item
 //     errors, the script calls reached every master, and every key's
 //     counter is 1;
-//  2. a master is killed while every key takes a second unit and the
+//  2. a master is killed, then every key takes a second unit while the
 //     reconciler keeps flushing: the flushes for the dead master's slots
 //     fail until a replica has taken over, then recover on their own, and
 //     every counter becomes exactly 2 (items never sent are retried;
@@ -90,14 +90,18 @@ func TestCaseB23SharedCluster(t *testing.T) {
 	for _, m := range masters {
 		waitReplicated(t, m)
 	}
-	killed := make(chan string, 1)
-	go func() { killed <- cl.KillMaster(masters[0]) }()
+	// The master is dead before the second units are taken, and no replica
+	// can take over for ClusterNodeTimeout (1 s), twenty flush intervals:
+	// the flushes of the dead master's keys must fail first. (Killing it
+	// concurrently let the units reach Redis before the kill, and the test
+	// then did not test the failover.)
+	awaitTakeover := cl.StopMaster(masters[0])
 	for _, k := range keys {
 		if r := s.AllowN(k, now, 1); !r.Allowed {
 			t.Fatalf("%s during the failover: %+v", k, r)
 		}
 	}
-	t.Logf("killed master %s; %s took over", masters[0], <-killed)
+	t.Logf("killed master %s; %s took over", masters[0], awaitTakeover())
 	eventually(t, 30*time.Second, func() string {
 		got, err := readCounters(t, client, s, keys, id)
 		if err != nil {

@@ -222,6 +222,17 @@ func (c *Cluster) WaitReady(timeout time.Duration) {
 // sees a healthy cluster again. It returns the address of the new master.
 func (c *Cluster) KillMaster(addr string) string {
 	c.t.Helper()
+	return c.StopMaster(addr)()
+}
+
+// StopMaster kills (SIGKILL) the master at addr and returns once the
+// process has exited, before any replica can take over (that takes at
+// least ClusterNodeTimeout). The returned function waits, at most 30 s,
+// until one of the master's replicas has taken over its slots and every
+// live node sees a healthy cluster again, and returns the new master's
+// address. Use it to act while the master is known to be down.
+func (c *Cluster) StopMaster(addr string) (awaitTakeover func() string) {
+	c.t.Helper()
 	s := c.nodes[addr]
 	if s == nil {
 		c.t.Fatalf("redistest: %s is not a node of this cluster", addr)
@@ -246,14 +257,17 @@ func (c *Cluster) KillMaster(addr string) string {
 		c.t.Fatalf("redistest: %s is not a master with a replica", addr)
 	}
 	s.Stop()
-	c.WaitReady(30 * time.Second)
-	for _, a := range c.Masters() {
-		for _, r := range replicas {
-			if a == r {
-				return a
+	return func() string {
+		c.t.Helper()
+		c.WaitReady(30 * time.Second)
+		for _, a := range c.Masters() {
+			for _, r := range replicas {
+				if a == r {
+					return a
+				}
 			}
 		}
+		c.t.Fatalf("redistest: no replica of %s became master", addr)
+		return ""
 	}
-	c.t.Fatalf("redistest: no replica of %s became master", addr)
-	return ""
 }
