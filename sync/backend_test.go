@@ -357,9 +357,8 @@ func TestBackendNoScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(3)
-	time.Sleep(50 * time.Millisecond)
 	var seq []string
-	for _, cmd := range m.Stop() {
+	for _, cmd := range m.Sync(t) {
 		switch name := strings.ToUpper(cmd[0]); name {
 		case "EVALSHA", "EVAL":
 			seq = append(seq, name)

@@ -73,10 +73,9 @@ func TestCaseB23SharedCluster(t *testing.T) {
 			t.Fatalf("counter of %s = %d, want 1", keys[i], v)
 		}
 	}
-	time.Sleep(100 * time.Millisecond) // MONITOR's copy of the last commands
 	for i, m := range mons {
 		calls := 0
-		for _, cmd := range m.Stop() {
+		for _, cmd := range m.Sync(t) {
 			if name := strings.ToUpper(cmd[0]); name == "EVALSHA" || name == "EVAL" {
 				calls++
 			}

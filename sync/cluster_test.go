@@ -69,11 +69,10 @@ func TestCaseB23Cluster(t *testing.T) {
 	checkCounters(t, client, b, items, 1)
 
 	// Step 2: every script call's keys are in one slot, on every master.
-	time.Sleep(100 * time.Millisecond)
 	seen := 0
 	for i, m := range mons {
 		calls := 0
-		for _, cmd := range m.Stop() {
+		for _, cmd := range m.Sync(t) {
 			name := strings.ToUpper(cmd[0])
 			if name != "EVALSHA" && name != "EVAL" {
 				continue

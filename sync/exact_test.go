@@ -944,8 +944,7 @@ func TestCaseB13Step5ExactClose(t *testing.T) {
 	if err := e.SetLimit("k", 1); !errors.Is(err, shardlimit.ErrClosed) {
 		t.Fatalf("SetLimit after Close: %v", err)
 	}
-	time.Sleep(100 * time.Millisecond)
-	for _, cmd := range m.Stop() {
+	for _, cmd := range m.Sync(t) {
 		for _, a := range cmd {
 			if strings.Contains(a, "close:") || strings.EqualFold(a, "evalsha") {
 				t.Fatalf("command after Close: %q", cmd)
@@ -974,8 +973,8 @@ func TestExactDenialWritesNothing(t *testing.T) {
 		}
 		e.Peek("k", now, 1)
 		e.Peek("fresh", now, 1)
-		time.Sleep(50 * time.Millisecond)
-		cmds := m.Stop()
+		cmds := m.Sync(t)
+		m.Stop()
 		if len(cmds) < 4 {
 			t.Fatalf("%v: MONITOR saw only %q", cfg.Algorithm, cmds)
 		}

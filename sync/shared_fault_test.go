@@ -529,9 +529,8 @@ func TestCaseB13Step5SharedClose(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond) // MONITOR's copy of the last commands
-	atClose := len(m.Commands())
-	time.Sleep(200 * time.Millisecond)
+	atClose := len(m.Sync(t))
+	time.Sleep(200 * time.Millisecond) // anything the library still sent would show up by now
 	cmds := m.Stop()
 	// One EVALSHA per key; on this fresh server each is answered NOSCRIPT
 	// and sent once more as EVAL, which loads the script.

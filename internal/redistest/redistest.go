@@ -262,12 +262,23 @@ func (s *Server) Pid() int {
 // Monitor collects the commands a Redis receives, through MONITOR on a
 // connection of its own.
 type Monitor struct {
+	addr string
 	conn net.Conn
 	done chan struct{}
 
-	mu   sync.Mutex
-	cmds [][]string
-	err  error
+	mu     sync.Mutex
+	cmds   [][]string
+	err    error
+	synced map[string]int // sync marker -> len(cmds) when MONITOR showed it
+}
+
+// syncMarker prefixes the ECHO argument Sync sends; the collector keeps
+// such commands out of Commands.
+const syncMarker = "redistest-monitor-sync:"
+
+var syncSeq struct {
+	sync.Mutex
+	n int
 }
 
 // StartMonitor sends MONITOR to the Redis at addr and collects every
@@ -289,7 +300,7 @@ func StartMonitor(t testing.TB, addr string) *Monitor {
 		t.Fatalf("redistest: monitor %s: %v", addr, err)
 	}
 	_ = c.SetDeadline(time.Time{})
-	m := &Monitor{conn: c, done: make(chan struct{})}
+	m := &Monitor{addr: addr, conn: c, done: make(chan struct{}), synced: map[string]int{}}
 	go m.read(r)
 	t.Cleanup(func() { m.Stop() })
 	return m
@@ -307,7 +318,11 @@ func (m *Monitor) read(r *bufio.Reader) {
 		}
 		if args, ok := ParseMonitorLine(line); ok {
 			m.mu.Lock()
-			m.cmds = append(m.cmds, args)
+			if len(args) == 2 && strings.EqualFold(args[0], "ECHO") && strings.HasPrefix(args[1], syncMarker) {
+				m.synced[args[1]] = len(m.cmds)
+			} else {
+				m.cmds = append(m.cmds, args)
+			}
 			m.mu.Unlock()
 		}
 	}
@@ -318,6 +333,45 @@ func (m *Monitor) Commands() [][]string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([][]string(nil), m.cmds...)
+}
+
+// Sync returns once the monitor has collected every command the server
+// executed before Sync was called, and returns those commands. It sends
+// an ECHO with a unique marker on a connection of its own and waits, at
+// most 10 s, for MONITOR to show it: the server feeds its monitors in the
+// order it executes commands, so everything before the marker is in. The
+// marker never appears in Commands. It fails the test when the server
+// does not answer or the marker does not show up in time; use it instead
+// of sleeping for MONITOR to catch up.
+func (m *Monitor) Sync(t testing.TB) [][]string {
+	t.Helper()
+	syncSeq.Lock()
+	syncSeq.n++
+	marker := syncMarker + strconv.Itoa(syncSeq.n)
+	syncSeq.Unlock()
+	if _, err := Do(m.addr, "ECHO", marker); err != nil {
+		t.Fatalf("redistest: monitor sync with %s: %v", m.addr, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m.mu.Lock()
+		n, ok := m.synced[marker]
+		err := m.err
+		var cmds [][]string
+		if ok {
+			cmds = append(cmds, m.cmds[:n]...)
+		}
+		m.mu.Unlock()
+		switch {
+		case ok:
+			return cmds
+		case err != nil:
+			t.Fatalf("redistest: monitor of %s stopped before the sync marker: %v", m.addr, err)
+		case time.Now().After(deadline):
+			t.Fatalf("redistest: MONITOR of %s did not show the sync marker within 10s", m.addr)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // Stop ends the capture and returns every command collected. It is

@@ -142,13 +142,19 @@ func TestMonitor(t *testing.T) {
 	if _, err := Do(s.Addr, "SET", "a{b}", "x y"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for time.Now().Before(deadline) && len(m.Commands()) == 0 {
-		time.Sleep(10 * time.Millisecond)
+	// Sync alone waits for the SET: no sleep, no poll.
+	if cmds := m.Sync(t); len(cmds) != 1 || !reflect.DeepEqual(cmds[0], []string{"SET", "a{b}", "x y"}) {
+		t.Fatalf("monitor saw %q before the first sync", cmds)
+	}
+	if _, err := Do(s.Addr, "GET", "a{b}"); err != nil {
+		t.Fatal(err)
+	}
+	if cmds := m.Sync(t); len(cmds) != 2 || cmds[1][0] != "GET" {
+		t.Fatalf("monitor saw %q before the second sync", cmds)
 	}
 	cmds := m.Stop()
-	if len(cmds) != 1 || !reflect.DeepEqual(cmds[0], []string{"SET", "a{b}", "x y"}) {
-		t.Fatalf("monitor saw %q", cmds)
+	if len(cmds) != 2 {
+		t.Fatalf("Stop returned %q: the sync markers must not be in it", cmds)
 	}
 }
 
