@@ -3,6 +3,7 @@ package shardlimit
 import (
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -570,8 +571,11 @@ func TestSlidingLogDurationsOffTheResolutionGrid(t *testing.T) {
 		t.Fatalf("reset after %v, want 1m", r.ResetAfter)
 	}
 	l.AllowN("k", now.Add(time.Second), 1)
+	// The first unit is stamped 0.1234568 s and counts until 60.1234568 s:
+	// RetryAfter from 2.123456789 s is 58 s and 11 ns, not the 58 s the
+	// rounded-up now would give, which was 11 ns early (CASES.md C9).
 	r := l.AllowN("k", now.Add(2*time.Second), 1)
-	if r.Allowed || ceilSeconds(r.RetryAfter) != 58 || r.RetryAfter <= 0 {
+	if r.Allowed || r.RetryAfter != 58*time.Second+11*time.Nanosecond {
 		t.Fatalf("%+v", r)
 	}
 	// Never early: the unit counts until its stamp plus W.
@@ -580,5 +584,54 @@ func TestSlidingLogDurationsOffTheResolutionGrid(t *testing.T) {
 	}
 	if !l.Peek("k", now.Add(time.Minute+100*time.Nanosecond), 1).Allowed {
 		t.Fatal("still denied one resolution step after the minute")
+	}
+}
+
+// TestRetryAfterIsTheFirstAdmittingInstant: for every algorithm, a denied
+// request (a peek, or an AllowN) made again exactly RetryAfter later is
+// admitted, and made a nanosecond sooner is not (CASES.md C9), at random instants off every
+// resolution grid (windows of a second, a minute, an hour and a year; the
+// sliding log's timestamps step 1 ns, 100 ns, 10 µs and 100 ms there).
+func TestRetryAfterIsTheFirstAdmittingInstant(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(7, 11))
+	for _, alg := range []Algorithm{FixedWindow, SlidingLog, SlidingCounter, GCRA} {
+		for _, w := range []time.Duration{time.Second, time.Minute, time.Hour, 365 * 24 * time.Hour} {
+			l := mustNew(t, Config{Algorithm: alg, Limit: 3, Window: w, JanitorInterval: -1})
+			denials := 0
+			for trial := range 300 {
+				key := strconv.Itoa(trial)
+				now := at(float64(rnd.IntN(1000))).Add(time.Duration(rnd.Int64N(int64(w))))
+				for range 3 {
+					now = now.Add(time.Duration(rnd.Int64N(int64(w / 50))))
+					l.AllowN(key, now, 1)
+				}
+				now = now.Add(time.Duration(rnd.Int64N(int64(w / 50))))
+				n := 1 + rnd.IntN(3)
+				r := l.Peek(key, now, n)
+				if trial%2 == 0 {
+					// A denied AllowN moves the key's latest instant.
+					r = l.AllowN(key, now, n)
+				}
+				if r.Allowed {
+					continue
+				}
+				denials++
+				if r.RetryAfter <= 0 || r.RetryAfter == Never {
+					t.Fatalf("%v W=%v: denied with RetryAfter %v", alg, w, r.RetryAfter)
+				}
+				// In this order: a peek at an instant before the key's
+				// latest is decided at the latest (the clock rule).
+				if p := l.Peek(key, now.Add(r.RetryAfter-time.Nanosecond), n); p.Allowed {
+					t.Fatalf("%v W=%v n=%d: admitted a nanosecond before RetryAfter %v", alg, w, n, r.RetryAfter)
+				}
+				if p := l.Peek(key, now.Add(r.RetryAfter), n); !p.Allowed {
+					t.Fatalf("%v W=%v n=%d: denied again RetryAfter %v later: %+v", alg, w, n, r.RetryAfter, p)
+				}
+			}
+			if denials < 100 {
+				t.Fatalf("%v W=%v: only %d of 300 trials were denied; the test tests little", alg, w, denials)
+			}
+			l.Close()
+		}
 	}
 }

@@ -96,6 +96,38 @@ func TestSharedGCRAIsExactOnly(t *testing.T) {
 	}
 }
 
+// TestSharedSlidingLogRetryOffGrid: the newest local unit of a shared log
+// stops counting exactly W after its instant (the key is cleared then),
+// up to one resolution step before its rounded-up stamp would expire, and
+// the RetryAfter a peek reports with remote units waiting lands on that
+// instant, not on the stamp's.
+func TestSharedSlidingLogRetryOffGrid(t *testing.T) {
+	l, tab := newSharedT(t, Config{Algorithm: SlidingLog, Limit: 4, Window: time.Minute, Buckets: 60})
+	s := at(0.5).Add(37) // stamped 63 ns later, on the 100 ns grid
+	l.AllowN("k", s, 1)
+	fl := collectAll(tab)
+	totals := make([]int64, len(fl[0].Deltas))
+	totals[len(totals)-1] = 6 // 5 remote units in bucket 0 = [0 s, 1 s)
+	tab.Apply(&fl[0], totals)
+	r := l.Peek("k", at(5), 1)
+	if r.Allowed {
+		t.Fatalf("%+v", r)
+	}
+	// Bucket 0's 5 remote units fade over [60 s, 61 s): at s+W = 60.5 s
+	// plus 37 ns they weigh ceil(5 * 0.499999963) = 3, so 3 + 1 fit the
+	// limit of 4 once the local unit is gone, and not a nanosecond before.
+	want := s.Add(time.Minute).Sub(at(5))
+	if r.RetryAfter != want {
+		t.Fatalf("retry after %v, want %v", r.RetryAfter, want)
+	}
+	if p := l.Peek("k", at(5).Add(r.RetryAfter-1), 1); p.Allowed {
+		t.Fatalf("admitted before retry-after %v", r.RetryAfter)
+	}
+	if p := l.Peek("k", at(5).Add(r.RetryAfter), 1); !p.Allowed {
+		t.Fatalf("not admitted at retry-after %v", r.RetryAfter)
+	}
+}
+
 func TestSharedSlidingLogRetryWithRemote(t *testing.T) {
 	l, tab := newSharedT(t, Config{Algorithm: SlidingLog, Limit: 4, Window: 10 * time.Second})
 	l.AllowN("k", at(0.5), 1)

@@ -40,10 +40,13 @@ type slidingLog struct {
 // that is at least W/2^30: 1 ns for windows up to about 1 s, 100 ns for a
 // minute, 10 µs for an hour, 100 ms for a year. They are rounded up, so a
 // unit counts at least W and at most one resolution step longer: the log
-// never admits early. ResetAfter and RetryAfter are measured from now
-// rounded up to the resolution, so a unit admitted now reports exactly W;
-// for a now between two resolution steps a call exactly RetryAfter later
-// may still be early by less than one step.
+// never admits early. RetryAfter is exact: the same request made
+// RetryAfter after now is admitted, and one made a nanosecond sooner is
+// not (CASES.md C9). It includes the part of a step a stamp was rounded up
+// by, so for instants between two steps a wait of whole seconds can read
+// as the next second in a Retry-After header. ResetAfter is measured from
+// now rounded up to the resolution, so a unit admitted now reports a reset
+// of exactly W (CASES.md C7).
 //
 // It returns an error wrapping ErrInvalidConfig if cfg is invalid (the
 // limit may be at most MaxSlidingLogLimit). The limiter is safe for
@@ -134,10 +137,21 @@ func (a *slidingLog) advance(s *shard[logRec], r *logRec, t int64, consume bool)
 }
 
 func (a *slidingLog) decide(s *shard[logRec], r *logRec, side []uint32, t int64, n int, consume, full bool) verdict {
+	last := r.last // what a peek leaves in the key's record
 	te, t := a.advance(s, r, t, consume)
-	// Durations are measured from t rounded up to the timestamp resolution,
+	if consume {
+		last = r.last
+	}
+	// advance drops every timestamp once the key's latest instant is a
+	// window old, which for a newest unit between two resolution steps is
+	// up to one step before its stamp's expiry: nothing counts from
+	// last+W on.
+	clearAt := last + a.window
+	// ResetAfter is measured from t rounded up to the timestamp resolution,
 	// the instant a unit admitted at t is stamped with, so a fresh unit's
 	// reset is exactly W and a whole-second window reads as whole seconds.
+	// RetryAfter is measured from t itself: t+RetryAfter is the first
+	// instant the request fits (CASES.md C9).
 	var tu int64
 	if full {
 		tu = (t + a.unit - 1) / a.unit * a.unit
@@ -183,11 +197,11 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, side []uint32, t int64,
 	case !full:
 		// Denied: the bool-returning caller needs no RetryAfter.
 	case remote > 0:
-		retry = until(a.admitAtShared(s, r, side, te, int64(n), int64(lim)), t, tu)
+		retry = time.Duration(a.admitAtShared(s, r, side, te, clearAt, int64(n), int64(lim)) - t)
 	default:
 		// The (used+n-lim)-th oldest timestamp must expire first.
 		i := wrap(r.head+uint32(used+int64(n)-int64(lim))-1, r.cap)
-		retry = until(a.expiry(te, s.rings.ring(r.ref, r.cap)[i]), t, tu)
+		retry = time.Duration(min(a.expiry(te, s.rings.ring(r.ref, r.cap)[i]), clearAt) - t)
 	}
 	remaining = int(max(0, int64(lim)-used))
 	switch {
@@ -226,9 +240,9 @@ func until(x, t, tu int64) time.Duration {
 
 // admitAtShared returns the earliest instant >= te at which n units fit
 // with the other nodes' units of a shared key: local units in the window
-// plus the remote estimate, both non-increasing in time, so a binary search
-// over (te, te+W+G] finds it.
-func (a *slidingLog) admitAtShared(s *shard[logRec], r *logRec, side []uint32, te, n, lim int64) int64 {
+// (none from clearAt on) plus the remote estimate, both non-increasing in
+// time, so a binary search over (te, te+W+G] finds it.
+func (a *slidingLog) admitAtShared(s *shard[logRec], r *logRec, side []uint32, te, clearAt, n, lim int64) int64 {
 	var buf []uint32
 	if r.count > 0 {
 		buf = s.rings.ring(r.ref, r.cap)
@@ -237,6 +251,9 @@ func (a *slidingLog) admitAtShared(s *shard[logRec], r *logRec, side []uint32, t
 		// Local units still counted at instant at: the ring is in time
 		// order, so count the expired prefix by binary search.
 		lo, hi := uint32(0), r.count
+		if at >= clearAt {
+			lo = hi
+		}
 		for lo < hi {
 			mid := lo + (hi-lo)/2
 			if a.expiry(te, buf[(r.head+mid)%r.cap]) <= at {
