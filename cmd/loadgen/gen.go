@@ -242,7 +242,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	var pacers sync.WaitGroup
 	for _, st := range g.streams {
-		pacers.Go(func() { g.pace(runCtx, st) })
+		pacers.Go(func() { g.pace(ctx, runCtx, st) })
 	}
 	pacers.Wait()
 	stopped := min(time.Since(g.start), cfg.Duration)
@@ -269,9 +269,13 @@ func preflight(ctx context.Context, t target, timeout time.Duration) error {
 	return c.Close()
 }
 
-// pace sends st's requests on schedule until they are all sent or ctx is
-// done.
-func (g *gen) pace(ctx context.Context, st *streamState) {
+// pace sends st's requests on schedule until they are all sent, ctx (the
+// caller's) is done, or runCtx (the duration) ends while a send waits for a
+// slot. Every planned send is scheduled before the duration ends, so a pacer
+// that wakes up late (the process was not scheduled) still sends: it is
+// counted late, not missed; only a send still waiting for a slot when the
+// duration ends is missed.
+func (g *gen) pace(ctx, runCtx context.Context, st *streamState) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for i := 0; i < st.planned; i++ {
@@ -285,11 +289,19 @@ func (g *gen) pace(ctx context.Context, st *streamState) {
 			}
 		}
 		select {
-		case g.slots <- struct{}{}:
-		case <-ctx.Done():
-			return
+		case g.slots <- struct{}{}: // a free slot: no wait, whatever the time
+		default:
+			select {
+			case g.slots <- struct{}{}:
+			case <-runCtx.Done():
+				return
+			}
+			if runCtx.Err() != nil { // both were ready: the deadline wins
+				<-g.slots
+				return
+			}
 		}
-		if ctx.Err() != nil { // both were ready: the deadline wins
+		if ctx.Err() != nil {
 			<-g.slots
 			return
 		}
@@ -365,7 +377,9 @@ func errText(err error) string {
 	return err.Error()
 }
 
-// progress writes a line of totals every cfg.ProgressEvery until done.
+// progress writes a line of totals every cfg.ProgressEvery until done. A
+// tick that came before done but lost the race with it still gets its
+// line, so a run gets one line per period it lasted.
 func (g *gen) progress(done <-chan struct{}) {
 	t := time.NewTicker(g.cfg.ProgressEvery)
 	defer t.Stop()
@@ -376,22 +390,27 @@ func (g *gen) progress(done <-chan struct{}) {
 	var lastSent int64
 	last := g.start
 	for {
+		var now time.Time
 		select {
 		case <-done:
-			return
-		case now := <-t.C:
-			var sent, ok, denied, other, failed int64
-			for _, st := range g.streams {
-				sent += st.sent.Load()
-				ok += st.admitted.Load()
-				denied += st.denied.Load()
-				other += st.other.Load()
-				failed += st.failed.Load()
+			select {
+			case now = <-t.C:
+			default:
+				return
 			}
-			rps := float64(sent-lastSent) / now.Sub(last).Seconds()
-			lastSent, last = sent, now
-			fmt.Fprintf(g.cfg.Progress, "loadgen %4.0fs  sent %d/%d  2xx %d  429 %d  other %d  errors %d  %.0f req/s\n",
-				now.Sub(g.start).Seconds(), sent, planned, ok, denied, other, failed, rps)
+		case now = <-t.C:
 		}
+		var sent, ok, denied, other, failed int64
+		for _, st := range g.streams {
+			sent += st.sent.Load()
+			ok += st.admitted.Load()
+			denied += st.denied.Load()
+			other += st.other.Load()
+			failed += st.failed.Load()
+		}
+		rps := float64(sent-lastSent) / now.Sub(last).Seconds()
+		lastSent, last = sent, now
+		fmt.Fprintf(g.cfg.Progress, "loadgen %4.0fs  sent %d/%d  2xx %d  429 %d  other %d  errors %d  %.0f req/s\n",
+			now.Sub(g.start).Seconds(), sent, planned, ok, denied, other, failed, rps)
 	}
 }

@@ -87,7 +87,13 @@ func TestLimitsHold(t *testing.T) {
 	}
 
 	under := stream(t, r, "b", "/slog")
-	if under.Denied != 0 || under.Admitted != under.Sent || under.MaxSliding.Admitted > 4 {
+	// 3/s on schedule puts at most 4 sends in any second; sends that left
+	// late (the process was not scheduled) may bunch, up to the limit.
+	maxUnder := int64(4)
+	if under.Late > 0 {
+		maxUnder = under.Limit
+	}
+	if under.Denied != 0 || under.Admitted != under.Sent || under.MaxSliding.Admitted > maxUnder {
 		t.Errorf("b /slog at 3/s under 5/s: %d sent, %d admitted, %d denied, max sliding %d", under.Sent, under.Admitted, under.Denied, under.MaxSliding.Admitted)
 	}
 
@@ -206,7 +212,10 @@ func TestSlowServer(t *testing.T) {
 	if s.Admitted != s.Sent || s.Latency.P50 < 150 {
 		t.Errorf("%d of %d admitted, p50 %.1f ms", s.Admitted, s.Sent, s.Latency.P50)
 	}
-	if el := time.Since(start); el > 1500*time.Millisecond {
+	// The duration plus the answers in flight (150 ms each), with room for
+	// a loaded machine; waiting for the 27 or so sends that never left
+	// would take 40 x 150 ms / 2 = 3 s.
+	if el := time.Since(start); el > 2*time.Second {
 		t.Errorf("run took %v; want the duration plus one answer", el)
 	}
 	var text strings.Builder
@@ -224,15 +233,21 @@ func TestInterrupt(t *testing.T) {
 	t.Parallel()
 	url := server{rules: shortRules}.start(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(400*time.Millisecond, cancel)
-	start := time.Now()
+	canceled := make(chan time.Time, 1)
+	time.AfterFunc(400*time.Millisecond, func() { canceled <- time.Now(); cancel() })
 	r := mustRun(t, ctx, testConfig(url, "a:/slog=20/s", 10*time.Second))
-	if el := time.Since(start); el > 2*time.Second {
-		t.Errorf("interrupted run took %v", el)
+	at := <-canceled
+	if el := time.Since(at); el > 2*time.Second {
+		t.Errorf("interrupted run returned %v after the cancel", el)
 	}
 	s := stream(t, r, "a", "/slog")
-	if !r.Interrupted || s.Sent < 6 || s.Sent > 11 || s.Missed > 1 || s.Admitted != 5 {
-		t.Errorf("interrupted %v, sent %d, missed %d, admitted %d; want true, about 8, 0, 5", r.Interrupted, s.Sent, s.Missed, s.Admitted)
+	// The sends due before the cancel (about 8 when the timer is on time)
+	// left or are counted missed (a pacer the machine kept waiting); none
+	// left after it, bar the one due at that instant.
+	due := int64(plannedSends(20, at.Sub(r.Started)))
+	if !r.Interrupted || s.Sent == 0 || s.Sent > due+1 || s.Sent+s.Missed < due || s.Admitted != min(5, s.Sent) {
+		t.Errorf("interrupted %v, sent %d and missed %d of %d due before the cancel, admitted %d; want true, about 8, 0, 5",
+			r.Interrupted, s.Sent, s.Missed, due, s.Admitted)
 	}
 }
 
@@ -246,8 +261,11 @@ func TestCLI(t *testing.T) {
 		c.ProgressEvery = 400 * time.Millisecond
 	}}
 
+	// A 1 s log would admit a 6th send that left 100 ms late; a minute's
+	// admits exactly 5 of the 10 whatever the scheduling.
+	minute := server{rules: `{"rules": [{"name": "slog", "path": "/slog", "algorithm": "sliding_log", "limit": 5, "window": "1m"}]}`}.start(t)
 	var stdout, stderr syncBuffer
-	err := run(context.Background(), []string{"-url", url, "-duration", "1s", "-clients", "client-9:/slog=10/s", "-json"}, &stdout, &stderr, quick)
+	err := run(context.Background(), []string{"-url", minute, "-duration", "1s", "-clients", "client-9:/slog=10/s", "-json"}, &stdout, &stderr, quick)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
@@ -259,8 +277,11 @@ func TestCLI(t *testing.T) {
 		r.Streams[0].Limit != 5 || r.Streams[0].MaxSliding == nil || r.Streams[0].MaxSliding.Admitted != 5 {
 		t.Errorf("-json report: %+v", r)
 	}
-	if p := stderr.String(); !strings.HasPrefix(p, "loadgen    0s  sent ") || !strings.Contains(p, "/10  2xx ") || strings.Count(p, "\n") != 2 {
-		t.Errorf("progress on stderr: want two lines (at 0.4 s and 0.8 s), got %q", p)
+	// A line every 0.4 s until the last answer: two (0.4 s, 0.8 s), or one
+	// more for each 0.4 s the run overran its second.
+	if p, most := stderr.String(), int(r.ElapsedS/0.4); !strings.HasPrefix(p, "loadgen    0s  sent ") || !strings.Contains(p, "/10  2xx ") ||
+		strings.Count(p, "\n") < 2 || strings.Count(p, "\n") > max(2, most) {
+		t.Errorf("progress on stderr: want two lines (at 0.4 s and 0.8 s; at most %d in %.2f s), got %q", max(2, most), r.ElapsedS, p)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
