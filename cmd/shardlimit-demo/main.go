@@ -93,6 +93,7 @@ type hooks struct {
 	reloaded func(err error)                         // called after each SIGHUP
 	server   func(*fasthttp.Server)                  // adjusts the server before it starts
 	limiter  func(rule string, l shardlimit.Limiter) // sees each Redis-shared limiter built
+	exact    time.Duration                           // Timeout of the GCRA rules' sync.Exact; 0: its default
 }
 
 // run parses args, serves until ctx is done or a terminating signal
@@ -135,6 +136,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 			return err
 		}
 		sh.built = h.limiter
+		sh.exactTimeout = h.exact
 		defer sh.close()
 	}
 	mw, err := newMiddleware(rules, alg, h.clock, sh)
@@ -237,6 +239,8 @@ type redisSync struct {
 	flush  time.Duration
 	log    io.Writer
 	built  func(rule string, l shardlimit.Limiter) // if set, sees each limiter built
+
+	exactTimeout time.Duration // ExactConfig.Timeout; 0: DefaultTimeout
 }
 
 // newRedisSync connects to the Redis at addr. A Redis that does not answer
@@ -286,7 +290,7 @@ func (sh *redisSync) newLimiter(rule string, cfg shardlimit.Config) (shardlimit.
 	var l shardlimit.Limiter
 	var err error
 	if cfg.Algorithm == shardlimit.GCRA {
-		l, err = shardsync.NewExact(sh.client, shardsync.ExactConfig{Config: cfg, Prefix: prefix, OnStateChange: logChange})
+		l, err = shardsync.NewExact(sh.client, shardsync.ExactConfig{Config: cfg, Prefix: prefix, Timeout: sh.exactTimeout, OnStateChange: logChange})
 	} else {
 		l, err = shardsync.NewShared(sh.client, shardsync.SharedConfig{
 			Config:        cfg,

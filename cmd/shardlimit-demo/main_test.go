@@ -86,6 +86,10 @@ func startDemoClock(t *testing.T, clock mwtest.Clock, args ...string) *demo {
 		ready:    func(a net.Addr) { ready <- a },
 		reloaded: func(err error) { d.reloaded <- err },
 		server:   func(s *fasthttp.Server) { s.MaxIdleWorkerDuration = 50 * time.Millisecond },
+		// Tests of decisions must not fall back to the local limiter
+		// because a loaded machine under -race kept a Redis call past the
+		// 50 ms default.
+		exact: 5 * time.Second,
 		limiter: func(_ string, l shardlimit.Limiter) {
 			if s, ok := l.(*shardsync.Shared); ok {
 				d.shared <- s
