@@ -310,30 +310,66 @@ func TestSharedUnknownUnitsHealedWithoutTraffic(t *testing.T) {
 	})
 }
 
+// gatedBackend is a store that never answers: each Add reports that it
+// started (on started), waits until the test sends on release (or ctx
+// ends), then returns MaybeApplied, as a timeout would; Time always fails.
+type gatedBackend struct {
+	started chan struct{}
+	release chan struct{}
+	times   atomic.Int64
+}
+
+func (g *gatedBackend) Add(ctx context.Context, items []Item, out []ItemResult) []ItemResult {
+	select {
+	case g.started <- struct{}{}:
+	case <-ctx.Done():
+	}
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+	}
+	out = out[:0]
+	for range items {
+		out = append(out, ItemResult{Outcome: MaybeApplied, Err: context.DeadlineExceeded})
+	}
+	return out
+}
+
+func (g *gatedBackend) Read(context.Context, string, int64, int, []int64) ([]int64, error) {
+	return nil, errDown
+}
+
+func (g *gatedBackend) Time(context.Context) (time.Time, error) {
+	g.times.Add(1)
+	return time.Time{}, errDown
+}
+
 // TestSharedProbesAfterAFailedFlush: a flush fails and its units' bucket
 // ends before the next one, so nothing is left to send; the reconciler
-// still probes the store and becomes Degraded.
+// still probes the store and becomes Degraded. The store is gated, so the
+// bucket ends while the one failing flush is in flight, whatever the
+// scheduling.
 func TestSharedProbesAfterAFailedFlush(t *testing.T) {
-	p := redistest.StartProxy(t, redistest.RequireRedis(t))
-	p.SetMode(redistest.Blackhole)
+	gb := &gatedBackend{started: make(chan struct{}), release: make(chan struct{})}
 	clock := shardlimit.NewManualClock(at(time.Second))
 	ch := newChanges()
-	s := newShared(t, newClient(t, p.Addr), SharedConfig{
+	s := newShared(t, nil, SharedConfig{
 		Config:        shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 10, Window: time.Minute, Clock: clock},
-		FlushInterval: 5 * time.Millisecond, FlushTimeout: 30 * time.Millisecond, FailAfter: 3,
+		Backend:       gb,
+		FlushInterval: 5 * time.Millisecond, FlushTimeout: 10 * time.Second, FailAfter: 3,
 		OnStateChange: ch.record,
 	})
 	s.AllowN("k", clock.Now(), 1)
-	eventually(t, 3*time.Second, func() string {
-		if s.SharedStats().FailedFlushes == 0 {
-			return "no failed flush"
-		}
-		return ""
-	})
-	clock.Advance(2 * time.Minute) // the unit's window is over: dropped
-	ch.wait(t, Degraded, 3*time.Second)
-	if st := s.SharedStats(); st.FailedFlushes > 2 || st.Pending != 0 {
-		t.Errorf("stats %+v: want the probe, not flushes, to have tripped it", st)
+	select {
+	case <-gb.started: // the reconciler's first flush holds k's unit
+	case <-time.After(10 * time.Second):
+		t.Fatal("no flush within 10s")
+	}
+	clock.Advance(2 * time.Minute) // the unit's window is over: dropped from now on
+	gb.release <- struct{}{}       // that flush fails
+	ch.wait(t, Degraded, 10*time.Second)
+	if st := s.SharedStats(); st.FailedFlushes != 1 || st.Pending != 0 || gb.times.Load() < 2 {
+		t.Errorf("stats %+v, %d probes: want one failed flush, then the probes to have tripped it", st, gb.times.Load())
 	}
 }
 
