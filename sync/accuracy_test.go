@@ -42,10 +42,13 @@ type issued struct {
 // on bucket boundaries, where the algorithm's own guarantee is exact):
 //
 //   - the largest admitted/limit never exceeds DESIGN.md's bound
-//     min(N*L, L + (N-1)*R*D), D = 2T + d, d the largest flush latency the
-//     nodes measured (SharedStats.MaxLatency) and R the largest rate at
-//     which one node was offered a key over any interval of length D;
-//   - at 2x it is at most 1.05;
+//     min(N*L, L + (N-1)*R*D), D = 2T + d, T the longest time between two
+//     flushes of a node (SharedStats.MaxFlushGap: the interval, stretched
+//     on a loaded machine), d the largest flush latency the nodes measured
+//     (SharedStats.MaxLatency) and R the largest rate at which one node
+//     was offered a key over any interval of length D;
+//   - at 2x it is at most 1.05, when the nodes kept to their schedule
+//     (T at most twice the interval, d at most one);
 //   - at 1.2x at least 0.95 of the limit is admitted (no double counting).
 //
 // The windows are aligned to the run by an offset clock, so one full window
@@ -131,21 +134,26 @@ func TestSharedAccuracy(t *testing.T) {
 	}
 	wg.Wait()
 	for _, res := range results {
-		var d time.Duration
+		var d, gap time.Duration
 		for _, s := range res.lims {
 			st := s.SharedStats()
 			d = max(d, st.MaxLatency)
+			gap = max(gap, st.MaxFlushGap)
 			if st.ItemErrors != 0 || st.State != Healthy {
 				t.Errorf("%v: stats %+v", res.alg, st)
 			}
 		}
 		a := accuracy{nodes: nodes, limit: limit, window: window, buckets: buckets,
-			origin: origin, delay: 2*interval + d, log: res.log[:]}
+			origin: origin, delay: 2*max(gap, interval) + d, log: res.log[:]}
+		nominal := gap <= 2*interval && d <= interval
 		if res.alg == shardlimit.FixedWindow {
 			a.buckets = 1
 		}
 		t.Run(res.alg.String(), func(t *testing.T) {
-			t.Logf("D = 2T + d = 2*%v + %v = %v", interval, d, a.delay)
+			t.Logf("D = 2T + d = 2*%v + %v = %v (flush interval %v)", max(gap, interval), d, a.delay, interval)
+			if !nominal {
+				t.Logf("the nodes fell behind their schedule: the 1.05x check is skipped, the bound holds it")
+			}
 			for l, load := range loads {
 				for k := l * keysPer; k < (l+1)*keysPer; k++ {
 					admitted, full, rate := a.measure(k)
@@ -155,7 +163,7 @@ func TestSharedAccuracy(t *testing.T) {
 					if float64(admitted) > bound {
 						t.Errorf("%s: %d admitted in one window, above the bound %.1f", keyName(k), admitted, bound)
 					}
-					if load >= 2 && float64(admitted) > 1.05*limit {
+					if load >= 2 && nominal && float64(admitted) > 1.05*limit {
 						t.Errorf("%s offered %.1fx: %d admitted in one window, above 1.05x the limit", keyName(k), load, admitted)
 					}
 					if load <= 1.2 && float64(full) < 0.95*limit {

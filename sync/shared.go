@@ -81,6 +81,7 @@ type SharedStats struct {
 	LastKeys      int           // keys in the last flush
 	LastLatency   time.Duration // duration of the last flush
 	MaxLatency    time.Duration // longest flush
+	MaxFlushGap   time.Duration // longest time between the starts of two flushes while Healthy: FlushInterval plus the flush between and any lateness of the goroutine's timer
 	SentUnits     uint64        // units sent and applied
 	RetriedUnits  uint64        // units that provably did not reach the store, sent again later
 	UnknownUnits  uint64        // units whose reply was lost (healed by the next flush's floor)
@@ -103,7 +104,8 @@ type SharedStats struct {
 // Accuracy: a node reads the store's totals for the keys it decided since
 // its last flush, so for a key it decides at least once per flush interval
 // it sees the others at most D = 2*FlushInterval + d late (d a flush's round
-// trip), and with N nodes each offered R units/s for a key a window admits
+// trip; on a loaded machine FlushInterval stretches to what
+// SharedStats.MaxFlushGap reports), and with N nodes each offered R units/s for a key a window admits
 // at most min(N*L, L + (N-1)*R*D) units, plus units lost to store faults. A
 // key a node has not decided for a while is brought up to date by the flush
 // after its next decision, so a burst after a gap can overshoot by up to
@@ -157,6 +159,7 @@ type Shared struct {
 	trips, recoveries                              atomic.Uint64
 	lastKeys                                       atomic.Int64
 	lastLatency, maxLatency, offset                atomic.Int64
+	maxGap                                         atomic.Int64
 
 	closed     atomic.Bool
 	closeOnce  stdsync.Once
@@ -384,6 +387,7 @@ func (s *Shared) SharedStats() SharedStats {
 		LastKeys:      int(s.lastKeys.Load()),
 		LastLatency:   time.Duration(s.lastLatency.Load()),
 		MaxLatency:    time.Duration(s.maxLatency.Load()),
+		MaxFlushGap:   time.Duration(s.maxGap.Load()),
 		SentUnits:     s.sentUnits.Load(),
 		RetriedUnits:  s.retried.Load(),
 		UnknownUnits:  s.unknown.Load(),
@@ -452,11 +456,18 @@ func (s *Shared) run() {
 	defer timer.Stop()
 	backoff := s.interval
 	lastOffset := time.Time{}
+	var lastStart time.Time // of the previous flush, zero unless Healthy after it
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-timer.C:
+		}
+		start := time.Now()
+		if !lastStart.IsZero() {
+			if gap := int64(start.Sub(lastStart)); gap > s.maxGap.Load() {
+				s.maxGap.Store(gap) // only this goroutine writes it
+			}
 		}
 		ctx, cancel := context.WithTimeout(s.loopCtx, s.timeout)
 		err := s.flush(ctx)
@@ -476,8 +487,10 @@ func (s *Shared) run() {
 		cancel()
 		if State(s.state.Load()) == Degraded {
 			backoff = min(2*backoff, max(s.interval, time.Second))
+			lastStart = time.Time{}
 		} else {
 			backoff = s.interval
+			lastStart = start
 		}
 		timer.Reset(backoff)
 	}

@@ -39,6 +39,26 @@ func mustFlush(t testing.TB, s *Shared) {
 	}
 }
 
+// TestSharedMaxFlushGap: the reconciler reports the longest time between
+// the starts of two flushes, which is at least the flush interval.
+func TestSharedMaxFlushGap(t *testing.T) {
+	const interval = 20 * time.Millisecond
+	s := newShared(t, sharedClient(t), SharedConfig{
+		Config:        shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 10, Window: time.Minute},
+		FlushInterval: interval,
+	})
+	s.AllowN("k", at(time.Second), 1)
+	eventually(t, 10*time.Second, func() string {
+		if s.SharedStats().MaxFlushGap == 0 {
+			return "no gap measured"
+		}
+		return ""
+	})
+	if g := s.SharedStats().MaxFlushGap; g < interval {
+		t.Fatalf("MaxFlushGap %v, below the interval %v", g, interval)
+	}
+}
+
 func TestSharedTwoNodesShareOneLimit(t *testing.T) {
 	for _, alg := range []shardlimit.Algorithm{shardlimit.FixedWindow, shardlimit.SlidingCounter, shardlimit.SlidingLog} {
 		t.Run(alg.String(), func(t *testing.T) {
