@@ -595,7 +595,11 @@ func TestSlidingLogDurationsOffTheResolutionGrid(t *testing.T) {
 func TestRetryAfterIsTheFirstAdmittingInstant(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(7, 11))
 	for _, alg := range []Algorithm{FixedWindow, SlidingLog, SlidingCounter, GCRA} {
-		for _, w := range []time.Duration{time.Second, time.Minute, time.Hour, 365 * 24 * time.Hour} {
+		for _, w := range []time.Duration{time.Second, time.Minute, time.Hour, 365 * 24 * time.Hour,
+			1500*time.Millisecond + 7, 61*time.Second + 3} { // the last two off the log's 10 ns and 100 ns grids
+			if alg == SlidingCounter && w%time.Duration(DefaultBuckets) != 0 {
+				continue // its buckets must divide the window
+			}
 			l := mustNew(t, Config{Algorithm: alg, Limit: 3, Window: w, JanitorInterval: -1})
 			denials := 0
 			for trial := range 300 {
@@ -608,9 +612,16 @@ func TestRetryAfterIsTheFirstAdmittingInstant(t *testing.T) {
 				now = now.Add(time.Duration(rnd.Int64N(int64(w / 50))))
 				n := 1 + rnd.IntN(3)
 				r := l.Peek(key, now, n)
-				if trial%2 == 0 {
+				switch trial % 3 {
+				case 0:
 					// A denied AllowN moves the key's latest instant.
 					r = l.AllowN(key, now, n)
+				case 1:
+					// A peek up to 1 s behind the key's latest instant
+					// (concurrent callers' jitter) is decided at the
+					// latest, its durations measured from its own now.
+					now = now.Add(-time.Duration(rnd.Int64N(int64(min(w/50, time.Second)))))
+					r = l.Peek(key, now, n)
 				}
 				if r.Allowed {
 					continue
@@ -632,6 +643,29 @@ func TestRetryAfterIsTheFirstAdmittingInstant(t *testing.T) {
 				t.Fatalf("%v W=%v: only %d of 300 trials were denied; the test tests little", alg, w, denials)
 			}
 			l.Close()
+		}
+	}
+}
+
+// TestSlidingLogCountsUnderOneStepPastW: a unit counts from its instant s
+// until s+W plus less than one resolution step, also for a window that is
+// not a whole number of steps (where rounding the stamp and the window
+// separately made it almost two).
+func TestSlidingLogCountsUnderOneStepPastW(t *testing.T) {
+	for _, tc := range []struct {
+		w, unit time.Duration
+	}{{61*time.Second + 3, 100}, {1500*time.Millisecond + 7, 10}, {time.Hour + 13, 10 * time.Microsecond}} {
+		for _, off := range []time.Duration{1, tc.unit / 2, tc.unit - 1, tc.unit} {
+			l := mustNew(t, Config{Algorithm: SlidingLog, Limit: 2, Window: tc.w, JanitorInterval: -1})
+			s := at(10).Add(off)
+			l.AllowN("k", s, 1)
+			l.AllowN("k", s.Add(time.Second), 1) // the key is not cleared at s+W
+			if l.Peek("k", s.Add(tc.w-1), 1).Allowed {
+				t.Fatalf("W=%v: admitted before s+W", tc.w)
+			}
+			if r := l.Peek("k", s.Add(tc.w+tc.unit-1), 1); !r.Allowed {
+				t.Fatalf("W=%v, s %v past a step: still counted a step past s+W: %+v", tc.w, off, r)
+			}
 		}
 	}
 }

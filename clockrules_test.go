@@ -102,3 +102,65 @@ func TestCounterSkewDoesNotOverflow(t *testing.T) {
 		}
 	}
 }
+
+// TestSlidingLogRingInOrderAfterStep: after a confirmed clock step back the
+// shifted stamps (rounded down by less than a step) may be a step later
+// than a new unit's; the ring stays in time order, so a denial's
+// RetryAfter is the instant the request fits.
+func TestSlidingLogRingInOrderAfterStep(t *testing.T) {
+	l := mustNew(t, Config{Algorithm: SlidingLog, Limit: 3, Window: time.Minute, JanitorInterval: -1}) // 100 ns stamps
+	last := at(100).Add(50)
+	back := last.Add(-(2*time.Second + 90))
+	for _, tt := range []time.Time{last, back, back} { // the second is a stale caller, the third confirms the step
+		if !l.AllowN("k", tt, 1).Allowed {
+			t.Fatal("denied under the limit")
+		}
+	}
+	now := back.Add(time.Second)
+	r := l.AllowN("k", now, 3)
+	if r.Allowed || r.RetryAfter <= 0 {
+		t.Fatalf("%+v", r)
+	}
+	if p := l.Peek("k", now.Add(r.RetryAfter-1), 3); p.Allowed {
+		t.Fatalf("admitted before RetryAfter %v", r.RetryAfter)
+	}
+	if p := l.Peek("k", now.Add(r.RetryAfter), 3); !p.Allowed {
+		t.Fatalf("denied RetryAfter %v later: %+v", r.RetryAfter, p)
+	}
+}
+
+// TestSharedStepBackKeepsRemoteUnits: a shared key keeps the other nodes'
+// units by absolute window or bucket, so a clock step back on this node
+// decides at the key's latest instant (the sliding counter: its key time)
+// instead of moving the key back past them: the limit still counts them,
+// and RetryAfter is the instant the request fits.
+func TestSharedStepBackKeepsRemoteUnits(t *testing.T) {
+	for _, alg := range []Algorithm{FixedWindow, SlidingCounter, SlidingLog} {
+		l, tab := newSharedT(t, Config{Algorithm: alg, Limit: 4, Window: 10 * time.Second, Buckets: 10})
+		l.AllowN("k", at(100), 1)
+		fl := collectAll(tab)
+		totals := make([]int64, len(fl[0].Deltas))
+		totals[len(totals)-1] = 3 // 2 remote units beside the local one
+		tab.Apply(&fl[0], totals)
+		l.AllowN("k", at(95), 5) // a stale caller: decided at 100 (and n is above the limit)
+		if r := l.AllowN("k", at(95), 1); !r.Allowed || r.Remaining != 0 {
+			t.Fatalf("%v: the step confirmed: %+v, want allowed with remaining 0", alg, r)
+		}
+		// The first call at 97 is a stale caller again (the key's time did
+		// not move back), decided at 100 with durations from 100; the
+		// second in a row is this node's stepped clock: durations from 97.
+		if r := l.AllowN("k", at(97), 1); r.Allowed {
+			t.Fatalf("%v: admitted a fifth unit with limit 4 after the step: %+v", alg, r)
+		}
+		r := l.AllowN("k", at(97), 1)
+		if r.Allowed || r.RetryAfter <= 0 {
+			t.Fatalf("%v: admitted a fifth unit with limit 4 after the step: %+v", alg, r)
+		}
+		if p := l.Peek("k", at(97).Add(r.RetryAfter-1), 1); p.Allowed {
+			t.Fatalf("%v: admitted before RetryAfter %v", alg, r.RetryAfter)
+		}
+		if p := l.Peek("k", at(97).Add(r.RetryAfter), 1); !p.Allowed {
+			t.Fatalf("%v: denied RetryAfter %v later: %+v", alg, r.RetryAfter, p)
+		}
+	}
+}

@@ -43,12 +43,13 @@ func (a *fixedWindow) init(r *fixedRec, t int64, w uint32) {
 // step back within stepTolerance decides at the key's latest instant; a
 // larger one (a clock step, confirmed by shard.stepCheck) moves the window
 // back by the step, so the key keeps its usage and the wait it had left
-// (CASES.md C11). At the window's end the next window is aligned to Unix
-// time again. Durations are measured from the caller's t, which may precede
-// the instant decided at by up to stepTolerance.
+// (CASES.md C11). A shared key decides at its latest instant after a step
+// too: the other nodes' units are kept by absolute window, so its time
+// stands still until the clock catches up. At the window's end the next
+// window is aligned to Unix time again.
 func (a *fixedWindow) advance(r *fixedRec, t int64) int64 {
 	if t < r.last {
-		if r.last-t <= stepTolerance {
+		if r.last-t <= stepTolerance || a.sync != nil {
 			t = r.last
 		} else {
 			r.start -= r.last - t
@@ -63,6 +64,9 @@ func (a *fixedWindow) advance(r *fixedRec, t int64) int64 {
 }
 
 func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, side []uint32, t int64, n int, consume, full bool) verdict {
+	// Durations are measured from the caller's t, which may precede the
+	// instant decided at (by up to stepTolerance, or by a shared key's
+	// step): t+RetryAfter is when the same request fits.
 	a.advance(r, t)
 	lim := effectiveLimit(r.lim, s.defLimit)
 	if lim != 0 {

@@ -162,7 +162,7 @@ func newShared(c any) (shared.Table, error) {
 	case SlidingLog:
 		u := logUnit(w)
 		y := &syncLayout{off: 0, m: int(n) + 1, bucket: w / n}
-		a := &slidingLog{window: w, unit: u, wu: int32((w + u - 1) / u), sync: y}
+		a := &slidingLog{window: w, unit: u, sync: y}
 		l := &logLimiter{alg: a}
 		l.init(cfg, y.words(), a)
 		return l, nil

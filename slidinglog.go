@@ -27,7 +27,6 @@ type logRec struct {
 type slidingLog struct {
 	window int64       // W, ns
 	unit   int64       // timestamp resolution, ns
-	wu     int32       // ceil(W/unit): an entry expires at age wu units
 	sync   *syncLayout // nil unless shared: other nodes' units by bucket
 }
 
@@ -58,7 +57,7 @@ func NewSlidingLog(cfg Config) (Limiter, error) {
 	}
 	w := int64(cfg.Window)
 	u := logUnit(w)
-	a := &slidingLog{window: w, unit: u, wu: int32((w + u - 1) / u)}
+	a := &slidingLog{window: w, unit: u}
 	l := &logLimiter{alg: a}
 	l.init(cfg, 0, a)
 	return l, nil
@@ -90,10 +89,18 @@ func age(tq int64, e uint32) int32 {
 }
 
 // expiry returns the instant at which entry e stops counting, seen from
-// t: the first instant whose floor(t/unit) is wu units past e.
+// t: its stamp plus W, so a unit counts less than one step past its own
+// instant plus W, whatever W's remainder modulo the resolution.
 func (a *slidingLog) expiry(t int64, e uint32) int64 {
 	tq := t / a.unit
-	return (tq - int64(age(tq, e)) + int64(a.wu)) * a.unit
+	return (tq-int64(age(tq, e)))*a.unit + a.window
+}
+
+// expiredUpTo returns the newest stamp, in stored units, that no longer
+// counts at t: entry e has expired at t iff age(expiredUpTo(t), e) >= 0,
+// that is iff e*unit + W <= t (see expiry).
+func (a *slidingLog) expiredUpTo(t int64) int64 {
+	return floorDiv(t-a.window, a.unit)
 }
 
 // advance brings r to instant t, dropping expired timestamps, and returns
@@ -102,16 +109,16 @@ func (a *slidingLog) expiry(t int64, e uint32) int64 {
 // larger one moves every timestamp back by the step (rounded down to whole
 // units, so nothing expires early), keeping the key's usage and the waits it
 // had left (CASES.md C11); a peek, which must not write the ring, decides at
-// the latest instant instead, which gives the same answer.
+// the latest instant instead, which gives the same answer, and so does a
+// shared key, whose other nodes' units are kept by absolute bucket (its time
+// stands still until the clock catches up). Durations are measured from t
+// (t+RetryAfter is when the same request fits).
 func (a *slidingLog) advance(s *shard[logRec], r *logRec, t int64, consume bool) (te, from int64) {
 	te, from = t, t
 	switch {
 	case r.count == 0:
-	case t < r.last && (r.last-t <= stepTolerance || !consume):
+	case t < r.last && (r.last-t <= stepTolerance || !consume || a.sync != nil):
 		te = r.last
-		if !consume {
-			from = te
-		}
 	case t < r.last:
 		if k := uint32((r.last - t) / a.unit); k != 0 {
 			buf := s.rings.ring(r.ref, r.cap)
@@ -123,8 +130,8 @@ func (a *slidingLog) advance(s *shard[logRec], r *logRec, t int64, consume bool)
 		r.head, r.count = 0, 0
 	default:
 		buf := s.rings.ring(r.ref, r.cap)
-		tq := t / a.unit
-		for r.count > 0 && age(tq, buf[r.head]) >= a.wu {
+		tx := a.expiredUpTo(t)
+		for r.count > 0 && age(tx, buf[r.head]) >= 0 {
 			r.head++
 			if r.head == r.cap {
 				r.head = 0
@@ -287,6 +294,15 @@ func (a *slidingLog) push(s *shard[logRec], r *logRec, t int64, n, lim uint32) b
 	}
 	buf := s.rings.ring(r.ref, r.cap)
 	e := a.stamp(t)
+	if r.count > 0 {
+		// After a clock step the shifted stamps (rounded down by less than
+		// a unit) can be a unit later than this one: keep the ring in time
+		// order, which the expiry scan and RetryAfter rely on, by counting
+		// this unit as long as the newest (at most a unit longer).
+		if newest := buf[wrap(r.head+r.count-1, r.cap)]; int32(e-newest) < 0 {
+			e = newest
+		}
+	}
 	i := wrap(r.head+r.count, r.cap)
 	for range n {
 		buf[i] = e
@@ -336,7 +352,7 @@ func (a *slidingLog) idle(s *shard[logRec], r *logRec, _ []uint32, t int64) bool
 		return true
 	}
 	newest := s.rings.ring(r.ref, r.cap)[wrap(r.head+r.count-1, r.cap)]
-	return age(t/a.unit, newest) >= a.wu
+	return age(a.expiredUpTo(t), newest) >= 0
 }
 
 // relimit keeps every timestamp: a key whose limit shrank below its usage
