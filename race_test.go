@@ -202,14 +202,22 @@ func TestConcurrentDistinctKeysAndSweeps(t *testing.T) {
 	// Inserts racing sweeps, rebuilds and ring compaction: every key keeps
 	// its own count. Worker g works in rounds 10 s apart; the sweeper
 	// sweeps at the slowest worker's round, so only finished rounds' keys
-	// (idle after 1 s) are evicted.
+	// (idle after 1 s) are evicted. A worker starts round r only once a
+	// sweep at round r-1 has finished, so sweeps do run among the inserts
+	// however the goroutines are scheduled (without that gate the workers
+	// could finish before the sweeper's first sweep, 1 run in 16).
 	l := mustNew(t, Config{Algorithm: SlidingLog, Limit: 3, Window: time.Second, Shards: 2})
 	const workers = 8
 	var rounds [workers]atomic.Int64
+	const nrounds = 20
+	var sweptRound [nrounds]chan struct{} // closed once a sweep at that round finished
+	for i := range sweptRound {
+		sweptRound[i] = make(chan struct{})
+	}
 	done := make(chan struct{})
 	swept := make(chan int)
 	go func() {
-		n := 0
+		n, closed := 0, int64(0) // rounds whose channel is closed
 		for {
 			select {
 			case <-done:
@@ -221,11 +229,22 @@ func TestConcurrentDistinctKeysAndSweeps(t *testing.T) {
 					slowest = min(slowest, rounds[i].Load())
 				}
 				n += l.Sweep(at(float64(slowest * 10)))
+				for ; closed <= slowest && closed < nrounds; closed++ {
+					close(sweptRound[closed])
+				}
 			}
 		}
 	}()
 	parallel(workers, func(g int) {
-		for round := range int64(20) {
+		for round := range int64(nrounds) {
+			if round > 0 {
+				select {
+				case <-sweptRound[round-1]:
+				case <-time.After(10 * time.Second):
+					t.Errorf("worker %d: no sweep at round %d within 10s", g, round-1)
+					return
+				}
+			}
 			rounds[g].Store(round)
 			sec := float64(round * 10)
 			for i := range 200 {
