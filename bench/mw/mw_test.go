@@ -128,6 +128,7 @@ func TestStatuses(t *testing.T) {
 
 // run benchmarks h on one client, checking every status.
 func run(b *testing.B, h fasthttp.RequestHandler, want int) {
+	start := time.Now()
 	ctx := newCtx()
 	serve(h, ctx) // the client exists; on the denied limit it is now over it
 	b.ReportAllocs()
@@ -139,6 +140,11 @@ func run(b *testing.B, h fasthttp.RequestHandler, want int) {
 		}
 	}
 	b.StopTimer()
+	if want == fasthttp.StatusTooManyRequests {
+		// A window aligned to Unix time admits once more per boundary the
+		// run crossed (about 1 run in 500 crosses the hour).
+		bad -= min(bad, int(time.Now().UnixNano()/int64(window)-start.UnixNano()/int64(window)))
+	}
 	if bad > 0 {
 		b.Errorf("%d of %d requests did not answer %d", bad, b.N, want)
 	}
