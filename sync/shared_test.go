@@ -208,7 +208,8 @@ func TestSharedRedisDown(t *testing.T) {
 			var changes atomic.Int32
 			start := time.Now()
 			s, err := NewShared(newClient(t, addr), SharedConfig{
-				Config:        shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 5, Window: time.Minute},
+				// A frozen clock: six Allows straddling a minute would admit 6.
+				Config:        shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 5, Window: time.Minute, Clock: shardlimit.NewManualClock(at(time.Second))},
 				FlushInterval: 5 * time.Millisecond, FlushTimeout: 50 * time.Millisecond,
 				OnStateChange: func(StateChange) { changes.Add(1) },
 			})
