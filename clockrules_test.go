@@ -6,6 +6,8 @@ package shardlimit
 import (
 	"testing"
 	"time"
+
+	"github.com/shardlimit/shardlimit/internal/shared"
 )
 
 // maxInAnyWindow returns the most instants of ts (ascending) inside any
@@ -161,6 +163,103 @@ func TestSharedStepBackKeepsRemoteUnits(t *testing.T) {
 		}
 		if p := l.Peek("k", at(97).Add(r.RetryAfter), 1); !p.Allowed {
 			t.Fatalf("%v: denied RetryAfter %v later: %+v", alg, r.RetryAfter, p)
+		}
+	}
+}
+
+// TestSlidingLogPeekAfterPendingStep: a peek by a caller whose clock
+// stepped back (a step pending) answers what an AllowN at the same instant
+// would, though it cannot move the stamps.
+func TestSlidingLogPeekAfterPendingStep(t *testing.T) {
+	l := mustNew(t, Config{Algorithm: SlidingLog, Limit: 5, Window: 10 * time.Second, JanitorInterval: -1})
+	for range 3 {
+		l.AllowN("k", at(100), 1)
+	}
+	l.AllowN("k", at(-3500), 1) // the first call behind: a step back is pending
+	p := l.Peek("k", at(-3500), 2)
+	a := l.AllowN("k", at(-3500), 2) // confirms the step
+	if p.Allowed || a.Allowed || p.RetryAfter != a.RetryAfter || p.ResetAfter != a.ResetAfter || a.RetryAfter != 10*time.Second {
+		t.Fatalf("peek %+v, AllowN %+v: want both denied, retry 10s", p, a)
+	}
+}
+
+// TestSharedStepBackStaysConfirmed: once a shared key's step back is
+// confirmed, every later call from the stepped clock gets a RetryAfter
+// after which it is admitted, not every other one (the key stands still,
+// so each call was taken for a stale caller again).
+func TestSharedStepBackStaysConfirmed(t *testing.T) {
+	for _, alg := range []Algorithm{FixedWindow, SlidingCounter, SlidingLog} {
+		l, _ := newSharedT(t, Config{Algorithm: alg, Limit: 1, Window: 10 * time.Second, Buckets: 10})
+		l.AllowN("k", at(100), 1)
+		l.AllowN("k", at(95), 1) // a stale caller
+		for i := range 4 {
+			now := at(95.01 + float64(i)*0.01)
+			r := l.AllowN("k", now, 1)
+			if r.Allowed {
+				t.Fatalf("%v call %d: admitted over the limit", alg, i)
+			}
+			if p := l.Peek("k", now.Add(r.RetryAfter), 1); !p.Allowed {
+				t.Fatalf("%v call %d: denied RetryAfter %v later: %+v", alg, i, r.RetryAfter, p)
+			}
+		}
+	}
+}
+
+// TestSharedLogEmptyRingStepBack: a shared log key whose own ring is empty
+// still counts the other nodes' units when a caller behind it (jitter or a
+// step) decides.
+func TestSharedLogEmptyRingStepBack(t *testing.T) {
+	for _, behind := range []float64{105, 109.9} {
+		l, tab := newSharedT(t, Config{Algorithm: SlidingLog, Limit: 4, Window: 10 * time.Second, Buckets: 10})
+		l.AllowN("k", at(100), 1)
+		l.AllowN("k", at(110.1), 5) // n above the limit: denied, the key's latest is 110.1
+		fl := collectAll(tab)
+		totals := make([]int64, len(fl[0].Deltas))
+		totals[len(totals)-1] = 3 // 3 remote units in bucket [110, 111)
+		tab.Apply(&fl[0], totals)
+		l.AllowN("k", at(110.5), 2) // denied; the local unit of 100 expired: the ring is empty
+		admitted := 0
+		for range 5 {
+			if l.AllowN("k", at(behind), 1).Allowed {
+				admitted++
+			}
+		}
+		if admitted != 1 {
+			t.Fatalf("behind at %v: admitted %d beside 3 remote units with limit 4, want 1", behind, admitted)
+		}
+	}
+}
+
+// TestSharedSweepKeepsSyncState: the janitor does not evict a shared key
+// whose own units no longer count but are not sent yet, or whose other
+// nodes' units still count.
+func TestSharedSweepKeepsSyncState(t *testing.T) {
+	for _, alg := range []Algorithm{FixedWindow, SlidingCounter, SlidingLog} {
+		l, tab := newSharedT(t, Config{Algorithm: alg, Limit: 4, Window: 10 * time.Second, Buckets: 10})
+		l.AllowN("remote", at(100), 1)
+		if alg == FixedWindow {
+			// Into the window [110, 120) with no unit of its own.
+			l.AllowN("remote", at(110.2), 5)
+		}
+		var fl []shared.Flush
+		for _, f := range collectAll(tab) {
+			if f.Key == "remote" {
+				fl = append(fl, f)
+			}
+		}
+		totals := make([]int64, len(fl[0].Deltas))
+		totals[len(totals)-1] = int64(fl[0].Deltas[len(totals)-1]) + 3 // 3 remote units
+		tab.Apply(&fl[0], totals)
+		l.AllowN("unsent", at(100), 1) // never collected
+		// At 110.5 the local units of 100 no longer count, but the log's
+		// and the counter's bucket [100, 101) still does for the other
+		// nodes (until 111), and the fixed window's remote units of
+		// [110, 120) do.
+		if n := l.Sweep(at(110.5)); alg == FixedWindow && n != 1 || alg != FixedWindow && n != 0 {
+			t.Fatalf("%v: swept %d keys (the fixed window's unsent unit of 100 is over)", alg, n)
+		}
+		if r := l.Peek("remote", at(110.5), 0); r.Remaining == 4 {
+			t.Fatalf("%v: the other nodes' units were forgotten: %+v", alg, r)
 		}
 	}
 }

@@ -105,12 +105,16 @@ func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, side []uint32, t i
 	return makeVerdict(allowed, lim, int(max(0, int64(lim)-used)), time.Duration(reset), retry)
 }
 
-func (a *fixedWindow) idle(_ *shard[fixedRec], r *fixedRec, _ []uint32, t int64) bool {
-	if r.lim&ownLimit != 0 {
+func (a *fixedWindow) idle(_ *shard[fixedRec], r *fixedRec, side []uint32, t int64) bool {
+	if r.lim&ownLimit != 0 || a.sync != nil && a.sync.holds(side, max(t, r.last)) {
 		return false
 	}
 	return r.count == 0 || max(t, r.last)-r.start >= a.window
 }
+
+// standsStill: a shared key decides at its latest instant after a clock
+// step back instead of moving its window (see advance).
+func (a *fixedWindow) standsStill() bool { return a.sync != nil }
 
 func (a *fixedWindow) relimit(*shard[fixedRec], *fixedRec, []uint32, uint32, uint32) {}
 func (a *fixedWindow) limitWord(r *fixedRec) uint32                                  { return r.lim }

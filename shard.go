@@ -132,7 +132,10 @@ func tagOf(h uint64) uint8 { return uint8(h>>15) &^ stepPending }
 // stepped back, and passed on for the algorithm to move the key's state back
 // by the step, keeping its usage and the waits it had left. A stale caller
 // therefore never moves a key's state, and a clock step costs its first
-// caller nothing. Peeks (consume false) change no flag. Requires s.mu held.
+// caller nothing. A key that stands still (s.standStill) keeps the step
+// confirmed until t catches up with last, so its callers behind are not
+// taken for stale ones every other time. Peeks (consume false) change no
+// flag. Requires s.mu held.
 func (s *shard[E]) stepCheck(slot uint32, last, t int64, consume bool) int64 {
 	sr := &s.recs[slot]
 	switch {
@@ -146,7 +149,7 @@ func (s *shard[E]) stepCheck(slot uint32, last, t int64, consume bool) int64 {
 			sr.flags |= stepPending
 		}
 		return last
-	case consume:
+	case consume && !s.standStill:
 		sr.flags &^= stepPending
 	}
 	return t
@@ -171,8 +174,13 @@ type shard[E any] struct {
 	emitQ    uint64
 	emitR    uint64
 	arena    []byte
-	seed     uint64   // the table's hash seed
-	_        [64]byte // whatever the shard's alignment
+	seed     uint64 // the table's hash seed
+	// standStill: a key's state never moves back on a clock step (shared
+	// fixed window and log keys, whose other nodes' units are kept by
+	// absolute window), so a confirmed step stays confirmed until the
+	// clock catches up (see stepCheck).
+	standStill bool
+	_          [64]byte // whatever the shard's alignment
 
 	mu        sync.Mutex
 	allowed   uint64   // under mu
@@ -231,6 +239,9 @@ func (t *table[E]) init(cfg Config, stride int, alg algorithm[E]) {
 		s.scratchSd = make([]uint32, stride)
 		s.rings.cur = -1
 		s.seed = t.seed
+		if ss, ok := any(alg).(interface{ standsStill() bool }); ok {
+			s.standStill = ss.standsStill()
+		}
 	}
 }
 

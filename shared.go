@@ -113,6 +113,26 @@ func (y *syncLayout) estimate(side []uint32, t int64) int64 {
 	return sum + int64(mulDivCeil(straddler, uint64(y.bucket-(t-j*y.bucket)), uint64(y.bucket)))
 }
 
+// holds reports whether a key's sync words still matter at key time t:
+// units not yet sent, or other nodes' units still counted. Such a key is
+// not idle (the janitor must not evict it): its units would be lost to the
+// other nodes, or this node would forget theirs.
+func (y *syncLayout) holds(side []uint32, t int64) bool {
+	delta, _, _ := y.arrays(side)
+	h := y.head(side)
+	for id := h - int64(y.m) + 1; id <= h; id++ {
+		// A flush still sends a bucket's units until (id+m)*G (Shared's
+		// flush drops them from then on).
+		if delta[y.idx(id)] != 0 && (id+int64(y.m))*y.bucket > t {
+			return true
+		}
+	}
+	if y.m == 1 {
+		return y.remote(side, floorDiv(t, y.bucket)) != 0
+	}
+	return y.estimate(side, t) != 0
+}
+
 // add records n units admitted locally in bucket id.
 func (y *syncLayout) add(side []uint32, id int64, n uint32) {
 	delta, _, _ := y.arrays(side)

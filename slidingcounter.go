@@ -346,12 +346,15 @@ func (a *slidingCounter) idle(_ *shard[counterRec], r *counterRec, c []uint32, t
 	if r.lim&ownLimit != 0 {
 		return false
 	}
-	if r.sum == 0 {
-		return true
-	}
 	kt := r.last
 	if r.skew <= maxInstant-t {
 		kt = max(t+r.skew, r.last)
+	}
+	if a.sync != nil && a.sync.holds(c, kt) {
+		return false
+	}
+	if r.sum == 0 {
+		return true
 	}
 	from := kt/a.bucket - a.buckets
 	for id := max(from, r.head-a.buckets); id <= r.head; id++ {

@@ -116,9 +116,15 @@ func (a *slidingLog) expiredUpTo(t int64) int64 {
 func (a *slidingLog) advance(s *shard[logRec], r *logRec, t int64, consume bool) (te, from int64) {
 	te, from = t, t
 	switch {
-	case r.count == 0:
+	case r.count == 0 && (a.sync == nil || t >= r.last):
 	case t < r.last && (r.last-t <= stepTolerance || !consume || a.sync != nil):
 		te = r.last
+		if !consume && a.sync == nil && r.last-t > stepTolerance {
+			// A peek after a step back: measure from the frame a
+			// consuming call would move the key to (stamps back by
+			// whole units).
+			from = t + (r.last-t)/a.unit*a.unit
+		}
 	case t < r.last:
 		if k := uint32((r.last - t) / a.unit); k != 0 {
 			buf := s.rings.ring(r.ref, r.cap)
@@ -340,20 +346,24 @@ func (a *slidingLog) resize(s *shard[logRec], r *logRec, c uint32) bool {
 	return true
 }
 
-func (a *slidingLog) idle(s *shard[logRec], r *logRec, _ []uint32, t int64) bool {
-	if r.lim&ownLimit != 0 {
+func (a *slidingLog) idle(s *shard[logRec], r *logRec, side []uint32, t int64) bool {
+	t = max(t, r.last)
+	if r.lim&ownLimit != 0 || a.sync != nil && a.sync.holds(side, t) {
 		return false
 	}
 	if r.count == 0 {
 		return true
 	}
-	t = max(t, r.last)
 	if t-r.last >= a.window {
 		return true
 	}
 	newest := s.rings.ring(r.ref, r.cap)[wrap(r.head+r.count-1, r.cap)]
 	return age(a.expiredUpTo(t), newest) >= 0
 }
+
+// standsStill: a shared key decides at its latest instant after a clock
+// step back instead of moving its stamps (see advance).
+func (a *slidingLog) standsStill() bool { return a.sync != nil }
 
 // relimit keeps every timestamp: a key whose limit shrank below its usage
 // waits for enough of them to expire, so shrinking and growing a limit again
