@@ -133,8 +133,8 @@ func TestSlidingLogRingInOrderAfterStep(t *testing.T) {
 
 // TestSharedStepBackKeepsRemoteUnits: a shared key keeps the other nodes'
 // units by absolute window or bucket, so a clock step back on this node
-// decides at the key's latest instant (the sliding counter: its key time)
-// instead of moving the key back past them: the limit still counts them,
+// decides at the key's latest instant instead of moving the key back past
+// them: the limit still counts them,
 // and RetryAfter is the instant the request fits.
 func TestSharedStepBackKeepsRemoteUnits(t *testing.T) {
 	for _, alg := range []Algorithm{FixedWindow, SlidingCounter, SlidingLog} {
@@ -260,6 +260,67 @@ func TestSharedSweepKeepsSyncState(t *testing.T) {
 		}
 		if r := l.Peek("remote", at(110.5), 0); r.Remaining == 4 {
 			t.Fatalf("%v: the other nodes' units were forgotten: %+v", alg, r)
+		}
+	}
+}
+
+// TestSharedCounterStepBackAndCorrection: a shared sliding counter key
+// stands still across a clock step back and the correction after it: it
+// never admits over its limit, and its units go to the buckets of the
+// key's own (latest) time, where the other nodes count them. (With a skew
+// the correction jumped the key an hour ahead: 18 admitted of 10; and the
+// skew's drop filed units under a bucket the others no longer counted.)
+func TestSharedCounterStepBackAndCorrection(t *testing.T) {
+	l, tab := newSharedT(t, Config{Algorithm: SlidingCounter, Limit: 10, Window: 10 * time.Second, Buckets: 10})
+	admitted := 0
+	for _, c := range []struct {
+		at float64
+		n  int
+	}{{100, 4}, {100.1 - 3600, 1}, {100.2 - 3600, 1}, {101 - 3600, 2}, {102, 10}, {102.5, 2}} {
+		if l.AllowN("k", at(c.at), c.n).Allowed {
+			admitted += c.n
+		}
+	}
+	if admitted != 10 {
+		t.Fatalf("admitted %d units within 3 s with limit 10, want 10", admitted)
+	}
+	collectAll(tab)
+	l.AllowN("k", at(130-3600), 1) // the stepped clock, 30 s later
+	fl := collectAll(tab)
+	if len(fl) != 1 || fl[0].Newest != at(102.5).UnixNano()/int64(time.Second) {
+		t.Fatalf("flush %+v: want the unit under the key's latest bucket (%d)", fl, at(102.5).UnixNano()/int64(time.Second))
+	}
+}
+
+// TestSharedLostUnitsAreCounted: unsent units that leave the table are
+// counted dropped, never lost silently: Reset of a key with its own limit,
+// and a failed flush given back after its key was evicted.
+func TestSharedLostUnitsAreCounted(t *testing.T) {
+	for _, alg := range []Algorithm{FixedWindow, SlidingCounter, SlidingLog} {
+		l, tab := newSharedT(t, Config{Algorithm: alg, Limit: 10, Window: 10 * time.Second})
+		if err := l.SetLimit("own", 5); err != nil {
+			t.Fatal(err)
+		}
+		l.AllowN("own", at(1), 3)
+		if err := l.Reset("own"); err != nil {
+			t.Fatal(err)
+		}
+		if dropped, _ := tab.SyncStats(); dropped != 3 {
+			t.Fatalf("%v: Reset of a key with its own limit: %d units counted dropped, want 3", alg, dropped)
+		}
+		l.AllowN("gone", at(1), 2)
+		var fl []shared.Flush
+		for _, f := range collectAll(tab) {
+			if f.Key == "gone" {
+				fl = append(fl, f)
+			}
+		}
+		if err := l.Reset("gone"); err != nil { // evicts: its units are out in the flush
+			t.Fatal(err)
+		}
+		tab.Restore(&fl[0]) // the flush failed
+		if dropped, _ := tab.SyncStats(); dropped != 5 {
+			t.Fatalf("%v: a failed flush of an evicted key: %d units counted dropped, want 5", alg, dropped)
 		}
 	}
 }

@@ -239,7 +239,18 @@ func (l *limiter[E]) Reset(key string) error {
 	}
 	last := l.alg.lastSeen(rec)
 	l.alg.release(s, rec)
-	clear(l.tab.sideOf(s, slot))
+	side := l.tab.sideOf(s, slot)
+	if y := l.tab.sync; y != nil {
+		// Unsent units leave with the key's state: counted dropped, as
+		// evict counts them.
+		delta, _, _ := y.arrays(side)
+		var lost uint64
+		for _, d := range delta {
+			lost += uint64(d)
+		}
+		s.syncDropped.Add(lost)
+	}
+	clear(side)
 	l.alg.init(rec, last, w)
 	return nil
 }

@@ -176,9 +176,9 @@ type shard[E any] struct {
 	arena    []byte
 	seed     uint64 // the table's hash seed
 	// standStill: a key's state never moves back on a clock step (shared
-	// fixed window and log keys, whose other nodes' units are kept by
-	// absolute window), so a confirmed step stays confirmed until the
-	// clock catches up (see stepCheck).
+	// keys, whose other nodes' units are kept by absolute window or
+	// bucket), so a confirmed step stays confirmed until the clock catches
+	// up (see stepCheck).
 	standStill bool
 	_          [64]byte // whatever the shard's alignment
 

@@ -268,6 +268,13 @@ func (l *limiter[E]) Apply(f *shared.Flush, totals []int64) {
 func (l *limiter[E]) Restore(f *shared.Flush) {
 	s, slot, side := l.syncSide(f.Key)
 	if s == nil {
+		// The key was evicted while its flush was out: its units can be
+		// sent no more, and are counted dropped.
+		var lost uint64
+		for _, d := range f.Deltas {
+			lost += uint64(d)
+		}
+		l.tab.shardFor(l.tab.hash(f.Key)).syncDropped.Add(lost)
 		return
 	}
 	defer s.mu.Unlock()
@@ -276,7 +283,11 @@ func (l *limiter[E]) Restore(f *shared.Flush) {
 	delta, sent, _ := y.arrays(side)
 	for k, d := range f.Deltas {
 		id := f.Newest - int64(len(f.Deltas)-1-k)
-		if d == 0 || id > head || id <= head-int64(y.m) {
+		if d == 0 {
+			continue
+		}
+		if id > head || id <= head-int64(y.m) {
+			s.syncDropped.Add(uint64(d)) // its bucket left the rings meanwhile
 			continue
 		}
 		i := y.idx(id)

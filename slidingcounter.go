@@ -95,22 +95,30 @@ func (a *slidingCounter) setHead(r *counterRec, j int64) {
 // within stepTolerance decides at the key's latest key time; a larger one
 // grows the key's skew by the step, so key time never goes back and the key
 // keeps its usage and waits (CASES.md C11). The skew is dropped once every
-// counter is empty.
+// counter is empty. A shared key never takes a skew: the other nodes' units
+// are kept by absolute bucket, so it decides at its latest instant until the
+// clock catches up, durations measured from t (as the fixed window and the
+// log do; a skew jumped the key ahead when the clock was set right, and
+// dropping it filed units under the wrong buckets).
 func (a *slidingCounter) advance(r *counterRec, c []uint32, t int64) (kt, from int64) {
-	if r.skew > maxInstant-t {
-		kt = maxInstant // saturate: only clocks stepping over centuries get here
+	if a.sync != nil {
+		kt, from = max(t, r.last), t
 	} else {
-		kt = t + r.skew
-	}
-	if kt < r.last {
-		if r.last-kt > stepTolerance {
-			r.skew += r.last - kt
+		if r.skew > maxInstant-t {
+			kt = maxInstant // saturate: only clocks stepping over centuries get here
+		} else {
+			kt = t + r.skew
 		}
-		kt = r.last
-	}
-	from = kt
-	if r.skew <= maxInstant-t {
-		from = min(t+r.skew, kt)
+		if kt < r.last {
+			if r.last-kt > stepTolerance {
+				r.skew += r.last - kt
+			}
+			kt = r.last
+		}
+		from = kt
+		if r.skew <= maxInstant-t {
+			from = min(t+r.skew, kt)
+		}
 	}
 	if kt-r.head*a.bucket < a.bucket {
 		// Still in the newest bucket: no division.
@@ -364,6 +372,10 @@ func (a *slidingCounter) idle(_ *shard[counterRec], r *counterRec, c []uint32, t
 	}
 	return true
 }
+
+// standsStill: a shared key decides at its latest instant after a clock
+// step back instead of taking a skew (see advance).
+func (a *slidingCounter) standsStill() bool { return a.sync != nil }
 
 func (a *slidingCounter) relimit(*shard[counterRec], *counterRec, []uint32, uint32, uint32) {}
 func (a *slidingCounter) limitWord(r *counterRec) uint32                                    { return r.lim }

@@ -41,6 +41,8 @@ type Table interface {
 	Apply(f *Flush, totals []int64)
 	// Restore gives back f's deltas, which provably did not reach the
 	// store, for the buckets the key still keeps; the key is collected again.
+	// Deltas it cannot give back (the key was evicted, or the bucket left
+	// its rings) are counted dropped.
 	Restore(f *Flush)
 	// SyncStats returns units whose bucket ended before they were sent
 	// (dropped) and the keys with pending state (dirty).
