@@ -297,6 +297,25 @@ func (l *limiter[E]) Restore(f *shared.Flush) {
 	markTouched(s, y, slot, side)
 }
 
+func (l *limiter[E]) Forget(f *shared.Flush) {
+	s, _, side := l.syncSide(f.Key)
+	if s == nil {
+		return
+	}
+	defer s.mu.Unlock()
+	y := l.tab.sync
+	head := y.head(side)
+	_, sent, _ := y.arrays(side)
+	for k, d := range f.Deltas {
+		id := f.Newest - int64(len(f.Deltas)-1-k)
+		if d == 0 || id > head || id <= head-int64(y.m) {
+			continue
+		}
+		i := y.idx(id)
+		sent[i] -= min(sent[i], d)
+	}
+}
+
 func (l *limiter[E]) SyncStats() (dropped uint64, dirty int) {
 	for i := range l.tab.shards {
 		s := &l.tab.shards[i]

@@ -546,6 +546,12 @@ func (s *Shared) flush(ctx context.Context) error {
 			end := (id + int64(m)) * s.size
 			if end <= now {
 				s.dropped.Add(uint64(f.Deltas[k]))
+				if f.Deltas[k] != 0 {
+					// Collect counted them sent: take them out of the
+					// floor, or a later flush of the bucket (the clock
+					// came back) would write what was counted dropped.
+					s.tab.Forget(&shared.Flush{Key: f.Key, Newest: id, Deltas: []uint32{f.Deltas[k]}})
+				}
 				continue
 			}
 			span := 0

@@ -59,6 +59,33 @@ func TestSharedMaxFlushGap(t *testing.T) {
 	}
 }
 
+// TestSharedDroppedUnitsNeverReachTheStore: units a flush drops (their
+// bucket is over by its clock) are counted dropped and never sent, also
+// when the clock comes back and the bucket is flushed again: its floor no
+// longer includes them. Every admitted unit is in Redis or dropped, once.
+func TestSharedDroppedUnitsNeverReachTheStore(t *testing.T) {
+	for _, alg := range []shardlimit.Algorithm{shardlimit.FixedWindow, shardlimit.SlidingCounter, shardlimit.SlidingLog} {
+		t.Run(alg.String(), func(t *testing.T) {
+			c := sharedClient(t)
+			clock := shardlimit.NewManualClock(at(time.Second))
+			s := newShared(t, c, SharedConfig{Config: shardlimit.Config{Algorithm: alg, Limit: 100, Window: 10 * time.Second, Clock: clock}})
+			s.AllowN("k", at(time.Second), 3)
+			clock.Set(at(time.Hour)) // the clock jumps ahead
+			_ = s.Flush(ctxT(t, 5*time.Second))
+			if st := s.SharedStats(); st.DroppedUnits != 3 {
+				t.Fatalf("stats %+v: want the 3 units dropped", st)
+			}
+			clock.Set(at(1500 * time.Millisecond)) // and comes back
+			s.AllowN("k", at(1500*time.Millisecond), 1)
+			mustFlush(t, s)
+			size, _ := s.tab.Buckets()
+			if got := counters(t, c, s, []string{"k"}, at(time.Second).UnixNano()/size)[0]; got != 1 {
+				t.Fatalf("Redis holds %d units, want 1 (3 more were counted dropped)", got)
+			}
+		})
+	}
+}
+
 func TestSharedTwoNodesShareOneLimit(t *testing.T) {
 	for _, alg := range []shardlimit.Algorithm{shardlimit.FixedWindow, shardlimit.SlidingCounter, shardlimit.SlidingLog} {
 		t.Run(alg.String(), func(t *testing.T) {

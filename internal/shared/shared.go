@@ -44,6 +44,11 @@ type Table interface {
 	// Deltas it cannot give back (the key was evicted, or the bucket left
 	// its rings) are counted dropped.
 	Restore(f *Flush)
+	// Forget takes f's deltas, which the reconciler dropped unsent (their
+	// bucket ended by its clock), out of what the key counts as sent, for
+	// the buckets the key still keeps, so no later floor writes them to
+	// the store.
+	Forget(f *Flush)
 	// SyncStats returns units whose bucket ended before they were sent
 	// (dropped) and the keys with pending state (dirty).
 	SyncStats() (dropped uint64, dirty int)
