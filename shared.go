@@ -88,15 +88,25 @@ func (y *syncLayout) bucketOf(side []uint32, t int64) int64 {
 	return floorDiv(t, y.bucket)
 }
 
+// kept returns the ring index of bucket id, and false if the rings no
+// longer (or not yet) keep it.
+func (y *syncLayout) kept(side []uint32, id int64) (int, bool) {
+	h := y.head(side)
+	if id > h || id <= h-int64(y.m) {
+		return 0, false
+	}
+	return y.idx(id), true
+}
+
 // remote returns the other nodes' units in bucket id, 0 if the rings do
 // not cover it.
 func (y *syncLayout) remote(side []uint32, id int64) uint32 {
-	h := y.head(side)
-	if id > h || id <= h-int64(y.m) {
+	i, ok := y.kept(side, id)
+	if !ok {
 		return 0
 	}
 	_, _, remote := y.arrays(side)
-	return remote[y.idx(id)]
+	return remote[i]
 }
 
 // estimate returns the other nodes' units in the window ending at key time
@@ -253,14 +263,12 @@ func (l *limiter[E]) Apply(f *shared.Flush, totals []int64) {
 	}
 	defer s.mu.Unlock()
 	y := l.tab.sync
-	head := y.head(side)
 	_, sent, remote := y.arrays(side)
 	for k, total := range totals {
-		id := f.Newest - int64(len(totals)-1-k)
-		if id > head || id <= head-int64(y.m) {
+		i, ok := y.kept(side, f.Newest-int64(len(totals)-1-k))
+		if !ok {
 			continue
 		}
-		i := y.idx(id)
 		remote[i] = uint32(min(max(0, total-int64(sent[i])), math.MaxUint32))
 	}
 }
@@ -279,18 +287,16 @@ func (l *limiter[E]) Restore(f *shared.Flush) {
 	}
 	defer s.mu.Unlock()
 	y := l.tab.sync
-	head := y.head(side)
 	delta, sent, _ := y.arrays(side)
 	for k, d := range f.Deltas {
-		id := f.Newest - int64(len(f.Deltas)-1-k)
 		if d == 0 {
 			continue
 		}
-		if id > head || id <= head-int64(y.m) {
+		i, ok := y.kept(side, f.Newest-int64(len(f.Deltas)-1-k))
+		if !ok {
 			s.syncDropped.Add(uint64(d)) // its bucket left the rings meanwhile
 			continue
 		}
-		i := y.idx(id)
 		delta[i] += d
 		sent[i] -= min(sent[i], d)
 	}
@@ -304,15 +310,11 @@ func (l *limiter[E]) Forget(f *shared.Flush) {
 	}
 	defer s.mu.Unlock()
 	y := l.tab.sync
-	head := y.head(side)
 	_, sent, _ := y.arrays(side)
 	for k, d := range f.Deltas {
-		id := f.Newest - int64(len(f.Deltas)-1-k)
-		if d == 0 || id > head || id <= head-int64(y.m) {
-			continue
+		if i, ok := y.kept(side, f.Newest-int64(len(f.Deltas)-1-k)); ok {
+			sent[i] -= min(sent[i], d)
 		}
-		i := y.idx(id)
-		sent[i] -= min(sent[i], d)
 	}
 }
 
