@@ -162,9 +162,10 @@ func CaseB08(t *testing.T, h Harness) {
 	})
 }
 
-// CaseB14 — a clock stepped backwards neither hands out quota nor locks the
-// client out, and no field goes negative (header part): limit 5, W = 10 s,
-// fixed window and sliding log.
+// CaseB14 — a clock stepped backwards neither hands out quota nor makes a
+// field negative (header part): the key stands still until the clock
+// catches up, its usage kept, and Retry-After is measured from the
+// request's own time. Limit 5, W = 10 s, fixed window and sliding log.
 func CaseB14(t *testing.T, h Harness) {
 	for _, alg := range []string{"fixed_window", "sliding_log"} {
 		t.Run(alg, func(t *testing.T) {
@@ -175,20 +176,22 @@ func CaseB14(t *testing.T, h Harness) {
 				Clock: clock,
 			}})
 			c := NewClient(t, tg.URL, 1)
-			run := func(peer string, start, back, later time.Duration) {
-				clock.At(start)
+			run := func(peer string, back time.Duration, backRetry int) {
+				clock.At(Sec(100))
 				for i, s := range []step{A(4), A(3), A(2)} {
 					expectStep(t, fmt.Sprintf("%s step 1 #%d", peer, i+1), c.Get("/", XFF(peer)...), s)
 				}
 				clock.At(back)
-				for i, s := range []step{A(1), A(0), D(10)} {
+				for i, s := range []step{A(1), A(0), D(backRetry)} {
 					expectStep(t, fmt.Sprintf("%s step 2 #%d", peer, i+1), c.Get("/", XFF(peer)...), s)
 				}
-				clock.At(later)
-				expectStep(t, peer+" step 3", c.Get("/", XFF(peer)...), A(4))
+				clock.At(Sec(105))
+				expectStep(t, peer+" step 3", c.Get("/", XFF(peer)...), D(5))
+				clock.At(Sec(110))
+				expectStep(t, peer+" step 4", c.Get("/", XFF(peer)...), A(4))
 			}
-			run("192.0.2.30", Sec(100), Sec(95), Sec(105))
-			run("192.0.2.31", Sec(100), Sec(-3500), Sec(-3490))
+			run("192.0.2.30", Sec(95), 15)
+			run("192.0.2.31", Sec(-3500), 3610)
 		})
 	}
 }
