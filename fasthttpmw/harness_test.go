@@ -7,6 +7,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/shardlimit/shardlimit/httplimit"
 	"github.com/shardlimit/shardlimit/internal/mwtest"
 )
 
@@ -40,7 +41,7 @@ func start(t *testing.T, s mwtest.Setup) *mwtest.Target {
 		cfg.Skip = func(ctx *fasthttp.RequestCtx) bool { return string(ctx.Path()) == s.SkipPath }
 	}
 	if s.CustomDenied {
-		cfg.Denied = func(ctx *fasthttp.RequestCtx, d Decision) {
+		cfg.Denied = func(ctx *fasthttp.RequestCtx, d httplimit.Decision) {
 			ctx.Response.Header.Set("X-Denied-By", "custom")
 			ctx.SetBodyString("custom denied\n")
 		}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/shardlimit/shardlimit/httplimit"
 	"github.com/shardlimit/shardlimit/internal/mwtest"
 )
 
@@ -37,7 +38,7 @@ func start(t *testing.T, s mwtest.Setup) *mwtest.Target {
 		cfg.Skip = func(r *http.Request) bool { return r.URL.Path == s.SkipPath }
 	}
 	if s.CustomDenied {
-		cfg.Denied = func(w http.ResponseWriter, r *http.Request, d Decision) {
+		cfg.Denied = func(w http.ResponseWriter, r *http.Request, d httplimit.Decision) {
 			w.Header().Set("X-Denied-By", "custom")
 			w.WriteHeader(http.StatusTooManyRequests)
 			_, _ = w.Write([]byte("custom denied\n"))

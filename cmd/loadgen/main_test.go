@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/shardlimit/shardlimit/fasthttpmw"
+	"github.com/shardlimit/shardlimit/httplimit"
 )
 
 // TestMain fails the package if a test leaves a goroutine running.
@@ -44,13 +45,13 @@ func (s *syncBuffer) String() string {
 
 // server describes a test server.
 type server struct {
-	rules   string               // JSON rules
-	headers fasthttpmw.HeaderSet // 0: the demo's set
-	delay   time.Duration        // added to every answer
+	rules   string                  // JSON rules
+	headers *httplimit.HeaderConfig // nil: the demo's
+	delay   time.Duration           // added to every answer
 }
 
 // demoHeaders are the fields the demo server writes.
-const demoHeaders = fasthttpmw.HeaderXRateLimit | fasthttpmw.HeaderIETF | fasthttpmw.HeaderVerbose | fasthttpmw.HeaderRetryAfter
+var demoHeaders = httplimit.HeaderConfig{IETF: true, Verbose: true}
 
 // start runs a fasthttp server limited by fasthttpmw with s's rules and
 // X-Client-ID identities (else the address), on an ephemeral loopback port;
@@ -60,17 +61,17 @@ const demoHeaders = fasthttpmw.HeaderXRateLimit | fasthttpmw.HeaderIETF | fastht
 // down at the end of the test. It returns the server's URL.
 func (s server) start(t *testing.T) string {
 	t.Helper()
-	rules, err := fasthttpmw.ParseRules([]byte(s.rules))
+	rules, err := httplimit.ParseRules([]byte(s.rules))
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := s.headers
-	if h == 0 {
-		h = demoHeaders
+	h := demoHeaders
+	if s.headers != nil {
+		h = *s.headers
 	}
-	mw, err := fasthttpmw.New(fasthttpmw.Config{Options: fasthttpmw.Options{
+	mw, err := fasthttpmw.New(fasthttpmw.Config{Options: httplimit.Options{
 		Rules:   rules,
-		Keys:    fasthttpmw.KeyConfig{Header: "X-Client-ID", UnknownIdentity: fasthttpmw.UnknownIdentityOwnKey},
+		Keys:    httplimit.KeyConfig{Header: "X-Client-ID", UnknownIdentity: httplimit.UnknownIdentityOwnKey},
 		Headers: h,
 	}})
 	if err != nil {

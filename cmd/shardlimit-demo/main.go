@@ -13,7 +13,7 @@
 // header, which only sorts the clients the rules list into their tiers:
 // without it, or with an identity the rules do not list, requests are
 // keyed by their address (IPv4 /32, IPv6 /64), so made-up identities share
-// their address's budget (fasthttpmw.UnknownIdentityAnonymous). The header
+// their address's budget (httplimit.UnknownIdentityAnonymous). The header
 // is not authenticated here: anyone may claim to be client-1. A real
 // service validates its API keys before the limiter.
 //
@@ -70,6 +70,7 @@ import (
 
 	"github.com/shardlimit/shardlimit"
 	"github.com/shardlimit/shardlimit/fasthttpmw"
+	"github.com/shardlimit/shardlimit/httplimit"
 	shardsync "github.com/shardlimit/shardlimit/sync"
 )
 
@@ -120,11 +121,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 	if h == nil {
 		h = &hooks{}
 	}
-	load := func() (*fasthttpmw.Rules, error) {
+	load := func() (*httplimit.Rules, error) {
 		if *rulesPath == "" {
-			return fasthttpmw.ParseRules(seedRules)
+			return httplimit.ParseRules(seedRules)
 		}
-		return fasthttpmw.LoadRules(*rulesPath)
+		return httplimit.LoadRules(*rulesPath)
 	}
 	rules, err := load()
 	if err != nil {
@@ -212,17 +213,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 // keyed by X-Client-ID, everyone else by address; the X-RateLimit trio, the
 // IETF fields, the verbose pair and Retry-After. With sh, every rule's
 // limiter shares its counts through Redis.
-func newMiddleware(rules *fasthttpmw.Rules, alg shardlimit.Algorithm, clock shardlimit.Clock, sh *redisSync) (*fasthttpmw.Middleware, error) {
-	keys := fasthttpmw.KeyConfig{
+func newMiddleware(rules *httplimit.Rules, alg shardlimit.Algorithm, clock shardlimit.Clock, sh *redisSync) (*fasthttpmw.Middleware, error) {
+	keys := httplimit.KeyConfig{
 		Header: "X-Client-ID",
 		// The header is not authenticated: an identity the rules do not
 		// list is keyed by address, so rotating identities buys no budget.
-		UnknownIdentity: fasthttpmw.UnknownIdentityAnonymous,
+		UnknownIdentity: httplimit.UnknownIdentityAnonymous,
 	}
-	o := fasthttpmw.Options{
+	o := httplimit.Options{
 		Rules:            rules,
 		Keys:             keys,
-		Headers:          fasthttpmw.HeaderXRateLimit | fasthttpmw.HeaderIETF | fasthttpmw.HeaderVerbose | fasthttpmw.HeaderRetryAfter,
+		Headers:          httplimit.HeaderConfig{IETF: true, Verbose: true}, // beside X-RateLimit-* and Retry-After
 		DefaultAlgorithm: alg,
 		Clock:            clock,
 	}

@@ -1,7 +1,8 @@
-package httplimit
+package mwengine
 
 import (
 	"errors"
+	"github.com/shardlimit/shardlimit/httplimit"
 	"maps"
 	"slices"
 	"strings"
@@ -32,7 +33,7 @@ func TestNewLimiterHook(t *testing.T) {
 		return l, err
 	}
 	clock := shardlimit.NewManualClock(t0)
-	e, err := NewEngine(Options{
+	e, err := New(httplimit.Options{
 		Rules: mustParse(t, `{"rules": [
 			{"name": "a", "path": "/a", "limit": 2, "window": "1m"},
 			{"name": "b", "path": "/b", "algorithm": "sliding_counter", "limit": 3, "window": "1m", "buckets": 6}
@@ -84,7 +85,7 @@ func TestNewLimiterHook(t *testing.T) {
 	// closed.
 	made = nil
 	boom := errors.New("boom")
-	_, err = NewEngine(Options{
+	_, err = New(httplimit.Options{
 		Rules: mustParse(t, `{"rules": [
 			{"name": "a", "path": "/a", "limit": 2, "window": "1m"},
 			{"name": "b", "path": "/b", "limit": 2, "window": "1m"}
@@ -104,7 +105,7 @@ func TestNewLimiterHook(t *testing.T) {
 			t.Errorf("a limiter built before the failure is not closed: %+v", r)
 		}
 	}
-	_, err = NewEngine(Options{
+	_, err = New(httplimit.Options{
 		Rules:      mustParse(t, `{"rules": [{"name": "a", "path": "/a", "limit": 2, "window": "1m"}]}`),
 		NewLimiter: func(string, shardlimit.Config) (shardlimit.Limiter, error) { return nil, nil },
 	}, false)
