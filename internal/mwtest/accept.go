@@ -2,6 +2,7 @@ package mwtest
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -232,6 +233,50 @@ func ReloadKeepsCounters(t *testing.T, h Harness) {
 	if st := tg.Stats(); st.Rules != 4 {
 		t.Errorf("Stats.Rules = %d, want 4", st.Rules)
 	}
+
+	// Rules that come back within their window find their counters: gone,
+	// and c with its first algorithm.
+	clock.At(Sec(20))
+	back := MustRules(t, `{"rules": [
+		{"name": "a", "path": "/a", "algorithm": "fixed_window", "limit": 10, "window": "1m"},
+		{"name": "c", "path": "/c", "algorithm": "fixed_window", "limit": 2, "window": "1m"},
+		{"name": "gone", "path": "/gone", "limit": 1, "window": "1m"}
+	]}`)
+	if err := tg.Reload(back); err != nil {
+		t.Fatal(err)
+	}
+	expectStep(t, "gone came back: still used", c.Get("/gone"), D(40))
+	expectStep(t, "c came back: 1 used", c.Get("/c"), A(0))
+
+	// A rule set without rules is refused; the rules stay in force.
+	for _, js := range []string{`{}`, `{"rules": []}`} {
+		if err := tg.Reload(MustRulesUnchecked(t, js)); !errors.Is(err, httplimit.ErrNoRules) {
+			t.Errorf("Reload(%s) = %v, want ErrNoRules", js, err)
+		}
+	}
+	Check(t, "a after refused empty reloads", c.Get("/a"), 200, H{XLimit: "10", XRemaining: "4"})
+	expectStep(t, "gone after refused empty reloads", c.Get("/gone"), D(40))
+
+	// Limiting off on purpose: nothing limited; back on: counters kept.
+	if err := tg.Reload(MustRules(t, `{"limiting": "off"}`)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		Check(t, fmt.Sprintf("limiting off #%d", i+1), c.Get("/gone"), 200, H{XLimit: Absent, RetryAfter: Absent})
+	}
+	if st := tg.Stats(); st.Rules != 0 {
+		t.Errorf("limiting off: Stats.Rules = %d", st.Rules)
+	}
+	clock.At(Sec(30))
+	if err := tg.Reload(back); err != nil {
+		t.Fatal(err)
+	}
+	expectStep(t, "gone back on: still used", c.Get("/gone"), D(30))
+	Check(t, "a back on: 6 used", c.Get("/a"), 200, H{XLimit: "10", XRemaining: "3"})
+
+	// A window later the counters are those of fresh clients anyway.
+	clock.At(Sec(60))
+	expectStep(t, "gone in the next window", c.Get("/gone"), A(0))
 }
 
 // DryRun checks shadow mode: nothing is refused, the fields are written

@@ -10,6 +10,7 @@
 package mwtest
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -262,6 +263,17 @@ func MustRules(t testing.TB, js string) *httplimit.Rules {
 		t.Fatalf("rules: %v", err)
 	}
 	return r
+}
+
+// MustRulesUnchecked decodes rules JSON without validating it, for rule
+// sets a test expects Reload to refuse.
+func MustRulesUnchecked(t testing.TB, js string) *httplimit.Rules {
+	t.Helper()
+	var r httplimit.Rules
+	if err := json.Unmarshal([]byte(js), &r); err != nil {
+		t.Fatalf("rules: %v", err)
+	}
+	return &r
 }
 
 // OneRule returns rules with one catch-all rule "r" of the algorithm named
