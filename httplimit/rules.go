@@ -257,6 +257,10 @@ func decodeStrict(b []byte, v any) error {
 // rule; a file without rules that does not say "limiting": "off" is an
 // error wrapping ErrNoRules too.
 func ParseRules(data []byte) (*Rules, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, fmt.Errorf("%w: %w: the rule file is empty; to turn limiting off on purpose, say so: {\"limiting\": \"off\"}",
+			shardlimit.ErrInvalidConfig, ErrNoRules)
+	}
 	var r Rules
 	if err := decodeStrict(data, &r); err != nil {
 		return nil, err

@@ -141,7 +141,7 @@ func TestRulesErrors(t *testing.T) {
 // ErrNoRules unless it says that limiting is off, and that the off form
 // round-trips through JSON.
 func TestNoRules(t *testing.T) {
-	for _, js := range []string{`{}`, `{"rules": []}`, `{"rules": null, "overrides": []}`, "{\n}\n"} {
+	for _, js := range []string{``, " \n", `{}`, `{"rules": []}`, `{"rules": null, "overrides": []}`, "{\n}\n"} {
 		_, err := ParseRules([]byte(js))
 		if !errors.Is(err, ErrNoRules) || !errors.Is(err, shardlimit.ErrInvalidConfig) || !strings.Contains(err.Error(), `"limiting": "off"`) {
 			t.Errorf("%q: %v, want ErrNoRules and ErrInvalidConfig, saying how to turn limiting off", js, err)

@@ -21,6 +21,12 @@
 // client-1 may call /foo 10 times a minute (fixed window) and /bar 5 times a
 // minute (sliding log); client-2 20 and 10; any other address 5 and 2.
 //
+// Limited responses carry every rate-limit field the middleware can write:
+// X-RateLimit-Limit, -Remaining and -Reset (seconds to go), the IETF
+// RateLimit-Policy and RateLimit fields (draft-ietf-httpapi-ratelimit-headers-11)
+// and the verbose X-RateLimit-Window-Ms and X-RateLimit-Strategy; a 429
+// adds Retry-After and a one-line text body.
+//
 // Counters live in memory unless -redis names a Redis server: then several
 // demo servers sharing that Redis hold one cluster-wide limit per client and
 // route. Each request is still decided in-process by a sync.Shared limiter
@@ -47,8 +53,11 @@
 //	-redis-prefix  start of every Redis key (default shardlimit:demo:)
 //	-flush         how often counts are exchanged with Redis (default 50ms)
 //
-// SIGHUP reloads the rules file, keeping the counters of unchanged rules;
-// SIGINT and SIGTERM shut the server down gracefully.
+// SIGHUP reloads the rules file, keeping the counters of unchanged rules
+// (and of rules that come back within their window); a file that does not
+// parse, or holds no rule without saying "limiting": "off", is refused and
+// the rules in force stay. SIGINT and SIGTERM shut the server down
+// gracefully.
 package main
 
 import (
@@ -77,11 +86,12 @@ import (
 //go:embed rules.json
 var seedRules []byte
 
+// main runs the demo; it exits with status 0 after a clean shutdown or
+// -h (the usage goes to stderr), 2 after any other error.
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, nil); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "shardlimit-demo:", err)
-		}
+	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, nil)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "shardlimit-demo:", err)
 		os.Exit(2)
 	}
 }
@@ -199,6 +209,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 			}
 			if err != nil {
 				fmt.Fprintf(stderr, "SIGHUP: rules not reloaded: %v\n", err)
+			} else if r.Limiting == httplimit.LimitingOff {
+				fmt.Fprintf(stdout, "SIGHUP: rules reloaded from %s: limiting is off, as the file says\n", src)
 			} else {
 				fmt.Fprintf(stdout, "SIGHUP: rules reloaded from %s (%d rules)\n", src, mw.Stats().Rules)
 			}
