@@ -125,7 +125,14 @@ func New(cfg Config) (*Middleware, error) {
 
 // Wrap returns next limited by m: the decorator
 // func(next fasthttp.RequestHandler) fasthttp.RequestHandler.
+//
+// Wrap panics if m is nil or was not built by New (New returned an error
+// that was ignored), so that such a server fails when it is set up rather
+// than on its first request.
 func (m *Middleware) Wrap(next fasthttp.RequestHandler) fasthttp.RequestHandler {
+	if m == nil || m.e == nil {
+		panic("fasthttpmw: Wrap on a Middleware that New did not build (was New's error ignored?)")
+	}
 	return func(ctx *fasthttp.RequestCtx) { m.serve(ctx, next) }
 }
 

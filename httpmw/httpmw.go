@@ -120,7 +120,14 @@ func New(cfg Config) (*Middleware, error) {
 
 // Wrap returns next limited by m: the decorator
 // func(http.Handler) http.Handler.
+//
+// Wrap panics if m is nil or was not built by New (New returned an error
+// that was ignored), so that such a server fails when it is set up rather
+// than on its first request.
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
+	if m == nil || m.e == nil {
+		panic("httpmw: Wrap on a Middleware that New did not build (was New's error ignored?)")
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
 }
 

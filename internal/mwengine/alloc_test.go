@@ -3,9 +3,10 @@
 package mwengine
 
 import (
-	"github.com/shardlimit/shardlimit/httplimit"
 	"net/netip"
 	"testing"
+
+	"github.com/shardlimit/shardlimit/httplimit"
 )
 
 // TestKeyAllocs checks that key extraction allocates nothing on either

@@ -3,13 +3,13 @@ package mwengine
 import (
 	"errors"
 	"fmt"
-	"github.com/shardlimit/shardlimit/httplimit"
 	"net/netip"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/httplimit"
 )
 
 var t0 = time.Unix(1_734_480_000, 0)

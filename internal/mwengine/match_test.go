@@ -2,10 +2,11 @@ package mwengine
 
 import (
 	"fmt"
-	"github.com/shardlimit/shardlimit/httplimit"
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/shardlimit/shardlimit/httplimit"
 )
 
 func newTestEngine(t *testing.T, o httplimit.Options) *Engine {

@@ -2,7 +2,6 @@ package mwengine
 
 import (
 	"errors"
-	"github.com/shardlimit/shardlimit/httplimit"
 	"maps"
 	"slices"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/httplimit"
 )
 
 // TestNewLimiterHook: Options.NewLimiter builds every rule's limiter with
