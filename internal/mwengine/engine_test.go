@@ -184,9 +184,9 @@ func TestOptionsErrors(t *testing.T) {
 }
 
 // TestReloadUnderLoad decides from several goroutines while rules are
-// reloaded, replacing and closing limiters: no decision may fail (a request
-// that meets a limiter closed under it is decided again under the new
-// rules), and the race detector must stay quiet.
+// reloaded, replacing, setting aside and closing limiters: no decision may
+// fail (a limiter is closed only once no decision can reach it), and the
+// race detector must stay quiet.
 func TestReloadUnderLoad(t *testing.T) {
 	rules := func(i int) *httplimit.Rules {
 		alg := []string{"fixed_window", "sliding_log", "sliding_counter", "gcra"}[i%4]
