@@ -67,7 +67,7 @@ func RetryAfterSeconds(d time.Duration) (int64, bool) {
 // value Value(i). The values lie one after the other in Buf, so a
 // middleware can copy them all at once (net/http: one string for all).
 type Fields struct {
-	// Buf holds the values, concatenated. FormatFields appends to it.
+	// Buf holds the values, concatenated. Reply appends to it.
 	Buf []byte
 	n   int
 	f   [NumFields]Field

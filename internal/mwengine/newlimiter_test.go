@@ -98,7 +98,7 @@ func TestNewLimiterHook(t *testing.T) {
 		},
 	}, false)
 	if !errors.Is(err, boom) || !strings.Contains(err.Error(), `rule "b"`) {
-		t.Errorf("NewEngine with a failing hook: %v", err)
+		t.Errorf("New with a failing hook: %v", err)
 	}
 	for _, l := range made {
 		if r := l.AllowN("x", t0, 1); !errors.Is(r.Err, shardlimit.ErrClosed) {
@@ -110,6 +110,6 @@ func TestNewLimiterHook(t *testing.T) {
 		NewLimiter: func(string, shardlimit.Config) (shardlimit.Limiter, error) { return nil, nil },
 	}, false)
 	if err == nil || !strings.Contains(err.Error(), `rule "a": NewLimiter returned a nil limiter`) {
-		t.Errorf("NewEngine with a hook returning nil: %v", err)
+		t.Errorf("New with a hook returning nil: %v", err)
 	}
 }
