@@ -76,12 +76,12 @@ type Options struct {
 	// configuration the middleware derived from Limiter and the rule, with
 	// Clock set to the middleware's clock: build the limiter with it, since
 	// requests are decided at instants read from it. It is called by New
-	// and by Reload for every rule that needs a limiter of its own (see the
-	// middleware's Reload for when one is kept), from the goroutine calling
-	// them. The middleware owns what it returns: it calls Close when the
-	// limiter is no longer needed and on the middleware's Close. An error
-	// fails New or that Reload, wrapped with the rule's name. Nil means
-	// shardlimit.New.
+	// and by Reload for every rule that needs a new limiter (a rule keeps
+	// its limiter across reloads, see "Reloading rules" in the package
+	// documentation), from the goroutine calling them. The middleware owns
+	// what it returns: it calls Close when the limiter is no longer needed
+	// and on the middleware's Close. An error fails New or that Reload,
+	// wrapped with the rule's name. Nil means shardlimit.New.
 	NewLimiter func(rule string, cfg shardlimit.Config) (shardlimit.Limiter, error)
 
 	// Clock is the one clock of the middleware: each request is decided at

@@ -34,8 +34,8 @@ const (
 	// LimitingOff says on purpose that nothing is limited: the rule set
 	// holds no rule, tier or override, and every request passes untouched,
 	// with no rate-limit field. Reloading rules that limit again finds the
-	// counters of rules that come back within their window (see the
-	// middleware's Reload).
+	// counters of rules that come back within their window (see "Reloading
+	// rules" in the package documentation).
 	LimitingOff Limiting = "off"
 )
 
@@ -110,7 +110,7 @@ type Rule struct {
 	// Name identifies the rule across reloads and in Decision.Rule; required
 	// and unique over the whole Rules value. A reload keeps the counters of
 	// a rule whose name, algorithm, window and buckets are unchanged (see
-	// the middleware's Reload).
+	// "Reloading rules" in the package documentation).
 	Name string
 	// Path matches a request path exactly ("/foo" matches only "/foo").
 	Path string
