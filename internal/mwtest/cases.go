@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardlimit/shardlimit/internal/httplimit"
+	"github.com/shardlimit/shardlimit/httplimit"
+	"github.com/shardlimit/shardlimit/internal/mwengine"
 )
 
 // algCase is one algorithm's rule parameters and expected steps.
@@ -68,7 +69,7 @@ func CaseB06(t *testing.T, h Harness) {
 	tg := h.Start(t, Setup{Options: httplimit.Options{
 		Rules:   OneRule(t, "fixed_window", 3, "60s", 0, ""),
 		Keys:    httplimit.KeyConfig{TrustedProxies: Loopback},
-		Headers: httplimit.HeaderXRateLimit | httplimit.HeaderIETF | httplimit.HeaderRetryAfter,
+		Headers: httplimit.HeaderConfig{IETF: true},
 		Clock:   clock,
 	}})
 	c := NewClient(t, tg.URL, 1)
@@ -101,10 +102,9 @@ func CaseB07(t *testing.T, h Harness) {
 		t.Run(fmt.Sprintf("ResetUnix=%v", unix), func(t *testing.T) {
 			clock := NewClock()
 			tg := h.Start(t, Setup{Options: httplimit.Options{
-				Rules:     OneRule(t, "fixed_window", 5, "60s", 0, ""),
-				Headers:   httplimit.HeaderXRateLimit | httplimit.HeaderIETF | httplimit.HeaderRetryAfter,
-				ResetUnix: unix,
-				Clock:     clock,
+				Rules:   OneRule(t, "fixed_window", 5, "60s", 0, ""),
+				Headers: httplimit.HeaderConfig{IETF: true, ResetUnix: unix},
+				Clock:   clock,
 			}})
 			c := NewClient(t, tg.URL, 1)
 			reset := func(toGo, abs int64) string {
@@ -213,7 +213,7 @@ func CaseB16(t *testing.T, h Harness) {
 			clock.At(Sec(1))
 			r := c.Get("/", cost(-1)...)
 			Check(t, "t=1 cost -1", r, 500, H{XRemaining: Absent, RetryAfter: Absent})
-			if r.Body != httplimit.BodyBadCost {
+			if r.Body != mwengine.BodyBadCost {
 				t.Errorf("t=1 cost -1: body %q", r.Body)
 			}
 			clock.At(Sec(2))
@@ -247,7 +247,7 @@ func CaseB17(t *testing.T, h Harness) {
 			tg := h.Start(t, Setup{CostHeader: true, Options: httplimit.Options{
 				Rules:   rules(0),
 				Keys:    httplimit.KeyConfig{Header: "X-Client-ID"},
-				Headers: httplimit.HeaderXRateLimit | httplimit.HeaderIETF | httplimit.HeaderRetryAfter,
+				Headers: httplimit.HeaderConfig{IETF: true},
 				Clock:   clock,
 			}})
 			c := NewClient(t, tg.URL, 1)
@@ -322,7 +322,7 @@ func CaseB18(t *testing.T, h Harness) {
 			tg := h.Start(t, Setup{Options: httplimit.Options{
 				Rules:   rules(2),
 				Keys:    httplimit.KeyConfig{Header: "X-Client-ID"},
-				Headers: httplimit.HeaderXRateLimit | httplimit.HeaderIETF | httplimit.HeaderRetryAfter,
+				Headers: httplimit.HeaderConfig{IETF: true},
 				Clock:   clock,
 			}})
 			c := NewClient(t, tg.URL, 1)
@@ -354,7 +354,7 @@ func CaseB19(t *testing.T, h Harness) {
 			tg := h.Start(t, Setup{Options: httplimit.Options{
 				Rules:   OneRule(t, alg, 5, "60s", 0, `"overrides": [{"rule": "r", "ip": "203.0.113.7", "limit": 2}]`),
 				Keys:    httplimit.KeyConfig{TrustedProxies: Loopback},
-				Headers: httplimit.HeaderXRateLimit | httplimit.HeaderIETF | httplimit.HeaderRetryAfter,
+				Headers: httplimit.HeaderConfig{IETF: true},
 				Clock:   clock,
 			}})
 			c := NewClient(t, tg.URL, 1)
@@ -506,7 +506,7 @@ func CaseB26(t *testing.T, h Harness) {
 			clock := NewClock()
 			tg := h.Start(t, Setup{Options: httplimit.Options{
 				Rules:   OneRule(t, ac.alg, 2, "500ms", ac.buckets, ""),
-				Headers: httplimit.HeaderXRateLimit | httplimit.HeaderIETF | httplimit.HeaderVerbose | httplimit.HeaderRetryAfter,
+				Headers: httplimit.HeaderConfig{IETF: true, Verbose: true},
 				Clock:   clock,
 			}})
 			c := NewClient(t, tg.URL, 1)
@@ -553,10 +553,9 @@ func CaseB27(t *testing.T, h Harness) {
 			for _, unix := range []bool{false, true} {
 				clock := NewClock()
 				tg := h.Start(t, Setup{Options: httplimit.Options{
-					Rules:     OneRule(t, ac.alg, 5, "8760h", ac.buckets, ""),
-					Headers:   httplimit.HeaderXRateLimit | httplimit.HeaderIETF | httplimit.HeaderRetryAfter,
-					ResetUnix: unix,
-					Clock:     clock,
+					Rules:   OneRule(t, ac.alg, 5, "8760h", ac.buckets, ""),
+					Headers: httplimit.HeaderConfig{IETF: true, ResetUnix: unix},
+					Clock:   clock,
 				}})
 				c := NewClient(t, tg.URL, 1)
 				for i, s := range []step{A(4), A(3), A(2), A(1), A(0), D(ac.ra0)} {

@@ -1,4 +1,4 @@
-package httplimit
+package mwengine
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/httplimit"
 )
 
 // TestNewLimiterHook: Options.NewLimiter builds every rule's limiter with
@@ -32,7 +33,7 @@ func TestNewLimiterHook(t *testing.T) {
 		return l, err
 	}
 	clock := shardlimit.NewManualClock(t0)
-	e, err := NewEngine(Options{
+	e, err := New(httplimit.Options{
 		Rules: mustParse(t, `{"rules": [
 			{"name": "a", "path": "/a", "limit": 2, "window": "1m"},
 			{"name": "b", "path": "/b", "algorithm": "sliding_counter", "limit": 3, "window": "1m", "buckets": 6}
@@ -84,7 +85,7 @@ func TestNewLimiterHook(t *testing.T) {
 	// closed.
 	made = nil
 	boom := errors.New("boom")
-	_, err = NewEngine(Options{
+	_, err = New(httplimit.Options{
 		Rules: mustParse(t, `{"rules": [
 			{"name": "a", "path": "/a", "limit": 2, "window": "1m"},
 			{"name": "b", "path": "/b", "limit": 2, "window": "1m"}
@@ -97,18 +98,18 @@ func TestNewLimiterHook(t *testing.T) {
 		},
 	}, false)
 	if !errors.Is(err, boom) || !strings.Contains(err.Error(), `rule "b"`) {
-		t.Errorf("NewEngine with a failing hook: %v", err)
+		t.Errorf("New with a failing hook: %v", err)
 	}
 	for _, l := range made {
 		if r := l.AllowN("x", t0, 1); !errors.Is(r.Err, shardlimit.ErrClosed) {
 			t.Errorf("a limiter built before the failure is not closed: %+v", r)
 		}
 	}
-	_, err = NewEngine(Options{
+	_, err = New(httplimit.Options{
 		Rules:      mustParse(t, `{"rules": [{"name": "a", "path": "/a", "limit": 2, "window": "1m"}]}`),
 		NewLimiter: func(string, shardlimit.Config) (shardlimit.Limiter, error) { return nil, nil },
 	}, false)
 	if err == nil || !strings.Contains(err.Error(), `rule "a": NewLimiter returned a nil limiter`) {
-		t.Errorf("NewEngine with a hook returning nil: %v", err)
+		t.Errorf("New with a hook returning nil: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package httplimit
+package mwengine
 
 import (
 	"net/netip"

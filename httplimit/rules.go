@@ -13,11 +13,36 @@ import (
 	"time"
 
 	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/internal/netprefix"
+)
+
+// ErrNoRules reports a rule set that would leave no request limited: nil
+// Options.Rules, or a Rules value without a single rule that does not say
+// Limiting: LimitingOff. A rule file that lost its rules (an empty file,
+// "{}", a bad edit) is thus refused, at start and on reload, instead of
+// silently turning every limit off. Errors wrapping it wrap
+// shardlimit.ErrInvalidConfig too.
+var ErrNoRules = errors.New("httplimit: no rules")
+
+// Limiting says whether a rule set limits at all: Rules.Limiting.
+type Limiting string
+
+const (
+	// LimitingOn (or "") is the default: the rule set must hold at least
+	// one rule.
+	LimitingOn Limiting = "on"
+	// LimitingOff says on purpose that nothing is limited: the rule set
+	// holds no rule, tier or override, and every request passes untouched,
+	// with no rate-limit field. Reloading rules that limit again finds the
+	// counters of rules that come back within their window (see "Reloading
+	// rules" in the package documentation).
+	LimitingOff Limiting = "off"
 )
 
 // Rules is a complete rule set: the default rules, client tiers and per-client
 // limit overrides. It is plain data; the middleware compiles it at
-// construction and on Reload. Its JSON form (ParseRules) is:
+// construction and on Reload. It must hold at least one rule (in Rules or
+// a tier) unless Limiting is LimitingOff. Its JSON form (ParseRules) is:
 //
 //	{
 //	  "rules": [                              // the default tier: clients in no tier
@@ -34,12 +59,20 @@ import (
 //	  ]
 //	}
 //
+// and, to turn limiting off on purpose (no rules, tiers or overrides):
+//
+//	{"limiting": "off"}
+//
 // Unknown fields are errors, so a misspelt field never silently drops a
 // limit.
 type Rules struct {
+	// Limiting is LimitingOff to say that the rule set limits nothing on
+	// purpose; empty means LimitingOn. In JSON "on" or "off".
+	Limiting Limiting `json:"limiting,omitempty"`
+
 	// Rules apply to clients in no tier, and to tier clients on routes
 	// their tier's rules do not match.
-	Rules []Rule `json:"rules"`
+	Rules []Rule `json:"rules,omitempty"`
 	// Tiers group clients that get rules of their own.
 	Tiers []Tier `json:"tiers,omitempty"`
 	// Overrides give single clients a limit of their own on a rule.
@@ -76,7 +109,8 @@ type Tier struct {
 type Rule struct {
 	// Name identifies the rule across reloads and in Decision.Rule; required
 	// and unique over the whole Rules value. A reload keeps the counters of
-	// a rule whose name, algorithm, window and buckets are unchanged.
+	// a rule whose name, algorithm, window and buckets are unchanged (see
+	// "Reloading rules" in the package documentation).
 	Name string
 	// Path matches a request path exactly ("/foo" matches only "/foo").
 	Path string
@@ -87,7 +121,8 @@ type Rule struct {
 	// Methods restricts the rule to these request methods (compared after
 	// upper-casing the rule's names). Empty matches every method.
 	Methods []string
-	// Algorithm is the rule's algorithm; zero means Options.DefaultAlgorithm.
+	// Algorithm is the rule's algorithm; zero means Options.DefaultAlgorithm
+	// (shardlimit.FixedWindow unless set).
 	// In JSON a name accepted by shardlimit.ParseAlgorithm.
 	Algorithm shardlimit.Algorithm
 	// Limit is the default number of requests (cost units) per window per
@@ -102,7 +137,7 @@ type Rule struct {
 	// shardlimit.DefaultBuckets. Ignored by the other algorithms.
 	Buckets int
 	// Policy is the rule's IETF policy name (RateLimit-Policy,
-	// RateLimit); empty means Options.PolicyName. Printable ASCII only.
+	// RateLimit); empty means HeaderConfig.PolicyName. Printable ASCII only.
 	Policy string
 }
 
@@ -219,8 +254,13 @@ func decodeStrict(b []byte, v any) error {
 
 // ParseRules decodes and validates a JSON rule file (see Rules for the
 // format). Errors wrap shardlimit.ErrInvalidConfig and name the offending
-// rule.
+// rule; a file without rules that does not say "limiting": "off" is an
+// error wrapping ErrNoRules too.
 func ParseRules(data []byte) (*Rules, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, fmt.Errorf("%w: %w: the rule file is empty; to turn limiting off on purpose, say so: {\"limiting\": \"off\"}",
+			shardlimit.ErrInvalidConfig, ErrNoRules)
+	}
 	var r Rules
 	if err := decodeStrict(data, &r); err != nil {
 		return nil, err
@@ -246,16 +286,40 @@ func LoadRules(path string) (*Rules, error) {
 }
 
 // Validate reports the first structural error in r, wrapping
-// shardlimit.ErrInvalidConfig. Rules without an algorithm are checked as
-// fixed windows; the middleware checks them again with its default
-// algorithm.
+// shardlimit.ErrInvalidConfig (and ErrNoRules for a rule set without rules
+// that does not say Limiting: LimitingOff). Rules without an algorithm are
+// checked as fixed windows; the middleware checks them again with its
+// Options.DefaultAlgorithm.
 func (r *Rules) Validate() error {
 	return r.validate(shardlimit.FixedWindow)
+}
+
+// NumRules returns the number of rules in r, default and tier rules.
+func (r *Rules) NumRules() int {
+	n := len(r.Rules)
+	for _, t := range r.Tiers {
+		n += len(t.Rules)
+	}
+	return n
 }
 
 func (r *Rules) validate(defAlg shardlimit.Algorithm) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{shardlimit.ErrInvalidConfig}, args...)...)
+	}
+	switch r.Limiting {
+	case "", LimitingOn:
+		if r.NumRules() == 0 {
+			return fmt.Errorf("%w: %w in the rule set; to turn limiting off on purpose, say so: {\"limiting\": \"off\"} (Rules.Limiting = LimitingOff)",
+				shardlimit.ErrInvalidConfig, ErrNoRules)
+		}
+	case LimitingOff:
+		if r.NumRules() > 0 || len(r.Tiers) > 0 || len(r.Overrides) > 0 {
+			return bad("limiting is off but the rule set lists rules, tiers or overrides")
+		}
+		return nil
+	default:
+		return bad("limiting %q is neither %q nor %q", r.Limiting, LimitingOn, LimitingOff)
 	}
 	names := map[string]shardlimit.Algorithm{}
 	checkTier := func(tier string, rules []Rule) error {
@@ -353,7 +417,7 @@ func (r *Rules) validate(defAlg shardlimit.Algorithm) error {
 			clients[c] = t.Name
 		}
 		for _, n := range t.Networks {
-			if _, err := parsePrefix(n); err != nil {
+			if _, err := netprefix.Parse(n); err != nil {
 				return bad("tier %q: network %q: %v", t.Name, n, err)
 			}
 		}

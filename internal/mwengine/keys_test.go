@@ -1,14 +1,22 @@
-package httplimit
+package mwengine
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
 	"math/rand/v2"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/httplimit"
 )
 
-func mustKeyer(t *testing.T, kc KeyConfig) *keyer {
+func mustKeyer(t *testing.T, kc httplimit.KeyConfig) *keyer {
 	t.Helper()
 	k, err := newKeyer(kc, false)
 	if err != nil {
@@ -25,7 +33,7 @@ func addrKey(k *keyer, s string) string {
 // per /64 (or the configured prefix), IPv4-mapped IPv6 as IPv4, textual
 // variants of one address alike.
 func TestAddrKeys(t *testing.T) {
-	k := mustKeyer(t, KeyConfig{})
+	k := mustKeyer(t, httplimit.KeyConfig{})
 	same := [][]string{
 		{"2001:db8:abcd:12::1", "2001:db8:abcd:12:ffff:ffff:ffff:fffe", "2001:db8:abcd:12::dead:beef"},
 		{"2001:db8:abcd:13::1", "2001:DB8:ABCD:13:0:0:0:2", "2001:db8:abcd:13::3"},
@@ -47,17 +55,25 @@ func TestAddrKeys(t *testing.T) {
 	if addrKey(k, "192.0.2.1") == addrKey(k, "192.0.2.2") {
 		t.Error("IPv4 /32: 192.0.2.1 and 192.0.2.2 share a key")
 	}
-	if got := addrKey(k, "192.0.2.1"); got != "4\xc0\x00\x02\x01" {
-		t.Errorf("IPv4 key %x", got)
-	}
-	if got := addrKey(k, "2001:db8::1"); got != "6\x20\x01\x0d\xb8\x00\x00\x00\x00" {
-		t.Errorf("IPv6 /64 key %x", got)
+	for a, want := range map[string]string{
+		"192.0.2.1":                     "ip:192.0.2.1",
+		"::ffff:192.0.2.1":              "ip:192.0.2.1",
+		"2001:db8::1":                   "ip:2001:db8::/64",
+		"2001:db8:abcd:12:ffff::1%eth0": "ip:2001:db8:abcd:12::/64",
+		"::1":                           "ip:::/64",
+	} {
+		if got := addrKey(k, a); got != want {
+			t.Errorf("key of %s %q, want %q", a, got, want)
+		}
 	}
 	if addrKey(k, "::c000:201") == addrKey(k, "192.0.2.1") {
 		t.Error("IPv4-compatible (not mapped) IPv6 keyed as IPv4")
 	}
 
-	k56 := mustKeyer(t, KeyConfig{IPv6Prefix: 56, IPv4Prefix: 24})
+	k56 := mustKeyer(t, httplimit.KeyConfig{IPv6Prefix: 56, IPv4Prefix: 24})
+	if got := addrKey(k56, "192.0.2.77"); got != "ip:192.0.2.0/24" {
+		t.Errorf("IPv4 /24 key %q", got)
+	}
 	if addrKey(k56, "2001:db8:abcd:12::1") != addrKey(k56, "2001:db8:abcd:13::1") {
 		t.Error("/56: 2001:db8:abcd:12::/64 and :13::/64 differ")
 	}
@@ -67,11 +83,14 @@ func TestAddrKeys(t *testing.T) {
 	if addrKey(k56, "192.0.2.1") != addrKey(k56, "192.0.2.200") || addrKey(k56, "192.0.2.1") == addrKey(k56, "192.0.3.1") {
 		t.Error("IPv4 /24 grouping wrong")
 	}
-	k128 := mustKeyer(t, KeyConfig{IPv6Prefix: 128})
+	k128 := mustKeyer(t, httplimit.KeyConfig{IPv6Prefix: 128})
+	if got := addrKey(k128, "2001:db8::1"); got != "ip:2001:db8::1" {
+		t.Errorf("IPv6 /128 key %q", got)
+	}
 	if addrKey(k128, "2001:db8::1") == addrKey(k128, "2001:db8::2") {
 		t.Error("/128: two addresses share a key")
 	}
-	k1 := mustKeyer(t, KeyConfig{IPv6Prefix: 1})
+	k1 := mustKeyer(t, httplimit.KeyConfig{IPv6Prefix: 1})
 	if addrKey(k1, "2001:db8::1") != addrKey(k1, "7fff::") || addrKey(k1, "8000::") == addrKey(k1, "7fff::") {
 		t.Error("/1 grouping wrong")
 	}
@@ -114,7 +133,7 @@ func TestMaskBytes(t *testing.T) {
 func TestAddrKeyPrefixes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for bits := 1; bits <= 128; bits++ {
-		kc := KeyConfig{IPv6Prefix: bits}
+		kc := httplimit.KeyConfig{IPv6Prefix: bits}
 		if bits <= 32 {
 			kc.IPv4Prefix = bits
 		}
@@ -131,45 +150,55 @@ func TestAddrKeyPrefixes(t *testing.T) {
 			if a6.Is4In6() {
 				continue
 			}
-			want := append([]byte{tagIPv6}, b16[:]...)
-			maskBytes(want[1:], bits)
-			want = want[:1+(bits+7)/8]
-			if got := k.appendAddrKey([]byte("x"), a6); !bytes.Equal(got[1:], want) || got[0] != 'x' {
-				t.Fatalf("/%d %s: key %x, want %x", bits, a6, got[1:], want)
+			if got, want := k.appendAddrKey([]byte("x"), a6), "x"+prefixKey(b16[:], bits); string(got) != want {
+				t.Fatalf("/%d %s: key %q, want %q", bits, a6, got, want)
 			}
 			if bits > 32 {
 				continue
 			}
 			b4 := [4]byte(b16[:4])
-			want = append([]byte{tagIPv4}, b4[:]...)
-			maskBytes(want[1:], bits)
+			want := prefixKey(b4[:], bits)
 			for _, a4 := range []netip.Addr{netip.AddrFrom4(b4), netip.AddrFrom16([16]byte(append(make([]byte, 10), 0xff, 0xff, b4[0], b4[1], b4[2], b4[3])))} {
-				if got := k.appendAddrKey(nil, a4); !bytes.Equal(got, want) {
-					t.Fatalf("/%d %s: key %x, want %x", bits, a4, got, want)
+				if got := k.appendAddrKey(nil, a4); string(got) != want {
+					t.Fatalf("/%d %s: key %q, want %q", bits, a4, got, want)
 				}
 			}
 		}
 	}
 }
 
+// prefixKey returns the key of the network of address bytes b (4 or 16)
+// with prefix length bits, masked by maskBytes: "ip:" and the masked
+// address, then "/bits" unless bits is the full length.
+func prefixKey(b []byte, bits int) string {
+	m := bytes.Clone(b)
+	maskBytes(m, bits)
+	a, _ := netip.AddrFromSlice(m)
+	if bits == 8*len(b) {
+		return "ip:" + a.String()
+	}
+	return "ip:" + a.String() + "/" + strconv.Itoa(bits)
+}
+
 // TestIDKeys checks identity keys: tagged, capped, long ones digested so
 // that distinct identities keep distinct keys, and never equal to an
 // address key.
 func TestIDKeys(t *testing.T) {
-	k := mustKeyer(t, KeyConfig{MaxKeyBytes: 8})
-	if got := string(appendIDKey(k, nil, "client-1")); got != "iclient-1" {
+	k := mustKeyer(t, httplimit.KeyConfig{MaxKeyBytes: 8})
+	if got := string(appendIDKey(k, nil, "client-1")); got != "id:client-1" {
 		t.Errorf("short identity key %q", got)
 	}
 	a := appendIDKey(k, nil, "client-10")
 	b := appendIDKey(k, nil, []byte("client-11"))
-	if len(a) != 1+digestLen || a[0] != tagIDDigest || bytes.Equal(a, b) {
-		t.Errorf("long identity keys %x, %x", a, b)
+	sum := sha256.Sum256([]byte("client-10"))
+	if string(a) != "id-sha256:"+hex.EncodeToString(sum[:]) || bytes.Equal(a, b) {
+		t.Errorf("long identity keys %q, %q", a, b)
 	}
 	if len(k.appendAddrKey(nil, netip.MustParseAddr("192.0.2.1"))) > k.maxKeyLen() || len(a) > k.maxKeyLen() {
 		t.Error("a key is longer than maxKeyLen")
 	}
 	huge := strings.Repeat("x", 10000)
-	if got := appendIDKey(k, make([]byte, 0, 64), huge); len(got) != 1+digestLen {
+	if got := appendIDKey(k, make([]byte, 0, 64), huge); len(got) != len("id-sha256:")+64 {
 		t.Errorf("10 kB identity key has %d bytes", len(got))
 	}
 }
@@ -178,8 +207,8 @@ func TestIDKeys(t *testing.T) {
 // X-Forwarded-For, and that only the configured header is read.
 func TestForwardedClient(t *testing.T) {
 	trusted := []string{"10.0.0.0/8", "2001:db8:ffff::/48", "::ffff:172.16.0.1"}
-	xff := mustKeyer(t, KeyConfig{TrustedProxies: trusted})
-	xri := mustKeyer(t, KeyConfig{TrustedProxies: trusted, ForwardedHeader: " x-REAL-ip"})
+	xff := mustKeyer(t, httplimit.KeyConfig{TrustedProxies: trusted})
+	xri := mustKeyer(t, httplimit.KeyConfig{TrustedProxies: trusted, ForwardedHeader: " x-REAL-ip"})
 	peer := netip.MustParseAddr("10.0.0.1")
 	for _, tc := range []struct {
 		k     *keyer
@@ -200,7 +229,7 @@ func TestForwardedClient(t *testing.T) {
 		{xff, []string{"[2001:db8::1]:443 , 172.16.0.1"}, "2001:db8::1"},
 		{xff, []string{"::ffff:203.0.113.5"}, "203.0.113.5"},
 		{xff, []string{" , "}, "10.0.0.1"},
-		{xff, []string{"203.0.113.1," + strings.Repeat("10.0.0.5,", MaxForwardedHops) + "10.0.0.6"}, "10.0.0.5"},
+		{xff, []string{"203.0.113.1," + strings.Repeat("10.0.0.5,", httplimit.MaxForwardedHops) + "10.0.0.6"}, "10.0.0.5"},
 		{xri, nil, "10.0.0.1"},
 		{xri, []string{"203.0.113.7"}, "203.0.113.7"},
 		{xri, []string{" [2001:db8::7]:443 "}, "2001:db8::7"},
@@ -220,7 +249,7 @@ func TestForwardedClient(t *testing.T) {
 			t.Errorf("%s %q: %v (bytes %v), want %s", tc.k.fwdHeader, tc.lines, got, gotB, tc.want)
 		}
 	}
-	if xff.fwdHeader != XForwardedFor || xri.fwdHeader != XRealIP {
+	if xff.fwdHeader != httplimit.XForwardedFor || xri.fwdHeader != httplimit.XRealIP {
 		t.Errorf("forwarded headers %q, %q", xff.fwdHeader, xri.fwdHeader)
 	}
 	if !xff.trusts(netip.MustParseAddr("::ffff:10.1.1.1")) || !xff.trusts(netip.MustParseAddr("172.16.0.1")) || xff.trusts(netip.MustParseAddr("172.16.0.2")) {
@@ -228,22 +257,54 @@ func TestForwardedClient(t *testing.T) {
 	}
 }
 
-func TestKeyConfigErrors(t *testing.T) {
-	for _, kc := range []KeyConfig{
-		{MaxKeyBytes: -1}, {MaxKeyBytes: MaxKeyBytesLimit + 1}, {IPv4Prefix: 33}, {IPv4Prefix: -1},
-		{IPv6Prefix: 129}, {TrustedProxies: []string{"10.0.0.0/33"}}, {TrustedProxies: []string{"nope"}},
-		{Header: "X Client"}, {EmptyKey: 9}, {TrustedProxies: []string{"::ffff:0:0/80"}},
-		{UnknownIdentity: 2}, {ForwardedHeader: "Forwarded"}, {ForwardedHeader: "X-Forwarded-Host"}, {ForwardedHeader: "CF-Connecting-IP"},
-	} {
-		if _, err := newKeyer(kc, false); err == nil {
-			t.Errorf("newKeyer(%+v) accepted", kc)
+func TestKeyConfigHeaderAndKeyFunc(t *testing.T) {
+	if _, err := newKeyer(httplimit.KeyConfig{Header: "X-Api-Key"}, true); !errors.Is(err, shardlimit.ErrInvalidConfig) {
+		t.Errorf("a key header and a key function both accepted: %v", err)
+	}
+	k := mustKeyer(t, httplimit.KeyConfig{Header: "x-api-key", ForwardedHeader: " x-real-ip"})
+	if k.header != "X-Api-Key" || k.fwdHeader != httplimit.XRealIP || k.fwdList {
+		t.Errorf("keyer %+v: names not canonical", k)
+	}
+}
+
+// TestAppendIPv6 checks appendIPv6 against netip.Addr.String on every
+// pattern of zero groups (where RFC 5952's "::" rules bite), with random
+// values in the other groups, many of them below 0x1000.
+func TestAppendIPv6(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for zeros := range 256 {
+		for range 20 {
+			var b [16]byte
+			for g := range 8 {
+				if zeros&(1<<g) == 0 {
+					v := uint16(rng.Uint32()) >> (4 * rng.IntN(4)) // 1 to 4 hex digits
+					b[2*g], b[2*g+1] = byte(v>>8), byte(v)
+				}
+			}
+			checkAppendIPv6(t, b)
 		}
 	}
-	if _, err := newKeyer(KeyConfig{Header: "X-Api-Key"}, true); err == nil {
-		t.Error("a key header and a key function both accepted")
+}
+
+// FuzzAppendIPv6 is the same comparison on generated addresses.
+func FuzzAppendIPv6(f *testing.F) {
+	f.Add(make([]byte, 16))
+	f.Add([]byte{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var b [16]byte
+		copy(b[:], in)
+		checkAppendIPv6(t, b)
+	})
+}
+
+func checkAppendIPv6(t *testing.T, b [16]byte) {
+	t.Helper()
+	a := netip.AddrFrom16(b)
+	if a.Is4In6() {
+		return // keyed as IPv4; netip writes it "::ffff:1.2.3.4"
 	}
-	k := mustKeyer(t, KeyConfig{Header: "x-api-key"})
-	if k.header != "X-Api-Key" {
-		t.Errorf("header not canonical: %q", k.header)
+	got := appendIPv6([]byte("x"), binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:]))
+	if string(got) != "x"+a.String() {
+		t.Fatalf("appendIPv6(%x) = %q, want %q", b, got[1:], a.String())
 	}
 }

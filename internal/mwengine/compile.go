@@ -1,4 +1,4 @@
-package httplimit
+package mwengine
 
 import (
 	"cmp"
@@ -8,10 +8,11 @@ import (
 	"time"
 
 	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/httplimit"
 )
 
 // rule is a compiled Rule. Fields are immutable once the rule is published
-// (lim is safe for concurrent use).
+// (l.lim is safe for concurrent use).
 type rule struct {
 	name     string
 	tier     string
@@ -22,7 +23,7 @@ type rule struct {
 	methods  []string
 	path     string
 	prefix   bool
-	lim      shardlimit.Limiter
+	l        *limiter
 	sfName   []byte // the IETF policy name as a structured-field string
 	strategy string
 
@@ -33,7 +34,12 @@ type rule struct {
 	windowMs    []byte // the window in milliseconds, rounded up
 }
 
-// allows reports whether the rule applies to method.
+// id returns the identity of the limiter r needs.
+func (r *rule) id() limiterID {
+	return limiterID{name: r.name, alg: r.alg, window: r.window, buckets: r.buckets}
+}
+
+// ruleAllows reports whether rule r applies to method.
 func ruleAllows[S byteseq](r *rule, method S) bool {
 	if len(r.methods) == 0 {
 		return true
@@ -86,11 +92,10 @@ type netTier struct {
 
 // ruleSet is one compiled Rules value, published atomically.
 type ruleSet struct {
-	def       *tier
-	byID      map[string]*tier // listed identities: their tier, nil if only an override names them
-	nets      []netTier
-	rules     map[string]*rule          // by name
-	overrides map[string]map[string]int // rule name -> key -> limit
+	def   *tier
+	byID  map[string]*tier // listed identities: their tier, nil if only an override names them
+	nets  []netTier
+	rules map[string]*rule // by name
 }
 
 // matchTier returns t's rule for method and path, or nil.
@@ -127,12 +132,6 @@ func lookupID[S byteseq](set *ruleSet, id S) (*tier, bool) {
 	return t, ok
 }
 
-// match returns the rule for a request with identity id, or nil.
-func match[S byteseq](set *ruleSet, id S, client netip.Addr, method, path S) *rule {
-	t, _ := lookupID(set, id)
-	return matchFrom(set, t, client, method, path)
-}
-
 // matchFrom returns the rule for a request whose identity's tier is idTier
 // (nil if none), or nil.
 func matchFrom[S byteseq](set *ruleSet, idTier *tier, client netip.Addr, method, path S) *rule {
@@ -156,8 +155,8 @@ func matchFrom[S byteseq](set *ruleSet, idTier *tier, client netip.Addr, method,
 }
 
 // compileTier indexes rules (already validated) of the tier named name,
-// taking limiters from lims.
-func compileTier(name string, rules []Rule, byName map[string]*rule) *tier {
+// taking their compiled forms from byName.
+func compileTier(name string, rules []httplimit.Rule, byName map[string]*rule) *tier {
 	t := &tier{name: name, exact: map[string][]*rule{}}
 	for _, ru := range rules {
 		r := byName[ru.Name]
@@ -190,7 +189,7 @@ func compileTier(name string, rules []Rule, byName map[string]*rule) *tier {
 }
 
 // newRule returns the compiled form of ru (validated) without a limiter.
-func (e *Engine) newRule(tierName string, ru Rule) *rule {
+func (e *Engine) newRule(tierName string, ru httplimit.Rule) *rule {
 	r := &rule{name: ru.Name, tier: tierName, alg: ru.Algorithm, limit: ru.Limit, window: ru.Window}
 	if r.alg == 0 {
 		r.alg = e.defAlg
@@ -206,11 +205,11 @@ func (e *Engine) newRule(tierName string, ru Rule) *rule {
 	} else {
 		r.path, r.prefix = cmp.Or(ru.Prefix, "/"), true
 	}
-	r.sfName = appendSFString(nil, cmp.Or(ru.Policy, e.policyName))
+	r.sfName = appendSFString(nil, cmp.Or(ru.Policy, e.hdr.PolicyName))
 	r.strategy = r.alg.String()
 	r.limitDigits = appendInt(nil, int64(r.limit))
 	r.policyW = appendInt([]byte(";w="), CeilSeconds(r.window))
-	r.policy = append(append(append(slices.Clip(r.sfName), ";q="...), r.limitDigits...), r.policyW...)
+	r.policy = appendPolicyItem(nil, r, r.limit)
 	ms := int64(r.window / time.Millisecond)
 	if r.window%time.Millisecond != 0 {
 		ms++
@@ -230,7 +229,7 @@ func (e *Engine) limiterConfig(r *rule) shardlimit.Config {
 	cfg.Clock = e.clock
 	switch {
 	case cfg.MaxKeys == 0:
-		cfg.MaxKeys = DefaultMaxKeys
+		cfg.MaxKeys = httplimit.DefaultMaxKeys
 	case cfg.MaxKeys < 0:
 		cfg.MaxKeys = 0
 	}
@@ -240,9 +239,9 @@ func (e *Engine) limiterConfig(r *rule) shardlimit.Config {
 // overrideKeys returns, per rule name, the key -> limit map of r's
 // overrides. A rule-specific override beats an every-rule one for the same
 // key.
-func (e *Engine) overrideKeys(r *Rules, rules map[string]*rule) map[string]map[string]int {
+func (e *Engine) overrideKeys(r *httplimit.Rules, rules map[string]*rule) map[string]map[string]int {
 	out := map[string]map[string]int{}
-	add := func(rule string, o Override) {
+	add := func(rule string, o httplimit.Override) {
 		var key []byte
 		if o.ID != "" {
 			key = appendIDKey(&e.keys, nil, o.ID)

@@ -1,17 +1,19 @@
 //go:build !race
 
-package httplimit
+package mwengine
 
 import (
 	"net/netip"
 	"testing"
+
+	"github.com/shardlimit/shardlimit/httplimit"
 )
 
 // TestKeyAllocs checks that key extraction allocates nothing on either
 // request form, including the trusted-proxy path (B21, B28).
 func TestKeyAllocs(t *testing.T) {
-	k := mustKeyer(t, KeyConfig{TrustedProxies: []string{"10.0.0.0/8"}})
-	kr := mustKeyer(t, KeyConfig{TrustedProxies: []string{"10.0.0.0/8"}, ForwardedHeader: "x-real-ip"})
+	k := mustKeyer(t, httplimit.KeyConfig{TrustedProxies: []string{"10.0.0.0/8"}})
+	kr := mustKeyer(t, httplimit.KeyConfig{TrustedProxies: []string{"10.0.0.0/8"}, ForwardedHeader: "x-real-ip"})
 	peer := netip.MustParseAddr("10.0.0.1")
 	xffB := [][]byte{[]byte("198.51.100.1, [2001:db8::1]:443, 10.2.3.4")}
 	xffS := []string{"198.51.100.1, 2001:db8:abcd:12::dead:beef%eth0, 10.2.3.4"}

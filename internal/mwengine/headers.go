@@ -1,4 +1,4 @@
-package httplimit
+package mwengine
 
 import (
 	"math/bits"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/httplimit"
 )
 
 // Field identifies a response header field the middleware writes.
@@ -62,11 +63,11 @@ func RetryAfterSeconds(d time.Duration) (int64, bool) {
 }
 
 // Fields are the rate-limit fields of one response, formatted by
-// Engine.FormatFields: Len fields, the i-th named FieldNames[Field(i)] with
+// Engine.Reply: Len fields, the i-th named FieldNames[Field(i)] with
 // value Value(i). The values lie one after the other in Buf, so a
 // middleware can copy them all at once (net/http: one string for all).
 type Fields struct {
-	// Buf holds the values, concatenated. FormatFields appends to it.
+	// Buf holds the values, concatenated. Reply appends to it.
 	Buf []byte
 	n   int
 	f   [NumFields]Field
@@ -92,35 +93,40 @@ func (fs *Fields) Value(i int) []byte {
 	return fs.Buf[start:fs.end[i]]
 }
 
+// reset empties fs, keeping Buf's capacity.
+func (fs *Fields) reset() {
+	fs.Buf, fs.n = fs.Buf[:0], 0
+}
+
 // add records field f, whose value ends at end.
 func (fs *Fields) add(f Field, end int) {
 	fs.f[fs.n], fs.end[fs.n] = f, end
 	fs.n++
 }
 
-// FormatFields formats d's rate-limit fields (those selected by
-// Options.Headers; Retry-After only for a denial that is not a dry run),
-// in the order of their Field values, into fs, appending the values to
-// fs.Buf. fs must be a zero Fields but for Buf, which may bring capacity
-// but no content. It formats nothing for a decision that matched no rule.
-func (e *Engine) FormatFields(fs *Fields, d *Decision) {
-	r := d.r
-	if r == nil || e.headers&HeaderNone != 0 {
+// formatFields formats the rate-limit fields of o (those HeaderConfig
+// selects; Retry-After only for ActionDeny), in the order of their Field
+// values, into fs, appending the values to fs.Buf. fs must be a zero Fields
+// but for Buf, which may bring capacity but no content. It formats nothing
+// for a decision without a rule.
+func (e *Engine) formatFields(fs *Fields, o *Outcome) {
+	r := o.r
+	if r == nil {
 		return
 	}
-	res := &d.Result
+	res := &o.Result
 	reset := CeilSeconds(res.ResetAfter)
 	b := fs.Buf
-	if e.headers&HeaderXRateLimit != 0 {
+	if !e.hdr.OmitXRateLimit {
 		b = r.appendLimit(b, res.Limit)
 		fs.add(FieldLimit, len(b))
 		b = appendInt(b, int64(res.Remaining))
 		fs.add(FieldRemaining, len(b))
 		v := reset
-		if e.resetUnix {
+		if e.hdr.ResetUnix {
 			// The reset instant R = now + ResetAfter, in Unix seconds
 			// rounded up.
-			ns := d.now.UnixNano() + int64(res.ResetAfter)
+			ns := o.Time.UnixNano() + int64(res.ResetAfter)
 			v = ns / 1e9
 			if ns%1e9 > 0 {
 				v++
@@ -129,36 +135,48 @@ func (e *Engine) FormatFields(fs *Fields, d *Decision) {
 		b = appendInt(b, v)
 		fs.add(FieldReset, len(b))
 	}
-	if e.headers&HeaderIETF != 0 {
+	if e.hdr.IETF {
+		// Lists of one item each: the rule's one policy.
 		if res.Limit == r.limit {
 			b = append(b, r.policy...)
 		} else {
-			b = append(b, r.sfName...)
-			b = append(b, ";q="...)
-			b = appendInt(b, int64(res.Limit))
-			b = append(b, r.policyW...)
+			b = appendPolicyItem(b, r, res.Limit)
 		}
 		fs.add(FieldPolicy, len(b))
-		b = append(b, r.sfName...)
-		b = append(b, ";r="...)
-		b = appendInt(b, int64(res.Remaining))
-		b = append(b, ";t="...)
-		b = appendInt(b, reset)
+		b = appendServiceItem(b, r, res.Remaining, reset)
 		fs.add(FieldRateLimit, len(b))
 	}
-	if e.headers&HeaderVerbose != 0 {
+	if e.hdr.Verbose {
 		b = append(b, r.windowMs...)
 		fs.add(FieldWindowMs, len(b))
 		b = append(b, r.strategy...)
 		fs.add(FieldStrategy, len(b))
 	}
-	if e.headers&HeaderRetryAfter != 0 && d.action == ActionDeny {
+	if !e.hdr.OmitRetryAfter && o.Action == httplimit.ActionDeny {
 		if s, ok := RetryAfterSeconds(res.RetryAfter); ok {
 			b = appendInt(b, s)
 			fs.add(FieldRetryAfter, len(b))
 		}
 	}
 	fs.Buf = b
+}
+
+// appendPolicyItem appends r's RateLimit-Policy item for a quota of limit
+// units: "name";q=limit;w=window seconds.
+func appendPolicyItem(dst []byte, r *rule, limit int) []byte {
+	dst = append(dst, r.sfName...)
+	dst = append(dst, ";q="...)
+	dst = appendInt(dst, int64(limit))
+	return append(dst, r.policyW...)
+}
+
+// appendServiceItem appends r's RateLimit item: "name";r=remaining;t=reset.
+func appendServiceItem(dst []byte, r *rule, remaining int, reset int64) []byte {
+	dst = append(dst, r.sfName...)
+	dst = append(dst, ";r="...)
+	dst = appendInt(dst, int64(remaining))
+	dst = append(dst, ";t="...)
+	return appendInt(dst, reset)
 }
 
 // appendLimit appends limit in decimal, the rule's own without formatting.
@@ -259,7 +277,7 @@ func appendWindow(dst []byte, w time.Duration) []byte {
 	return append(appendInt(dst, int64(w)), " ns"...)
 }
 
-// Response bodies (text/plain; charset=utf-8) of the non-429 answers.
+// Response bodies (text/plain; charset=utf-8) of the answers other than 429.
 const (
 	// BodyBadCost is the 500 body for a negative request cost.
 	BodyBadCost = "Internal Server Error: invalid request cost.\n"
@@ -272,12 +290,72 @@ const (
 	BodyUnavailable = "Service Unavailable: rate limiter unavailable.\n"
 )
 
-// ContentType is the Content-Type of every body the middleware writes.
-const ContentType = "text/plain; charset=utf-8"
+// The bodies as written (never modified).
+var (
+	bodyBadCost     = []byte(BodyBadCost)
+	bodyNoIdentity  = []byte(BodyNoIdentity)
+	bodyUnavailable = []byte(BodyUnavailable)
+)
+
+// ContentType is the Content-Type of every body the middleware writes; each
+// is sent with X-Content-Type-Options: nosniff (NoSniff).
+const (
+	ContentType = "text/plain; charset=utf-8"
+	NoSniff     = "nosniff"
+)
+
+// Statuses of the answers the middleware writes itself.
+const (
+	StatusTooManyRequests     = 429
+	StatusBadRequest          = 400
+	StatusInternalServerError = 500
+	StatusServiceUnavailable  = 503
+)
+
+// Reply is how a middleware answers a decided request: the one mapping from
+// Action to response, so that both adapters only read requests and write
+// responses.
+type Reply struct {
+	// Next: write the fields and call the next handler.
+	Next bool
+	// Hook: a 429 that the middleware's Denied hook answers, after the
+	// fields are written.
+	Hook bool
+	// Status and Body, when neither: write the fields, then answer Status
+	// with Body, Content-Type ContentType and X-Content-Type-Options
+	// NoSniff. Body is sc.Body or a constant; it must not be modified.
+	Status int
+	Body   []byte
+}
+
+// Reply returns the answer to the request o decided and formats it into sc:
+// the rate-limit fields into sc.Fields and a 429's body into sc.Body.
+// hook tells whether the middleware has a Denied hook, which then answers
+// 429s instead.
+func (e *Engine) Reply(sc *Scratch, o *Outcome, hook bool) Reply {
+	sc.Fields.reset()
+	switch o.Action {
+	case httplimit.ActionBadCost:
+		return Reply{Status: StatusInternalServerError, Body: bodyBadCost}
+	case httplimit.ActionNoIdentity:
+		return Reply{Status: StatusBadRequest, Body: bodyNoIdentity}
+	case httplimit.ActionFailClosed:
+		return Reply{Status: StatusServiceUnavailable, Body: bodyUnavailable}
+	case httplimit.ActionDeny:
+		e.formatFields(&sc.Fields, o)
+		if hook {
+			return Reply{Hook: true}
+		}
+		sc.Body = AppendDenyBody(sc.Body[:0], o)
+		return Reply{Status: StatusTooManyRequests, Body: sc.Body}
+	}
+	e.formatFields(&sc.Fields, o) // nothing without a rule
+	return Reply{Next: true}
+}
 
 // AppendDenyBody appends the text/plain body of a 429 for d to dst, e.g.
 // "Too Many Requests: limit of 10 per 60 s reached; retry in 57 s.\n".
-func AppendDenyBody(dst []byte, d *Decision) []byte {
+func AppendDenyBody(dst []byte, d *Outcome) []byte {
 	res := &d.Result
 	dst = append(dst, "Too Many Requests: "...)
 	switch {

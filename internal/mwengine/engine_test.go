@@ -1,4 +1,4 @@
-package httplimit
+package mwengine
 
 import (
 	"errors"
@@ -9,25 +9,26 @@ import (
 	"time"
 
 	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/httplimit"
 )
 
 var t0 = time.Unix(1_734_480_000, 0)
 
 // decide runs one request for client ip (or identity id) on path at t0+at.
-func decide(e *Engine, ip, id, path string, at time.Duration, cost int) Decision {
+func decide(e *Engine, ip, id, path string, at time.Duration, cost int) Outcome {
 	sc := e.GetScratch()
 	defer e.PutScratch(sc)
 	var client netip.Addr
 	if ip != "" {
 		client = netip.MustParseAddr(ip)
 	}
-	var d Decision
+	var d Outcome
 	Decide(e, sc, &Request[string]{Method: "GET", Path: path, Identity: id, Client: client, Now: t0.Add(at), Cost: cost}, &d)
 	return d
 }
 
 func TestReloadSemantics(t *testing.T) {
-	e := newTestEngine(t, Options{Rules: mustParse(t, `{"rules": [
+	e := newTestEngine(t, httplimit.Options{Rules: mustParse(t, `{"rules": [
 		{"name": "a", "path": "/a", "limit": 3, "window": "1m"},
 		{"name": "b", "path": "/b", "algorithm": "sliding_log", "limit": 3, "window": "1m"},
 		{"name": "c", "path": "/c", "algorithm": "sliding_counter", "limit": 3, "window": "1m"}
@@ -71,13 +72,13 @@ func TestReloadSemantics(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := e.set.Load()
-	if ns.rules["a"].lim != old.rules["a"].lim || ns.rules["c"].lim != old.rules["c"].lim {
+	if ns.rules["a"].l != old.rules["a"].l || ns.rules["c"].l != old.rules["c"].l {
 		t.Error("unchanged rules got new limiters (default buckets 10 == explicit 10)")
 	}
-	if ns.rules["b"].lim == old.rules["b"].lim {
+	if ns.rules["b"].l == old.rules["b"].l {
 		t.Error("a rule whose algorithm changed kept its limiter")
 	}
-	if r := old.rules["b"].lim.AllowN("x", t0, 1); !errors.Is(r.Err, shardlimit.ErrClosed) {
+	if r := old.rules["b"].l.lim.AllowN("x", t0, 1); !errors.Is(r.Err, shardlimit.ErrClosed) {
 		t.Errorf("the replaced limiter is not closed: %+v", r)
 	}
 	for _, tc := range []struct {
@@ -102,31 +103,31 @@ func TestReloadSemantics(t *testing.T) {
 }
 
 func TestDecideActions(t *testing.T) {
-	var denied []Decision
-	e := newTestEngine(t, Options{
+	var denied []httplimit.Decision
+	e := newTestEngine(t, httplimit.Options{
 		Rules:    mustParse(t, `{"rules": [{"name": "r", "limit": 1, "window": "1m"}]}`),
-		OnDenied: func(d Decision) { denied = append(denied, d) },
+		OnDenied: func(d httplimit.Decision) { denied = append(denied, d) },
 	})
-	if d := decide(e, "192.0.2.1", "", "/", 0, -1); d.Action() != ActionBadCost || d.Rule != "r" {
+	if d := decide(e, "192.0.2.1", "", "/", 0, -1); d.Action != httplimit.ActionBadCost || d.Rule != "r" {
 		t.Errorf("cost -1: %+v", d)
 	}
-	if d := decide(e, "192.0.2.1", "", "/", 0, 0); d.Action() != ActionAllow || d.Result.Remaining != 1 {
+	if d := decide(e, "192.0.2.1", "", "/", 0, 0); d.Action != httplimit.ActionAllow || d.Result.Remaining != 1 {
 		t.Errorf("cost 0: %+v", d)
 	}
-	if d := decide(e, "192.0.2.1", "", "/", 0, 1); d.Action() != ActionAllow || d.Result.Remaining != 0 {
+	if d := decide(e, "192.0.2.1", "", "/", 0, 1); d.Action != httplimit.ActionAllow || d.Result.Remaining != 0 {
 		t.Errorf("cost 1: %+v", d)
 	}
 	d := decide(e, "192.0.2.1", "", "/", 0, 1)
-	if d.Action() != ActionDeny || d.Result.RetryAfter != time.Minute || d.Time() != t0 {
+	if d.Action != httplimit.ActionDeny || d.Result.RetryAfter != time.Minute || d.Time != t0 {
 		t.Errorf("over the limit: %+v", d)
 	}
-	if len(denied) != 1 || denied[0].Rule != "r" || denied[0].DryRun {
+	if len(denied) != 1 || denied[0].Rule != "r" || denied[0].Action != httplimit.ActionDeny {
 		t.Errorf("OnDenied saw %+v", denied)
 	}
-	if d := decide(e, "", "", "/", 0, 1); d.Action() != ActionAllow {
+	if d := decide(e, "", "", "/", 0, 1); d.Action != httplimit.ActionAllow {
 		t.Errorf("no address: %+v (the shared bucket)", d)
 	}
-	if d := decide(e, "0.0.0.0", "", "/", 0, 1); d.Action() != ActionDeny {
+	if d := decide(e, "0.0.0.0", "", "/", 0, 1); d.Action != httplimit.ActionDeny {
 		t.Errorf("unspecified address: %+v (the shared bucket, now full)", d)
 	}
 	if err := e.Close(); err != nil {
@@ -135,10 +136,10 @@ func TestDecideActions(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if d := decide(e, "192.0.2.1", "", "/", 0, 1); d.Action() != ActionError || !errors.Is(d.Result.Err, shardlimit.ErrClosed) {
+	if d := decide(e, "192.0.2.1", "", "/", 0, 1); d.Action != httplimit.ActionFailClosed || !errors.Is(d.Result.Err, shardlimit.ErrClosed) {
 		t.Errorf("after Close: %+v", d)
 	}
-	if err := e.Reload(mustParse(t, `{"rules": []}`)); !errors.Is(err, shardlimit.ErrClosed) {
+	if err := e.Reload(mustParse(t, `{"limiting": "off"}`)); !errors.Is(err, shardlimit.ErrClosed) {
 		t.Errorf("Reload after Close: %v", err)
 	}
 	if st := e.Stats(); st.Errors != 1 || st.BadCost != 1 || st.Rules != 0 {
@@ -147,33 +148,33 @@ func TestDecideActions(t *testing.T) {
 }
 
 func TestEmptyKeyRejectOnlyOnLimitedRoutes(t *testing.T) {
-	e := newTestEngine(t, Options{
+	e := newTestEngine(t, httplimit.Options{
 		Rules: mustParse(t, `{"rules": [{"name": "a", "path": "/a", "limit": 1, "window": "1m"}]}`),
-		Keys:  KeyConfig{Header: "X-Api-Key", EmptyKey: EmptyKeyReject, UnknownIdentity: UnknownIdentityOwnKey},
+		Keys:  httplimit.KeyConfig{Header: "X-Api-Key", EmptyKey: httplimit.EmptyKeyReject, UnknownIdentity: httplimit.UnknownIdentityOwnKey},
 	})
-	if d := decide(e, "192.0.2.1", "", "/b", 0, 1); d.Action() != ActionPass {
-		t.Errorf("unlimited route without identity: %v", d.Action())
+	if d := decide(e, "192.0.2.1", "", "/b", 0, 1); d.Action != httplimit.ActionNoRule {
+		t.Errorf("unlimited route without identity: %v", d.Action)
 	}
-	if d := decide(e, "192.0.2.1", "", "/a", 0, 1); d.Action() != ActionNoIdentity {
-		t.Errorf("limited route without identity: %v", d.Action())
+	if d := decide(e, "192.0.2.1", "", "/a", 0, 1); d.Action != httplimit.ActionNoIdentity {
+		t.Errorf("limited route without identity: %v", d.Action)
 	}
-	if d := decide(e, "192.0.2.1", "k", "/a", 0, 1); d.Action() != ActionAllow {
-		t.Errorf("limited route with identity: %v", d.Action())
+	if d := decide(e, "192.0.2.1", "k", "/a", 0, 1); d.Action != httplimit.ActionAllow {
+		t.Errorf("limited route with identity: %v", d.Action)
 	}
 }
 
 func TestOptionsErrors(t *testing.T) {
 	rules := mustParse(t, `{"rules": [{"name": "r", "limit": 1, "window": "1m"}]}`)
-	for i, o := range []Options{
+	for i, o := range []httplimit.Options{
 		{},
-		{Rules: rules, PolicyName: "caf\u00e9"},
+		{Rules: rules, Headers: httplimit.HeaderConfig{PolicyName: "caf\u00e9"}},
 		{Rules: rules, DefaultAlgorithm: 9},
 		{Rules: rules, OnError: 7},
-		{Rules: rules, Keys: KeyConfig{IPv6Prefix: 200}},
+		{Rules: rules, Keys: httplimit.KeyConfig{IPv6Prefix: 200}},
 		{Rules: rules, Limiter: shardlimit.Config{Shards: 3}},
 		{Rules: mustParse(t, `{"rules": [{"name": "r", "limit": 20000000, "window": "1m"}]}`), DefaultAlgorithm: shardlimit.SlidingLog},
 	} {
-		if e, err := NewEngine(o, false); !errors.Is(err, shardlimit.ErrInvalidConfig) {
+		if e, err := New(o, false); !errors.Is(err, shardlimit.ErrInvalidConfig) {
 			t.Errorf("options #%d: %v", i, err)
 			if e != nil {
 				e.Close()
@@ -183,21 +184,21 @@ func TestOptionsErrors(t *testing.T) {
 }
 
 // TestReloadUnderLoad decides from several goroutines while rules are
-// reloaded, replacing and closing limiters: no decision may fail (a request
-// that meets a limiter closed under it is decided again under the new
-// rules), and the race detector must stay quiet.
+// reloaded, replacing, setting aside and closing limiters: no decision may
+// fail (a limiter is closed only once no decision can reach it), and the
+// race detector must stay quiet.
 func TestReloadUnderLoad(t *testing.T) {
-	rules := func(i int) *Rules {
+	rules := func(i int) *httplimit.Rules {
 		alg := []string{"fixed_window", "sliding_log", "sliding_counter", "gcra"}[i%4]
 		return mustParse(t, fmt.Sprintf(`{"rules": [
 			{"name": "hot", "algorithm": %q, "limit": %d, "window": "1m"},
 			{"name": "r%d", "path": "/x", "limit": 5, "window": "1m"}
 		], "overrides": [{"ip": "192.0.2.%d", "limit": 3}]}`, alg, 100+i, i, i%200))
 	}
-	e := newTestEngine(t, Options{Rules: rules(0)})
+	e := newTestEngine(t, httplimit.Options{Rules: rules(0)})
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
-	errs := make(chan Decision, 1)
+	errs := make(chan Outcome, 1)
 	for g := range 4 {
 		wg.Add(1)
 		go func() {
@@ -213,7 +214,7 @@ func TestReloadUnderLoad(t *testing.T) {
 					path = "/x"
 				}
 				d := decide(e, fmt.Sprintf("192.0.2.%d", (g*31+i)%250), "", path, time.Duration(i)*time.Millisecond, 1)
-				if d.Action() == ActionError {
+				if d.Action == httplimit.ActionFailClosed {
 					select {
 					case errs <- d:
 					default:
@@ -240,12 +241,12 @@ func TestReloadUnderLoad(t *testing.T) {
 // TestUnknownIdentityFollowsReload checks that which identities are keys
 // follows the rules in force: an identity a Reload lists (in a tier or an
 // override) becomes its own key, one a Reload drops is keyed by address
-// again, and an unlisted one never is (UnknownIdentityAnonymous).
+// again, and an unlisted one never is (httplimit.UnknownIdentityAnonymous).
 func TestUnknownIdentityFollowsReload(t *testing.T) {
-	e := newTestEngine(t, Options{
+	e := newTestEngine(t, httplimit.Options{
 		Rules: mustParse(t, `{"rules": [{"name": "r", "limit": 3, "window": "1m"}],
 			"overrides": [{"rule": "r", "id": "k9", "limit": 5}]}`),
-		Keys: KeyConfig{Header: "X-Api-Key"},
+		Keys: httplimit.KeyConfig{Header: "X-Api-Key"},
 	})
 	type want struct {
 		limit, remaining int
@@ -254,9 +255,9 @@ func TestUnknownIdentityFollowsReload(t *testing.T) {
 	check := func(step, ip, id string, w want) {
 		t.Helper()
 		d := decide(e, ip, id, "/", 0, 1)
-		if d.Action() != ActionAllow || d.Result.Limit != w.limit || d.Result.Remaining != w.remaining || d.Tier != w.tier {
+		if d.Action != httplimit.ActionAllow || d.Result.Limit != w.limit || d.Result.Remaining != w.remaining || d.Tier != w.tier {
 			t.Errorf("%s: action %v, limit %d, remaining %d, tier %q; want allowed, %d, %d, %q",
-				step, d.Action(), d.Result.Limit, d.Result.Remaining, d.Tier, w.limit, w.remaining, w.tier)
+				step, d.Action, d.Result.Limit, d.Result.Remaining, d.Tier, w.limit, w.remaining, w.tier)
 		}
 	}
 	check("k1 unlisted", "192.0.2.1", "k1", want{3, 2, ""})

@@ -1,15 +1,17 @@
-package httplimit
+package mwengine
 
 import (
 	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/shardlimit/shardlimit/httplimit"
 )
 
-func newTestEngine(t *testing.T, o Options) *Engine {
+func newTestEngine(t *testing.T, o httplimit.Options) *Engine {
 	t.Helper()
-	e, err := NewEngine(o, false)
+	e, err := New(o, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -17,9 +19,9 @@ func newTestEngine(t *testing.T, o Options) *Engine {
 	return e
 }
 
-func mustParse(t *testing.T, js string) *Rules {
+func mustParse(t *testing.T, js string) *httplimit.Rules {
 	t.Helper()
-	r, err := ParseRules([]byte(js))
+	r, err := httplimit.ParseRules([]byte(js))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +32,7 @@ func mustParse(t *testing.T, js string) *Rules {
 // over shorter, method-specific over any-method, tiers by identity then by
 // network, and tier clients falling back to the default rules.
 func TestMatch(t *testing.T) {
-	e := newTestEngine(t, Options{Rules: mustParse(t, `{
+	e := newTestEngine(t, httplimit.Options{Rules: mustParse(t, `{
 		"rules": [
 			{"name": "all", "limit": 1, "window": "1m"},
 			{"name": "api", "prefix": "/api", "limit": 1, "window": "1m"},
@@ -88,7 +90,7 @@ func TestMatch(t *testing.T) {
 		}
 	}
 
-	e2 := newTestEngine(t, Options{Rules: mustParse(t, `{"rules": [{"name": "foo", "path": "/foo", "limit": 1, "window": "1m"}]}`)})
+	e2 := newTestEngine(t, httplimit.Options{Rules: mustParse(t, `{"rules": [{"name": "foo", "path": "/foo", "limit": 1, "window": "1m"}]}`)})
 	if r := match(e2.set.Load(), "", none, "GET", "/bar"); r != nil {
 		t.Errorf("/bar matched %s without a rule", r.name)
 	}
@@ -110,7 +112,7 @@ func TestMatchExactPaths(t *testing.T) {
 				fmt.Sprintf(`{"name": "p%d-post", "path": "/p%02d", "methods": ["POST"], "limit": 1, "window": "1m"}`, i, i))
 		}
 		rules = append(rules, `{"name": "rest", "prefix": "/", "limit": 1, "window": "1m"}`)
-		e := newTestEngine(t, Options{Rules: mustParse(t, `{"rules": [`+strings.Join(rules, ",")+`]}`)})
+		e := newTestEngine(t, httplimit.Options{Rules: mustParse(t, `{"rules": [`+strings.Join(rules, ",")+`]}`)})
 		set := e.set.Load()
 		if scan := set.def.exact == nil; scan != (n <= maxScanPaths) {
 			t.Errorf("%d paths: compared one by one %v", n, scan)
@@ -132,4 +134,10 @@ func TestMatchExactPaths(t *testing.T) {
 			}
 		}
 	}
+}
+
+// match returns the rule for a request with identity id, or nil.
+func match[S byteseq](set *ruleSet, id S, client netip.Addr, method, path S) *rule {
+	t, _ := lookupID(set, id)
+	return matchFrom(set, t, client, method, path)
 }

@@ -15,7 +15,7 @@ import (
 // TestSeedRulesFile checks that the demo's rule file expresses the seed
 // configuration as is.
 func TestSeedRulesFile(t *testing.T) {
-	r, err := LoadRules("../../cmd/shardlimit-demo/rules.json")
+	r, err := LoadRules("../cmd/shardlimit-demo/rules.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestSeedRulesFile(t *testing.T) {
 }
 
 func TestRulesJSONRoundTrip(t *testing.T) {
-	b, err := os.ReadFile("../../cmd/shardlimit-demo/rules.json")
+	b, err := os.ReadFile("../cmd/shardlimit-demo/rules.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestRulesErrors(t *testing.T) {
 		{`{"rules": [{"name": "a", "path": "/a", "limit": 1}]}`, "missing window"},
 		{rule(`, "windw": "1m"`), "unknown field"},
 		{`{"rulez": []}`, "unknown field"},
-		{`{"rules": [], "tiers": [{"name": "t", "clientz": []}]}`, "unknown field"},
+		{rule(`}], "tiers": [{"name": "t", "clientz": []`), "unknown field"},
 		{rule(`, "algorithm": "leaky"`), "unknown algorithm"},
 		{`{"rules": [{"name": "a", "limit": 1, "window": "60"}]}`, "window"},
 		{`{"rules": [{"name": "a", "limit": 1, "window": "-1s"}]}`, "window"},
@@ -105,11 +105,18 @@ func TestRulesErrors(t *testing.T) {
 		{rule("") + `x`, "trailing data"},
 		{`{"rules": [`, "unexpected EOF"},
 		{rule("") + `{}`, "trailing data"},
-		{`{"rules": [], "tiers": [{"name": "", "rules": []}]}`, "no name"},
-		{`{"rules": [], "tiers": [{"name": "t", "rules": []}, {"name": "t", "rules": []}]}`, "used twice"},
-		{`{"rules": [], "tiers": [{"name": "t", "clients": ["c"], "rules": []}, {"name": "u", "clients": ["c"], "rules": []}]}`, "already in tier"},
-		{`{"rules": [], "tiers": [{"name": "t", "clients": [""], "rules": []}]}`, "empty client"},
-		{`{"rules": [], "tiers": [{"name": "t", "networks": ["10.0.0.0/99"], "rules": []}]}`, "network"},
+		{`{}`, "no rules"},
+		{`{"rules": []}`, "no rules"},
+		{`{"rules": [], "tiers": [{"name": "t", "clients": ["c"], "rules": []}]}`, "no rules"},
+		{`{"limiting": "on"}`, "no rules"},
+		{`{"limiting": "of"}`, "limiting"},
+		{`{"limiting": "off", "rules": [{"name": "a", "limit": 1, "window": "1s"}]}`, "limiting is off"},
+		{`{"limiting": "off", "tiers": [{"name": "t", "rules": []}]}`, "limiting is off"},
+		{`{"rules": [{"name": "a", "limit": 1, "window": "1s"}], "tiers": [{"name": "", "rules": []}]}`, "no name"},
+		{rule(`}], "tiers": [{"name": "t", "rules": []}, {"name": "t", "rules": []`), "used twice"},
+		{rule(`}], "tiers": [{"name": "t", "clients": ["c"], "rules": []}, {"name": "u", "clients": ["c"], "rules": []`), "already in tier"},
+		{rule(`}], "tiers": [{"name": "t", "clients": [""], "rules": []`), "empty client"},
+		{rule(`}], "tiers": [{"name": "t", "networks": ["10.0.0.0/99"], "rules": []`), "network"},
 		{rule(`}], "overrides": [{"rule": "a", "limit": 1`), "exactly one of id and ip"},
 		{rule(`}], "overrides": [{"rule": "a", "id": "x", "ip": "1.2.3.4", "limit": 1`), "exactly one of id and ip"},
 		{rule(`}], "overrides": [{"rule": "a", "ip": "1.2.3", "limit": 1`), "override"},
@@ -127,5 +134,34 @@ func TestRulesErrors(t *testing.T) {
 		if !errors.Is(err, shardlimit.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("%s: error %q, want ErrInvalidConfig mentioning %q", tc.js, err, tc.msg)
 		}
+	}
+}
+
+// TestNoRules checks that a rule set without rules is refused with
+// ErrNoRules unless it says that limiting is off, and that the off form
+// round-trips through JSON.
+func TestNoRules(t *testing.T) {
+	for _, js := range []string{``, " \n", `{}`, `{"rules": []}`, `{"rules": null, "overrides": []}`, "{\n}\n"} {
+		_, err := ParseRules([]byte(js))
+		if !errors.Is(err, ErrNoRules) || !errors.Is(err, shardlimit.ErrInvalidConfig) || !strings.Contains(err.Error(), `"limiting": "off"`) {
+			t.Errorf("%q: %v, want ErrNoRules and ErrInvalidConfig, saying how to turn limiting off", js, err)
+		}
+	}
+	if err := (&Rules{}).Validate(); !errors.Is(err, ErrNoRules) {
+		t.Errorf("Rules{}.Validate() = %v", err)
+	}
+	r, err := ParseRules([]byte(`{"limiting": "off"}`))
+	if err != nil || r.Limiting != LimitingOff || r.NumRules() != 0 {
+		t.Fatalf("limiting off: %+v, %v", r, err)
+	}
+	b, err := json.Marshal(r)
+	if err != nil || string(b) != `{"limiting":"off"}` {
+		t.Errorf("marshalled %s, %v", b, err)
+	}
+	if err := (&Options{}).Validate(); !errors.Is(err, ErrNoRules) || !strings.Contains(err.Error(), "Options.Rules is nil") {
+		t.Errorf("Options without rules: %v", err)
+	}
+	if err := (&Options{Rules: &Rules{Limiting: LimitingOff}}).Validate(); err != nil {
+		t.Errorf("Options with limiting off: %v", err)
 	}
 }
