@@ -11,14 +11,17 @@ import (
 // algorithm's limiter type embeds it and adds the hot decision methods
 // (decisions_gen.go).
 type limiter[E any] struct {
-	tab      table[E]
-	alg      algorithm[E]
-	relimit  relimiter[E] // nil if the algorithm's state is not encoded for a limit
-	cfg      Config       // immutable but for Limit, which is defLimit
-	defLimit atomic.Int64
-	clock    Clock
-	nano     nanoClock // the clock's allocation-free form, if it has one
-	tl       timeline  // where the instants of the N-forms are placed
+	tab     table[E]
+	alg     algorithm[E]
+	relimit relimiter[E] // nil if the algorithm's state is not encoded for a limit
+	cfg     Config       // immutable but for the limits, which are defaults
+	rates   rateSet
+	clock   Clock
+	nano    nanoClock // the clock's allocation-free form, if it has one
+	tl      timeline  // where the instants of the N-forms are placed
+
+	defMu    sync.Mutex
+	defaults []int // the default limits in the order of cfg.rates(), under defMu
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -26,11 +29,15 @@ type limiter[E any] struct {
 	done      chan struct{}
 }
 
-// init sets up l, whose zero value it requires, for alg, whose keys keep
-// stride side words (sync state laid out by y included; y nil unless
-// shared), and starts its janitor. cfg has its defaults filled in.
-func (l *limiter[E]) init(cfg Config, alg algorithm[E], stride int, y *syncLayout) {
-	l.alg, l.cfg, l.clock = alg, cfg, cfg.Clock
+// init sets up l, whose zero value it requires, for alg deciding rs's
+// rates, whose keys keep stride side words (sync state laid out by y
+// included; y nil unless shared) and extras extra records, and starts its
+// janitor. cfg has its defaults filled in.
+func (l *limiter[E]) init(cfg Config, rs *rateSet, alg algorithm[E], stride, extras int, y *syncLayout) {
+	l.alg, l.cfg, l.rates, l.clock = alg, cfg, *rs, cfg.Clock
+	for _, r := range cfg.rates() {
+		l.defaults = append(l.defaults, r.Limit)
+	}
 	l.relimit, _ = alg.(relimiter[E])
 	l.nano, _ = cfg.Clock.(nanoClock)
 	l.tl = newTimeline()
@@ -39,8 +46,7 @@ func (l *limiter[E]) init(cfg Config, alg algorithm[E], stride int, y *syncLayou
 		// place instants alike even if the wall clock stepped between.
 		l.tl = sc.tl
 	}
-	l.defLimit.Store(int64(cfg.Limit))
-	l.tab.init(cfg, stride, alg, y)
+	l.tab.init(cfg, rs, alg, stride, extras, y)
 	if cfg.JanitorInterval > 0 {
 		l.stop = make(chan struct{})
 		l.done = make(chan struct{})
@@ -78,14 +84,15 @@ func decideStored[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n 
 		s.mu.Unlock()
 		return verdict{}, false
 	}
-	v := l.alg.decide(s, s.rec(slot), l.tab.posSide(s, slot), t, n, mode)
+	v := l.alg.decide(s, s.rec(slot), slot, t, n, mode)
 	if v.allowed() {
 		s.allowed++
 	} else {
 		s.denied++
 	}
 	if y := l.tab.sync; y != nil {
-		markTouched(s, y, slot, l.tab.sideOf(s, slot))
+		side, _ := l.tab.sideOf(s, slot)
+		markTouched(s, y, slot, side)
 	}
 	s.mu.Unlock()
 	return v, true
@@ -103,36 +110,42 @@ func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int
 	var v verdict
 	slot, ok := find(s, h, key)
 	keep := mode&consume != 0 && n > 0
+	decided := false // on the stored key in slot
 	switch {
 	case ok && keep:
 		// Stored since decideStored looked (a concurrent first request).
-		v = l.alg.decide(s, s.rec(slot), l.tab.posSide(s, slot), t, n, consume|full)
-		if y := l.tab.sync; y != nil {
-			markTouched(s, y, slot, l.tab.sideOf(s, slot))
-		}
+		v = l.alg.decide(s, s.rec(slot), slot, t, n, consume|full)
+		decided = true
 	case ok:
 		// A peek works on a copy: it changes nothing.
 		s.scratch = *s.rec(slot)
-		copy(s.scratchSd, l.tab.sideOf(s, slot))
-		v = l.alg.decide(s, &s.scratch, s.scratchSd, t, n, full)
-	case !keep || n > int(s.defLimit):
+		side, extra := l.tab.sideOf(s, slot)
+		copy(s.scratchSd, side)
+		copy(s.scratchEx, extra)
+		v = l.alg.decide(s, &s.scratch, scratchSlot, t, n, full)
+	case !keep || n > int(s.minDefault(l.rates.n)):
 		// Nothing would be stored: answer from a fresh key's state.
-		l.alg.init(&s.scratch, max(t, s.floor), s.defLimit)
+		var zero E
+		s.scratch = zero
 		clear(s.scratchSd)
-		v = l.alg.decide(s, &s.scratch, s.scratchSd, t, n, full)
+		clear(s.scratchEx)
+		l.alg.init(s, &s.scratch, scratchSlot, max(t, s.floor))
+		v = l.alg.decide(s, &s.scratch, scratchSlot, t, n, full)
 	default:
 		first := max(t, s.floor)
 		var err error
 		if slot, err = insert(&l.tab, s, h, key, first); err != nil {
-			lim := int(s.defLimit) // guarded by mu
+			lim := int(s.defLimits[0]) // guarded by mu
 			s.mu.Unlock()
 			return Result{Limit: lim, Err: err}
 		}
-		l.alg.init(s.rec(slot), first, s.defLimit)
-		v = l.alg.decide(s, s.rec(slot), l.tab.posSide(s, slot), t, n, consume|full)
-		if y := l.tab.sync; y != nil {
-			markTouched(s, y, slot, l.tab.sideOf(s, slot))
-		}
+		l.alg.init(s, s.rec(slot), slot, first)
+		v = l.alg.decide(s, s.rec(slot), slot, t, n, consume|full)
+		decided = true
+	}
+	if y := l.tab.sync; y != nil && decided {
+		side, _ := l.tab.sideOf(s, slot)
+		markTouched(s, y, slot, side)
 	}
 	if keep {
 		if v.allowed() {
@@ -142,7 +155,12 @@ func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int
 		}
 	}
 	s.mu.Unlock()
-	return v.result()
+	return l.result(v)
+}
+
+// result unpacks v.
+func (l *limiter[E]) result(v verdict) Result {
+	return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
 }
 
 // invalid returns the error result for a call that failed validation.

@@ -23,7 +23,7 @@ func (l *fixedLimiter) AllowAt(key string, now time.Time) bool {
 func (l *fixedLimiter) AllowN(key string, now time.Time, n int) Result {
 	h, t := l.tab.hash(key), l.tl.instant(now)
 	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
-		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
+		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
 	}
 	return decideKey(&l.limiter, key, h, t, n, consume)
 }
@@ -47,7 +47,7 @@ func (l *fixedLimiter) AllowBytesAt(key []byte, now time.Time) bool {
 func (l *fixedLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 	h, t := l.tab.hashBytes(key), l.tl.instant(now)
 	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
-		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
+		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
 	}
 	return decideKey(&l.limiter, key, h, t, n, consume)
 }
@@ -71,7 +71,7 @@ func (l *logLimiter) AllowAt(key string, now time.Time) bool {
 func (l *logLimiter) AllowN(key string, now time.Time, n int) Result {
 	h, t := l.tab.hash(key), l.tl.instant(now)
 	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
-		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
+		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
 	}
 	return decideKey(&l.limiter, key, h, t, n, consume)
 }
@@ -95,7 +95,7 @@ func (l *logLimiter) AllowBytesAt(key []byte, now time.Time) bool {
 func (l *logLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 	h, t := l.tab.hashBytes(key), l.tl.instant(now)
 	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
-		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
+		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
 	}
 	return decideKey(&l.limiter, key, h, t, n, consume)
 }
@@ -119,7 +119,7 @@ func (l *counterLimiter) AllowAt(key string, now time.Time) bool {
 func (l *counterLimiter) AllowN(key string, now time.Time, n int) Result {
 	h, t := l.tab.hash(key), l.tl.instant(now)
 	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
-		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
+		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
 	}
 	return decideKey(&l.limiter, key, h, t, n, consume)
 }
@@ -143,7 +143,7 @@ func (l *counterLimiter) AllowBytesAt(key []byte, now time.Time) bool {
 func (l *counterLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 	h, t := l.tab.hashBytes(key), l.tl.instant(now)
 	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
-		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
+		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
 	}
 	return decideKey(&l.limiter, key, h, t, n, consume)
 }
@@ -167,7 +167,7 @@ func (l *gcraLimiter) AllowAt(key string, now time.Time) bool {
 func (l *gcraLimiter) AllowN(key string, now time.Time, n int) Result {
 	h, t := l.tab.hash(key), l.tl.instant(now)
 	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
-		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
+		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
 	}
 	return decideKey(&l.limiter, key, h, t, n, consume)
 }
@@ -191,7 +191,7 @@ func (l *gcraLimiter) AllowBytesAt(key []byte, now time.Time) bool {
 func (l *gcraLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 	h, t := l.tab.hashBytes(key), l.tl.instant(now)
 	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
-		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
+		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
 	}
 	return decideKey(&l.limiter, key, h, t, n, consume)
 }

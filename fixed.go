@@ -2,26 +2,31 @@ package shardlimit
 
 import "time"
 
-// fixedRec is a FixedWindow key's state: 24 bytes.
+// fixedRec is a FixedWindow key's state: 24 bytes. With several rates, the
+// key's record holds the first (the longest window's) and extra records
+// the others, whose last only follows the key's.
 type fixedRec struct {
 	lim   uint32 // lim word, see ownLimit
 	count uint32 // units admitted in the current window
-	last  int64  // latest instant seen, Unix ns
-	start int64  // start of the window of last, Unix ns
+	last  int64  // the key's latest instant seen, Unix ns
+	start int64  // start of the current window, Unix ns (0: none yet)
 }
 
 // fixedWindow is the fixed window counter: window k is [k*W, (k+1)*W) in
-// Unix time, and a key may consume limit units per window.
+// Unix time, and a key may consume limit units per window, for each of its
+// rates.
 type fixedWindow struct {
-	window int64       // W, ns
-	sync   *syncLayout // nil unless shared (one bucket: the window)
+	rates  int
+	window [MaxRates]int64 // W of each rate, ns, longest first
+	sync   *syncLayout     // nil unless shared (one rate; one bucket: the window)
 }
 
 // NewFixedWindow returns a fixed window limiter: each key may consume
-// cfg.Limit units in each window [k*W, (k+1)*W) of Unix time. It is the
-// cheapest algorithm (24 bytes of state per key) and the least accurate: a
-// client can consume the limit at the end of one window and again at the
-// start of the next, up to twice the limit within one window's length.
+// cfg.Limit units in each window [k*W, (k+1)*W) of Unix time (for each of
+// cfg.Rates). It is the cheapest algorithm (24 bytes of state per key and
+// rate) and the least accurate: a client can consume the limit at the end
+// of one window and again at the start of the next, up to twice the limit
+// within one window's length.
 //
 // It returns an error wrapping ErrInvalidConfig if cfg is invalid. The
 // limiter is safe for concurrent use; Close stops its janitor.
@@ -30,39 +35,52 @@ func NewFixedWindow(cfg Config) (Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
+	rs := newRateSet(cfg)
 	l := &fixedLimiter{}
-	l.init(cfg, &fixedWindow{window: int64(cfg.Window)}, 0, nil)
+	l.init(cfg, &rs, &fixedWindow{rates: rs.n, window: rs.window}, 0, rs.n-1, nil)
 	return l, nil
 }
 
 // fixedLimiter is the fixed window's Limiter.
 type fixedLimiter struct{ limiter[fixedRec] }
 
-func (a *fixedWindow) init(r *fixedRec, t int64, w uint32) {
-	*r = fixedRec{lim: w, last: t, start: t - t%a.window}
+func (a *fixedWindow) init(s *shard[fixedRec], r *fixedRec, slot uint32, t int64) {
+	r.count, r.start, r.last = 0, 0, t
+	if a.rates > 1 {
+		_, extra := s.keyState(slot, 0)
+		for k := range extra {
+			extra[k].count, extra[k].start, extra[k].last = 0, 0, t
+		}
+	}
 }
 
-func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, side []uint32, t int64, n int, mode decideMode) verdict {
-	te := max(t, r.last) // per key, time never goes back
-	r.last = te
-	if te-r.start >= a.window {
-		r.start = te - te%a.window
-		r.count = 0
+func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, slot uint32, t int64, n int, mode decideMode) verdict {
+	if a.rates > 1 && mode&oneRate == 0 {
+		_, extra := s.keyState(slot, 0)
+		return decideRates(a, s, r, extra, slot, t, n, mode)
 	}
-	lim := effectiveLimit(r.lim, s.defLimit)
+	k := mode.rate()
+	key := r // the key's record; r is that of its rate k
+	if k > 0 {
+		key = s.keyRec(slot)
+	}
+	te := max(t, key.last) // per key, time never goes back
+	r.last = te
+	w := a.window[k]
+	if te-r.start >= w {
+		r.start, r.count = te-te%w, 0
+	}
+	lim := effectiveLimit(r.lim, s.defLimits[k])
 	if lim != 0 {
 		r.lim = r.lim&^limitMask | lim
 	}
-	reset := r.start + a.window - t // from the caller's t
+	reset := time.Duration(r.start + w - t) // from the caller's t
 	used := int64(r.count)
-	var id int64
+	var side []uint32
 	if a.sync != nil {
 		// Other nodes' units of this window count too.
-		id = a.sync.bucketOf(side, r.start)
-		if d := a.sync.rotate(side, id); d != 0 && mode&consume != 0 {
-			s.syncDropped.Add(uint64(d))
-		}
-		used += int64(a.sync.remote(side, id))
+		side, _ = s.keyState(slot, 0)
+		used += a.remote(s, side, r.start, mode)
 	}
 	var allowed bool
 	var retry time.Duration
@@ -74,22 +92,50 @@ func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, side []uint32, t i
 	case used+int64(n) <= int64(lim):
 		allowed = true
 		used += int64(n)
-		r.count += uint32(n)
-		if a.sync != nil {
-			a.sync.add(side, id, uint32(n))
+		if mode&consume != 0 {
+			r.count += uint32(n)
+			if a.sync != nil {
+				a.sync.add(side, a.sync.head(side), uint32(n))
+			}
 		}
 	default:
-		retry = time.Duration(reset)
+		retry = reset
 	}
-	return makeVerdict(allowed, lim, int(max(0, int64(lim)-used)), time.Duration(reset), retry)
+	return makeVerdict(allowed, k, lim, int(max(0, int64(lim)-used)), reset, retry)
 }
 
-func (a *fixedWindow) idle(_ *shard[fixedRec], r *fixedRec, side []uint32, t int64) bool {
+// remote rotates a shared key's sync state to the window that starts at
+// start and returns the other nodes' units in it. Units the rotation
+// dropped unsent are counted when mode keeps the decision.
+func (a *fixedWindow) remote(s *shard[fixedRec], side []uint32, start int64, mode decideMode) int64 {
+	id := a.sync.bucketOf(side, start)
+	if d := a.sync.rotate(side, id); d != 0 && mode&consume != 0 {
+		s.syncDropped.Add(uint64(d))
+	}
+	return int64(a.sync.remote(side, id))
+}
+
+func (a *fixedWindow) idle(s *shard[fixedRec], r *fixedRec, slot uint32, t int64) bool {
 	t = max(t, r.last)
-	if r.lim&ownLimit != 0 || a.sync != nil && a.sync.holds(side, t) {
+	if r.lim&ownLimit != 0 {
 		return false
 	}
-	return r.count == 0 || t-r.start >= a.window
+	var side []uint32
+	var extra []fixedRec
+	if a.sync != nil || a.rates > 1 {
+		side, extra = s.keyState(slot, 0)
+	}
+	if a.sync != nil && a.sync.holds(side, t) {
+		return false
+	}
+	for k, p := 0, r; ; p = &extra[k-1] {
+		if p.count != 0 && t-p.start < a.window[k] {
+			return false
+		}
+		if k++; k == a.rates {
+			return true
+		}
+	}
 }
 
 func (a *fixedWindow) limitWord(r *fixedRec) *uint32 { return &r.lim }

@@ -18,9 +18,10 @@ type gcraRec struct {
 // gcra is the generic cell rate algorithm with emission interval T = W/L
 // and burst L: a request of n units at t is admitted iff
 // max(TAT, t) + n*T - t <= W, which then becomes the new TAT. It is a token
-// bucket of capacity L refilled at L per W, in O(1) state.
+// bucket of capacity L refilled at L per W, in O(1) state per rate.
 type gcra struct {
-	window int64 // W, ns
+	rates  int
+	window [MaxRates]int64 // W of each rate, ns, longest first
 }
 
 // maxDebt caps how far a key's TAT may run ahead of its last instant after
@@ -42,46 +43,62 @@ func NewGCRA(cfg Config) (Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
+	rs := newRateSet(cfg)
 	l := &gcraLimiter{}
-	l.init(cfg, &gcra{window: int64(cfg.Window)}, 0, nil)
+	l.init(cfg, &rs, &gcra{rates: rs.n, window: rs.window}, 0, rs.n-1, nil)
 	return l, nil
 }
 
 // gcraLimiter is GCRA's Limiter.
 type gcraLimiter struct{ limiter[gcraRec] }
 
-func (a *gcra) init(r *gcraRec, t int64, w uint32) {
-	*r = gcraRec{lim: w, last: t, tat: t}
+func (a *gcra) init(s *shard[gcraRec], r *gcraRec, slot uint32, t int64) {
+	r.rem, r.last, r.tat = 0, t, t
+	if a.rates > 1 {
+		_, extra := s.keyState(slot, 0)
+		for k := range extra {
+			extra[k].rem, extra[k].last, extra[k].tat = 0, t, t
+		}
+	}
 }
 
 // remaining returns floor((W - D) * L / W), D = TAT - t, the units that fit
 // now in a bucket whose TAT is tat + rem/L; 0 if D >= W.
-func (a *gcra) remaining(tat int64, rem uint32, t int64, lim uint32) int {
+func (a *gcra) remaining(w, tat int64, rem uint32, t int64, lim uint32) int64 {
 	d := tat - t
-	if d >= a.window {
+	if d >= w {
 		return 0
 	}
-	hi, lo := bits.Mul64(uint64(a.window-d), uint64(lim))
+	hi, lo := bits.Mul64(uint64(w-d), uint64(lim))
 	lo, borrow := bits.Sub64(lo, uint64(rem), 0)
 	hi -= borrow
-	q, _ := bits.Div64(hi, lo, uint64(a.window))
-	return int(q)
+	q, _ := bits.Div64(hi, lo, uint64(w))
+	return int64(q)
 }
 
-func (a *gcra) decide(s *shard[gcraRec], r *gcraRec, _ []uint32, t int64, n int, mode decideMode) verdict {
-	te := max(t, r.last) // per key, time never goes back
+func (a *gcra) decide(s *shard[gcraRec], r *gcraRec, slot uint32, t int64, n int, mode decideMode) verdict {
+	if a.rates > 1 && mode&oneRate == 0 {
+		_, extra := s.keyState(slot, 0)
+		return decideRates(a, s, r, extra, slot, t, n, mode)
+	}
+	k := mode.rate()
+	key := r // the key's record; r is that of its rate k
+	if k > 0 {
+		key = s.keyRec(slot)
+	}
+	te := max(t, key.last) // per key, time never goes back
 	r.last = te
 	if r.tat < te || (r.tat == te && r.rem == 0) {
 		r.tat, r.rem = te, 0 // a TAT in the past is a full bucket
 	}
-	lim := effectiveLimit(r.lim, s.defLimit)
+	w := a.window[k]
+	lim := effectiveLimit(r.lim, s.defLimits[k])
 	if old := r.lim & limitMask; lim != 0 && lim != old {
-		a.relimit(s, r, old, lim)
+		a.rescale(r, te, old, lim)
 		r.lim = r.lim&^limitMask | lim
 	}
 	var allowed bool
-	var retry, reset time.Duration
-	remaining := 0
+	var retry time.Duration
 	tat, rem := r.tat, r.rem
 	switch {
 	case n == 0:
@@ -89,68 +106,104 @@ func (a *gcra) decide(s *shard[gcraRec], r *gcraRec, _ []uint32, t int64, n int,
 	case int64(n) > int64(lim):
 		retry = Never
 	default:
-		var q, rr uint64
-		if n == 1 {
-			q, rr = s.emission(lim, a.window)
-		} else {
-			q, rr = mulDiv(uint64(n), uint64(a.window), uint64(lim))
-		}
-		ntat, nrem := tat+int64(q), uint64(rem)+rr
-		if nrem >= uint64(lim) {
-			nrem -= uint64(lim)
-			ntat++
-		}
-		if d := ntat - te; d < a.window || (d == a.window && nrem == 0) {
+		ntat, nrem := a.next(s, k, r, n, lim)
+		if d := ntat - te; d < w || (d == w && nrem == 0) {
 			allowed = true
-			tat, rem = ntat, uint32(nrem)
-			r.tat, r.rem = tat, rem
+			tat, rem = ntat, nrem
+			if mode&consume != 0 {
+				r.tat, r.rem = tat, rem
+			}
 		} else {
-			retryAt := ntat - a.window
+			retryAt := ntat - w
 			if nrem > 0 {
 				retryAt++
 			}
 			retry = time.Duration(retryAt - t)
 		}
 	}
+	remaining := int64(0)
 	if lim != 0 && mode&full != 0 {
-		remaining = a.remaining(tat, rem, te, lim)
+		remaining = a.remaining(w, tat, rem, te, lim)
 	}
-	reset = time.Duration(tat - t)
-	if rem > 0 {
-		reset++
-	}
-	return makeVerdict(allowed, lim, remaining, reset, retry)
+	return makeVerdict(allowed, k, lim, int(remaining), a.until(tat, rem, t), retry)
 }
 
-func (a *gcra) idle(_ *shard[gcraRec], r *gcraRec, _ []uint32, t int64) bool {
+// next returns rate k's TAT (whole ns and fraction) after n more units at
+// limit lim > 0, from the state p. It inlines into decide.
+func (a *gcra) next(s *shard[gcraRec], k int, p *gcraRec, n int, lim uint32) (int64, uint32) {
+	var q, rr uint64
+	if n == 1 {
+		q, rr = s.emission(k, lim, a.window[k])
+	} else {
+		q, rr = mulDiv(uint64(n), uint64(a.window[k]), uint64(lim))
+	}
+	nt, nr := p.tat+int64(q), uint64(p.rem)+rr
+	if nr >= uint64(lim) {
+		nr -= uint64(lim)
+		nt++
+	}
+	return nt, uint32(nr)
+}
+
+func (a *gcra) idle(s *shard[gcraRec], r *gcraRec, slot uint32, t int64) bool {
 	if r.lim&ownLimit != 0 {
 		return false
 	}
 	t = max(t, r.last)
-	return r.tat < t || (r.tat == t && r.rem == 0)
+	var extra []gcraRec
+	if a.rates > 1 {
+		_, extra = s.keyState(slot, 0)
+	}
+	for k, p := 0, r; ; p = &extra[k-1] {
+		if p.tat > t || (p.tat == t && p.rem != 0) {
+			return false
+		}
+		if k++; k == a.rates {
+			return true
+		}
+	}
 }
 
-// relimit keeps the key's usage, D*L/W units for debt D = TAT - last, by
-// scaling the debt to D*old/lim.
-func (a *gcra) relimit(_ *shard[gcraRec], r *gcraRec, old, lim uint32) {
-	if old == 0 || r.tat < r.last || (r.tat == r.last && r.rem == 0) {
-		r.tat, r.rem = max(r.tat, r.last), 0
+// until returns the time from t until the TAT tat + rem/L, rounded up.
+func (a *gcra) until(tat int64, rem uint32, t int64) time.Duration {
+	d := time.Duration(tat - t)
+	if rem > 0 {
+		d++
+	}
+	return d
+}
+
+// relimit re-encodes rate k's state for a new limit (see rescale).
+func (a *gcra) relimit(s *shard[gcraRec], r *gcraRec, slot uint32, k int, old, lim uint32) {
+	p := r
+	if k > 0 {
+		_, extra := s.keyState(slot, 0)
+		p = &extra[k-1]
+	}
+	a.rescale(p, r.last, old, lim)
+}
+
+// rescale keeps a rate's usage, D*L/W units for debt D = TAT - last, by
+// scaling the debt to D*old/lim, for the key whose latest instant is last.
+func (a *gcra) rescale(p *gcraRec, last int64, old, lim uint32) {
+	if old == 0 || p.tat < last || (p.tat == last && p.rem == 0) {
+		p.tat, p.rem = max(p.tat, last), 0
 		return
 	}
-	hi, lo := bits.Mul64(uint64(r.tat-r.last), uint64(old))
+	hi, lo := bits.Mul64(uint64(p.tat-last), uint64(old))
 	var carry uint64
-	lo, carry = bits.Add64(lo, uint64(r.rem), 0)
+	lo, carry = bits.Add64(lo, uint64(p.rem), 0)
 	hi += carry
 	if hi >= uint64(lim) {
-		r.tat, r.rem = r.last+maxDebt, 0
+		p.tat, p.rem = last+maxDebt, 0
 		return
 	}
 	q, rr := bits.Div64(hi, lo, uint64(lim))
 	if q >= uint64(maxDebt) {
-		r.tat, r.rem = r.last+maxDebt, 0
+		p.tat, p.rem = last+maxDebt, 0
 		return
 	}
-	r.tat, r.rem = r.last+int64(q), uint32(rr)
+	p.tat, p.rem = last+int64(q), uint32(rr)
 }
 
 func (a *gcra) limitWord(r *gcraRec) *uint32 { return &r.lim }

@@ -33,8 +33,17 @@ func (l *limiter[E]) Sweep(now time.Time) int {
 }
 
 func (l *limiter[E]) Config() Config {
+	l.defMu.Lock()
+	defer l.defMu.Unlock()
 	cfg := l.cfg
-	cfg.Limit = int(l.defLimit.Load())
+	if len(cfg.Rates) == 0 {
+		cfg.Limit = l.defaults[0]
+	} else {
+		cfg.Rates = make([]Rate, len(l.cfg.Rates))
+		for i, r := range l.cfg.Rates {
+			cfg.Rates[i] = Rate{Limit: l.defaults[i], Window: r.Window}
+		}
+	}
 	return cfg
 }
 

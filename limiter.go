@@ -1,11 +1,13 @@
 package shardlimit
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
 	"math/bits"
 	"runtime"
+	"slices"
 	"time"
 )
 
@@ -48,6 +50,9 @@ const (
 	MaxShards = 1 << 16
 	// MaxBuckets is the largest bucket count of a sliding window counter.
 	MaxBuckets = 1 << 16
+	// MaxRates is the most rates (limit and window pairs) one limiter
+	// holds per key (Config.Rates).
+	MaxRates = 4
 )
 
 // Never is Result.RetryAfter when no wait can make the request succeed: the
@@ -150,6 +155,13 @@ const (
 	EvictLeastRecent
 )
 
+// Rate is one limit over one window: at most Limit requests (cost units)
+// in each Window. Config.Rates gives a limiter several.
+type Rate struct {
+	Limit  int           // requests (cost units) per window, as Config.Limit
+	Window time.Duration // as Config.Window
+}
+
 // Config configures a limiter. The zero value is not usable: Limit and Window
 // are required. Construction validates every field and returns an error
 // wrapping ErrInvalidConfig for any value out of range.
@@ -160,15 +172,29 @@ type Config struct {
 
 	// Limit is the default number of requests (cost units) admitted per
 	// window for keys without a limit of their own, in [0, MaxLimit]
-	// ([0, MaxSlidingLogLimit] for SlidingLog). 0 blocks every key.
+	// ([0, MaxSlidingLogLimit] for SlidingLog). 0 blocks every key. Leave it
+	// and Window zero when Rates is set.
 	Limit int
 
 	// Window is the period the limit applies to, in [1ns, MaxWindow].
 	// Windows and buckets are aligned to Unix time, so all nodes agree.
 	Window time.Duration
 
+	// Rates, if set, gives every key several limits, each over a window of
+	// its own (say 3 per second and 100 per hour, so that a client can
+	// neither spend an hour's quota in a second nor exceed it at a steady
+	// pace): a request is admitted only if every rate admits it, and then
+	// consumes from all of them; a request any rate denies consumes from
+	// none. One record and one lock per key hold them all, so this is exact
+	// under any concurrency. At most MaxRates rates, each window at most
+	// once, each limit and window in the ranges of Limit and Window;
+	// Limit and Window must then be zero. The Result reports the binding
+	// rate, the one with the least remaining (Result.Window says which).
+	Rates []Rate
+
 	// Buckets is the number of sub-windows of SlidingCounter, in
-	// [1, MaxBuckets]; Window must be a multiple of Buckets nanoseconds.
+	// [1, MaxBuckets]; each window must be a multiple of Buckets
+	// nanoseconds.
 	// Default 10. The estimate weights the oldest bucket by its overlap, so
 	// it errs by less than that bucket's units: about Limit/Buckets for
 	// steady traffic, up to Limit-1 for bursts timed at bucket edges (see
@@ -224,21 +250,35 @@ func (cfg Config) withDefaults(alg Algorithm) (Config, error) {
 	if alg < FixedWindow || alg > GCRA {
 		return cfg, fmt.Errorf("%w: unknown algorithm %d", ErrInvalidConfig, int(alg))
 	}
-	if err := checkLimit(alg, cfg.Limit); err != nil {
-		return cfg, err
-	}
-	if cfg.Window <= 0 || cfg.Window > MaxWindow {
-		return cfg, fmt.Errorf("%w: window %v outside [1ns, %v]", ErrInvalidConfig, cfg.Window, MaxWindow)
-	}
 	if cfg.Buckets == 0 {
 		cfg.Buckets = DefaultBuckets
 	}
-	if alg == SlidingCounter {
-		if cfg.Buckets < 1 || cfg.Buckets > MaxBuckets {
-			return cfg, fmt.Errorf("%w: buckets %d outside [1, %d]", ErrInvalidConfig, cfg.Buckets, MaxBuckets)
+	if alg == SlidingCounter && (cfg.Buckets < 1 || cfg.Buckets > MaxBuckets) {
+		return cfg, fmt.Errorf("%w: buckets %d outside [1, %d]", ErrInvalidConfig, cfg.Buckets, MaxBuckets)
+	}
+	if len(cfg.Rates) > 0 {
+		if cfg.Limit != 0 || cfg.Window != 0 {
+			return cfg, fmt.Errorf("%w: both Rates and Limit or Window set", ErrInvalidConfig)
 		}
-		if int64(cfg.Window)%int64(cfg.Buckets) != 0 {
-			return cfg, fmt.Errorf("%w: window %v is not a multiple of %d buckets in nanoseconds", ErrInvalidConfig, cfg.Window, cfg.Buckets)
+		if len(cfg.Rates) > MaxRates {
+			return cfg, fmt.Errorf("%w: %d rates, at most %d", ErrInvalidConfig, len(cfg.Rates), MaxRates)
+		}
+		cfg.Rates = slices.Clone(cfg.Rates)
+	}
+	for i, r := range cfg.rates() {
+		if err := checkLimit(alg, r.Limit); err != nil {
+			return cfg, err
+		}
+		if r.Window <= 0 || r.Window > MaxWindow {
+			return cfg, fmt.Errorf("%w: window %v outside [1ns, %v]", ErrInvalidConfig, r.Window, MaxWindow)
+		}
+		if alg == SlidingCounter && int64(r.Window)%int64(cfg.Buckets) != 0 {
+			return cfg, fmt.Errorf("%w: window %v is not a multiple of %d buckets in nanoseconds", ErrInvalidConfig, r.Window, cfg.Buckets)
+		}
+		for _, o := range cfg.Rates[:i] {
+			if o.Window == r.Window {
+				return cfg, fmt.Errorf("%w: window %v given twice in Rates", ErrInvalidConfig, r.Window)
+			}
 		}
 	}
 	if cfg.Shards == 0 {
@@ -270,6 +310,36 @@ func (cfg Config) withDefaults(alg Algorithm) (Config, error) {
 	return cfg, nil
 }
 
+// rates returns cfg's rates: Rates, or the one of Limit and Window.
+func (cfg Config) rates() []Rate {
+	if len(cfg.Rates) > 0 {
+		return cfg.Rates
+	}
+	return []Rate{{cfg.Limit, cfg.Window}}
+}
+
+// rateSet is a limiter's rates as its keys keep them, longest window first
+// (the sliding log's ring covers the longest).
+type rateSet struct {
+	n      int
+	window [MaxRates]int64
+	order  [MaxRates]int // order[k]: rate k's index in Config.rates()
+}
+
+func newRateSet(cfg Config) rateSet {
+	rs := cfg.rates()
+	idx := make([]int, len(rs))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(rs[b].Window, rs[a].Window) })
+	set := rateSet{n: len(rs)}
+	for k, i := range idx {
+		set.window[k], set.order[k] = int64(rs[i].Window), i
+	}
+	return set
+}
+
 // checkLimit reports whether limit is a valid limit for alg.
 func checkLimit(alg Algorithm, limit int) error {
 	hi := MaxLimit
@@ -294,7 +364,7 @@ type Result struct {
 	// Allowed reports whether the request was admitted (and its cost
 	// consumed). A cost of 0 is always allowed and consumes nothing.
 	Allowed bool
-	// Limit is the key's limit in requests (cost units) per window.
+	// Limit is the key's limit in requests (cost units) per Window.
 	Limit int
 	// Remaining is how many more units the key may consume now, after this
 	// decision, in [0, Limit]. For SlidingCounter it is computed from the
@@ -311,6 +381,11 @@ type Result struct {
 	// positive, or Never if no wait can succeed (limit 0, or cost above the
 	// limit). 0 when allowed.
 	RetryAfter time.Duration
+	// Window is the window of Limit, Remaining and ResetAfter: the
+	// limiter's, or with several Config.Rates the binding one's, the rate
+	// with the least remaining after this decision (ties: the later reset).
+	// 0 when Err is set.
+	Window time.Duration
 	// Err is non-nil when the request could not be decided: an invalid cost
 	// (ErrInvalidCost), an invalid key (ErrInvalidKey), an invalid instant
 	// (ErrInvalidTime), a full table (ErrTooManyKeys) or a closed limiter
@@ -365,15 +440,25 @@ type Limiter interface {
 	// MaxSlidingLogLimit] for SlidingLog; 0 blocks the key), kept until
 	// ClearLimit and never evicted. The key's history is kept: usage counted
 	// so far counts against the new limit (GCRA caps a key's debt at 20
-	// years when a limit is lowered). It returns an error wrapping
-	// ErrInvalidConfig for a limit out of range, ErrInvalidKey for an empty
-	// or too long key, ErrTooManyKeys if the key is new and the table is
-	// full, or ErrClosed.
+	// years when a limit is lowered). It is SetLimits(key, limit). It
+	// returns an error wrapping ErrInvalidConfig for a limit out of range,
+	// ErrInvalidKey for an empty or too long key, ErrTooManyKeys if the key
+	// is new and the table is full, or ErrClosed.
 	SetLimit(key string, limit int) error
-	// ClearLimit makes key use the default limit again.
+	// SetLimits gives key limits of its own, one per rate in the order of
+	// Config.Rates (one limit for a limiter of one rate), all at once: a
+	// client tier with its own numbers per window. It returns an error
+	// wrapping ErrInvalidConfig if the count of limits is not the count of
+	// rates; otherwise as SetLimit.
+	SetLimits(key string, limits ...int) error
+	// ClearLimit makes key use the default limits again.
 	ClearLimit(key string) error
-	// SetDefaultLimit changes the limit of every key without its own.
+	// SetDefaultLimit changes the limit of every key without its own. It
+	// is SetDefaultLimits(limit).
 	SetDefaultLimit(limit int) error
+	// SetDefaultLimits changes the limits of every key without its own,
+	// one per rate in the order of Config.Rates.
+	SetDefaultLimits(limits ...int) error
 	// Reset forgets key's usage (not its own limit, if any).
 	Reset(key string) error
 	// Len returns the number of keys stored.

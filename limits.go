@@ -14,8 +14,39 @@ func (l *limiter[E]) checkKey(key string) error {
 	return nil
 }
 
+// checkLimits validates limits, one per rate in the order of Config.Rates.
+func (l *limiter[E]) checkLimits(limits []int) error {
+	if len(limits) != l.rates.n {
+		return fmt.Errorf("%w: %d limits for %d rates", ErrInvalidConfig, len(limits), l.rates.n)
+	}
+	for _, lim := range limits {
+		if err := checkLimit(l.cfg.Algorithm, lim); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rateWords returns the lim words of the key in slot, one per rate in the
+// limiter's order. Requires s.mu held.
+func (l *limiter[E]) rateWords(s *shard[E], slot uint32) [MaxRates]*uint32 {
+	var w [MaxRates]*uint32
+	w[0] = l.alg.limitWord(s.rec(slot))
+	if l.rates.n > 1 {
+		_, extra := l.tab.sideOf(s, slot)
+		for k := range extra {
+			w[k+1] = l.alg.limitWord(&extra[k])
+		}
+	}
+	return w
+}
+
 func (l *limiter[E]) SetLimit(key string, limit int) error {
-	if err := checkLimit(l.cfg.Algorithm, limit); err != nil {
+	return l.SetLimits(key, limit)
+}
+
+func (l *limiter[E]) SetLimits(key string, limits ...int) error {
+	if err := l.checkLimits(limits); err != nil {
 		return err
 	}
 	if err := l.checkKey(key); err != nil {
@@ -34,19 +65,21 @@ func (l *limiter[E]) SetLimit(key string, limit int) error {
 		if slot, err = insert(&l.tab, s, h, key, s.floor); err != nil {
 			return err
 		}
-		l.alg.init(s.rec(slot), s.floor, s.defLimit)
+		l.alg.init(s, s.rec(slot), slot, s.floor)
 	}
-	rec := s.rec(slot)
-	w := l.alg.limitWord(rec)
-	old := *w & limitMask
-	if limit == 0 {
-		*w = ownLimit | zeroLimit | old
-		return nil
+	words := l.rateWords(s, slot)
+	for k, w := range words[:l.rates.n] {
+		lim := uint32(limits[l.rates.order[k]])
+		old := *w & limitMask
+		if lim == 0 {
+			*w = ownLimit | zeroLimit | old
+			continue
+		}
+		if lim != old && l.relimit != nil {
+			l.relimit.relimit(s, s.rec(slot), slot, k, old, lim)
+		}
+		*w = ownLimit | lim
 	}
-	if uint32(limit) != old && l.relimit != nil {
-		l.relimit.relimit(s, rec, old, uint32(limit))
-	}
-	*w = ownLimit | uint32(limit)
 	return nil
 }
 
@@ -59,23 +92,34 @@ func (l *limiter[E]) ClearLimit(key string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if slot, ok := find(s, h, key); ok {
-		*l.alg.limitWord(s.rec(slot)) &= limitMask
+		words := l.rateWords(s, slot)
+		for _, w := range words[:l.rates.n] {
+			*w &= limitMask
+		}
 	}
 	return nil
 }
 
 func (l *limiter[E]) SetDefaultLimit(limit int) error {
-	if err := checkLimit(l.cfg.Algorithm, limit); err != nil {
+	return l.SetDefaultLimits(limit)
+}
+
+func (l *limiter[E]) SetDefaultLimits(limits ...int) error {
+	if err := l.checkLimits(limits); err != nil {
 		return err
 	}
 	if l.closed.Load() {
 		return ErrClosed
 	}
-	l.defLimit.Store(int64(limit))
+	l.defMu.Lock()
+	defer l.defMu.Unlock()
+	copy(l.defaults, limits)
 	for i := range l.tab.shards {
 		s := &l.tab.shards[i]
 		s.mu.Lock()
-		s.defLimit = uint32(limit)
+		for k := range l.rates.n {
+			s.defLimits[k] = uint32(limits[l.rates.order[k]])
+		}
 		s.mu.Unlock()
 	}
 	return nil
@@ -94,16 +138,17 @@ func (l *limiter[E]) Reset(key string) error {
 		return nil
 	}
 	rec := s.rec(slot)
-	w := *l.alg.limitWord(rec)
 	last := l.alg.lastSeen(rec)
-	if w&ownLimit == 0 {
+	if *l.alg.limitWord(rec)&ownLimit == 0 {
 		l.tab.evict(s, slot, last)
 		return nil
 	}
+	// A key with limits of its own keeps them (its lim words); init
+	// forgets its usage.
 	if o := l.tab.owner; o != nil {
 		o.release(s, rec)
 	}
-	side := l.tab.sideOf(s, slot)
+	side, _ := l.tab.sideOf(s, slot)
 	if y := l.tab.sync; y != nil {
 		// Unsent units leave with the key's state: counted dropped, as
 		// evict counts them.
@@ -113,8 +158,8 @@ func (l *limiter[E]) Reset(key string) error {
 			lost += uint64(d)
 		}
 		s.syncDropped.Add(lost)
+		clear(side[y.off:])
 	}
-	clear(side)
-	l.alg.init(rec, last, w)
+	l.alg.init(s, rec, slot, last)
 	return nil
 }

@@ -324,13 +324,14 @@ func (h *harness) allow(key string, t int64, n int, consume bool) {
 	if consume && !real && n > 0 {
 		want.Allowed, want.RetryAfter = false, Never // n above the limit
 	}
+	want.Window = time.Duration(h.window)
 	// Durations from the caller's instant end where the model's do.
 	want.ResetAfter += time.Duration(t - caller)
 	if want.RetryAfter != 0 && want.RetryAfter != Never {
 		want.RetryAfter += time.Duration(t - caller)
 	}
 	if boolOnly {
-		got = Result{Allowed: got.Allowed, Limit: want.Limit, Remaining: want.Remaining, ResetAfter: want.ResetAfter, RetryAfter: want.RetryAfter}
+		got = Result{Allowed: got.Allowed, Limit: want.Limit, Remaining: want.Remaining, ResetAfter: want.ResetAfter, RetryAfter: want.RetryAfter, Window: want.Window}
 	}
 	if got != want {
 		h.t.Fatalf("%v key %q t=%d (caller %d) n=%d consume=%v limit %d:\n got %+v\nwant %+v", h.alg, key, t, caller, n, consume, lim, got, want)

@@ -129,27 +129,31 @@ type shard[E any] struct {
 	// these lines in this core's cache, so the lookup's address is known,
 	// and its cache miss under way, while mu's line is still on its way
 	// from the other core.
-	recs     []slotRec[E] // the table, at least minTable positions
-	side     []uint32     // stride words per position, or per slab entry (table.byRef)
-	defLimit uint32       // the default limit for keys without their own
-	emitLim  uint32       // the limit emitQ and emitR are for (see emission)
-	emitQ    uint64
-	emitR    uint64
-	arena    []byte
-	seed     uint64   // the table's hash seed
-	_        [64]byte // whatever the shard's alignment
+	recs      []slotRec[E]     // the table, at least minTable positions
+	side      []uint32         // stride words per position, or per slab entry
+	extra     []E              // extras records per position, or per slab entry
+	defLimits [MaxRates]uint32 // each rate's default limit, for keys without their own
+	emit      [MaxRates]emit   // GCRA's emission interval per rate (see emission)
+	arena     []byte
+	stride    int      // side words per key
+	extras    int      // extra records per key: the state of rates after the first
+	slab      bool     // side words and extras are per slab entry, which the record names
+	seed      uint64   // the table's hash seed
+	_         [64]byte // whatever the shard's alignment
 
 	mu        sync.Mutex
 	allowed   uint64   // under mu
 	denied    uint64   // under mu
-	sideFree  []uint32 // free slab entries (table.byRef)
+	sideFree  []uint32 // free slab entries
+	entries   int      // slab entries
 	used      int      // positions that are not empty (live + tombstones)
 	live      int      // stored keys
 	peak      int      // most keys stored since the table was built
 	deadBytes int      // arena bytes of evicted keys
 	rng       uint64   // xorshift state for sampling
-	scratch   E        // a fresh record for peeks at missing keys
+	scratch   E        // the record decided for a peek (scratchSlot)
 	scratchSd []uint32
+	scratchEx []E
 	rings     ringPool // ring buffers of SlidingLog keys
 	dirty     []uint32 // slots with sync state to collect (see shared.go)
 	// floor is the latest instant at which a key of this shard was
@@ -167,31 +171,41 @@ type shard[E any] struct {
 	_ [64]byte // keeps the next shard's first lines off this shard's last
 }
 
+// emit is GCRA's emission interval W/lim for a cost of 1, in whole and
+// 1/lim nanoseconds, cached for the last limit asked.
+type emit struct {
+	lim  uint32
+	q, r uint64
+}
+
+// scratchSlot is the slot a decision on the shard's scratch record is
+// given (a peek): its side words and extras are the scratch ones too.
+const scratchSlot = math.MaxUint32
+
 // table is the sharded key table shared by the four algorithms.
 type table[E any] struct {
 	shards      []shard[E]
 	mask        uint64
-	stride      int // side words per key
 	perShard    int // most keys per shard, 0 for no cap
 	policy      FullPolicy
 	maxKeyBytes int
 	seed        uint64 // secret hash seed, random per limiter
 	alg         algorithm[E]
-	slab        slabUser[E]     // non-nil if side words are slab entries the records name
+	slab        slabUser[E]     // non-nil if side words and extras are slab entries the records name
 	owner       storageOwner[E] // non-nil if the algorithm keeps storage outside the records
 	sync        *syncLayout     // nil unless built for package sync
 }
 
-// init sets up t for alg with stride side words per key (sync state
-// included, as laid out by y, nil unless shared).
-func (t *table[E]) init(cfg Config, stride int, alg algorithm[E], y *syncLayout) {
+// init sets up t for alg with stride side words and extras extra records
+// per key (sync state included, as laid out by y, nil unless shared), and
+// the default limits of rs's rates.
+func (t *table[E]) init(cfg Config, rs *rateSet, alg algorithm[E], stride, extras int, y *syncLayout) {
 	t.shards = make([]shard[E], cfg.Shards)
 	t.mask = uint64(cfg.Shards - 1)
-	t.stride = stride
 	t.policy = cfg.WhenFull
 	t.maxKeyBytes = cfg.MaxKeyBytes
 	t.alg = alg
-	if su, ok := alg.(slabUser[E]); ok && stride > 0 {
+	if su, ok := alg.(slabUser[E]); ok && stride+extras > 0 {
 		t.slab = su
 	}
 	t.owner, _ = alg.(storageOwner[E])
@@ -200,12 +214,17 @@ func (t *table[E]) init(cfg Config, stride int, alg algorithm[E], y *syncLayout)
 	if cfg.MaxKeys > 0 {
 		t.perShard = (cfg.MaxKeys + cfg.Shards - 1) / cfg.Shards
 	}
+	rates := cfg.rates()
 	for i := range t.shards {
 		s := &t.shards[i]
-		s.defLimit = uint32(cfg.Limit)
+		s.stride, s.extras, s.slab = stride, extras, t.slab != nil
+		for k := range rs.n {
+			s.defLimits[k] = uint32(rates[rs.order[k]].Limit)
+		}
 		t.resetTable(s)
 		s.rng = 0x9E3779B97F4A7C15 ^ uint64(i+1)*0xBF58476D1CE4E5B9
 		s.scratchSd = make([]uint32, stride)
+		s.scratchEx = make([]E, extras)
 		s.rings.cur = -1
 		s.seed = t.seed
 	}
@@ -226,17 +245,38 @@ func (t *table[E]) shardFor(h uint64) *shard[E] {
 }
 
 // emission returns w/lim and w%lim for lim > 0, GCRA's emission interval
-// for a cost of 1 in whole and 1/lim nanoseconds, cached for the last limit
-// asked: a 128-bit division less per decision. Requires s.mu held.
-func (s *shard[E]) emission(lim uint32, w int64) (uint64, uint64) {
-	if lim != s.emitLim {
-		s.emitLim, s.emitQ, s.emitR = lim, uint64(w)/uint64(lim), uint64(w)%uint64(lim)
+// of rate k for a cost of 1 in whole and 1/lim nanoseconds, cached for the
+// last limit asked: a 128-bit division less per decision. Requires s.mu
+// held.
+func (s *shard[E]) emission(k int, lim uint32, w int64) (uint64, uint64) {
+	e := &s.emit[k]
+	if lim != e.lim {
+		*e = emit{lim, uint64(w) / uint64(lim), uint64(w) % uint64(lim)}
 	}
-	return s.emitQ, s.emitR
+	return e.q, e.r
+}
+
+// minDefault returns the least default limit of the shard's rates (unused
+// rates' are 0 and not counted). Requires s.mu held.
+func (s *shard[E]) minDefault(rates int) uint32 {
+	m := s.defLimits[0]
+	for _, d := range s.defLimits[1:rates] {
+		m = min(m, d)
+	}
+	return m
 }
 
 // rec returns the record of slot. Requires s.mu held.
 func (s *shard[E]) rec(slot uint32) *E {
+	return &s.recs[slot].rec
+}
+
+// keyRec returns the record of the key in slot, the scratch one for
+// scratchSlot. Requires s.mu held.
+func (s *shard[E]) keyRec(slot uint32) *E {
+	if slot == scratchSlot {
+		return &s.scratch
+	}
 	return &s.recs[slot].rec
 }
 
@@ -315,9 +355,10 @@ func (s *shard[E]) place(h uint64) uint32 {
 // positions.
 func (t *table[E]) resetTable(s *shard[E]) {
 	s.recs = make([]slotRec[E], minTable)
-	s.side, s.sideFree = nil, nil
-	if t.slab == nil {
-		s.side = make([]uint32, minTable*t.stride)
+	s.side, s.extra, s.sideFree, s.entries = nil, nil, nil, 0
+	if !s.slab {
+		s.side = make([]uint32, minTable*s.stride)
+		s.extra = make([]E, minTable*s.extras)
 	}
 	s.arena = nil
 	s.used, s.peak, s.deadBytes = 0, s.live, 0
@@ -360,43 +401,60 @@ func insert[E any, K keyBytes](t *table[E], s *shard[E], h uint64, key K, now in
 	return slot, nil
 }
 
-// allocSide returns a slab entry of zero side words for a new key: the
-// last one freed, else a new one at the slab's end. Requires s.mu held.
+// allocSide returns a slab entry of zero side words and extras for a new
+// key: the last one freed, else a new one at the slab's end. Requires s.mu
+// held.
 func (t *table[E]) allocSide(s *shard[E]) uint32 {
 	if n := len(s.sideFree); n > 0 {
 		ref := s.sideFree[n-1]
 		s.sideFree = s.sideFree[:n-1]
 		return ref
 	}
-	ref := uint32(len(s.side) / t.stride)
-	s.side = append(s.side, make([]uint32, t.stride)...)
+	ref := uint32(s.entries)
+	s.entries++
+	s.side = append(s.side, make([]uint32, s.stride)...)
+	s.extra = append(s.extra, make([]E, s.extras)...)
 	return ref
 }
 
-// sideOf returns the side words of slot, nil if the algorithm keeps none.
-// Requires s.mu held.
-func (t *table[E]) sideOf(s *shard[E], slot uint32) []uint32 {
+// sideOf returns the side words and extra records of slot (empty if the
+// algorithm keeps none). Requires s.mu held.
+func (t *table[E]) sideOf(s *shard[E], slot uint32) ([]uint32, []E) {
+	var ref uint32
 	if t.slab != nil {
-		return s.entry(*t.slab.sideRef(&s.recs[slot].rec), t.stride)
+		ref = *t.slab.sideRef(&s.recs[slot].rec)
 	}
-	return t.posSide(s, slot)
+	return s.keyState(slot, ref)
 }
 
-// posSide returns the side words kept per position for slot: nil if the
-// algorithm keeps none, or keeps them in slab entries its records name
-// (algorithm.decide then finds them itself). Requires s.mu held.
-func (t *table[E]) posSide(s *shard[E], slot uint32) []uint32 {
-	if t.stride == 0 || t.slab != nil {
-		return nil
+// keyState returns the side words and extra records of the key in slot,
+// whose slab entry is ref if the shard keeps a slab (the algorithms read
+// ref from their records); for scratchSlot, the scratch ones. Requires
+// s.mu held.
+func (s *shard[E]) keyState(slot, ref uint32) ([]uint32, []E) {
+	if slot == scratchSlot {
+		return s.scratchSd, s.scratchEx
 	}
-	i := int(slot) * t.stride
-	return s.side[i : i+t.stride : i+t.stride]
+	i := int(slot)
+	if s.slab {
+		i = int(ref)
+	}
+	x := i * s.extras
+	return s.sideWords(slot, ref), s.extra[x : x+s.extras : x+s.extras]
 }
 
-// entry returns slab entry ref of stride words. Requires s.mu held.
-func (s *shard[E]) entry(ref uint32, stride int) []uint32 {
-	i := int(ref) * stride
-	return s.side[i : i+stride : i+stride]
+// sideWords returns the side words of keyState(slot, ref) alone: the hot
+// path of the algorithms that keep side words. Requires s.mu held.
+func (s *shard[E]) sideWords(slot, ref uint32) []uint32 {
+	if slot == scratchSlot {
+		return s.scratchSd
+	}
+	i := int(slot)
+	if s.slab {
+		i = int(ref)
+	}
+	w := i * s.stride
+	return s.side[w : w+s.stride : w+s.stride]
 }
 
 // evict removes the key in slot, judged idle at now (or evicted to make room
@@ -410,7 +468,7 @@ func (t *table[E]) evict(s *shard[E], slot uint32, now int64) {
 	if r.klen == longKey {
 		s.deadBytes += len(s.keyOf(slot))
 	}
-	side := t.sideOf(s, slot)
+	side, extra := t.sideOf(s, slot)
 	if y := t.sync; y != nil {
 		delta, _, _ := y.arrays(side)
 		var lost uint64
@@ -423,6 +481,7 @@ func (t *table[E]) evict(s *shard[E], slot uint32, now int64) {
 		t.owner.release(s, &r.rec)
 	}
 	clear(side)
+	clear(extra)
 	if t.slab != nil {
 		s.sideFree = append(s.sideFree, *t.slab.sideRef(&r.rec))
 	}
@@ -450,7 +509,7 @@ func (t *table[E]) makeRoom(s *shard[E], now int64) bool {
 	// is the least recently used so far.
 	consider := func(slot uint32) bool {
 		rec := s.rec(slot)
-		if t.alg.idle(s, rec, t.sideOf(s, slot), now) {
+		if t.alg.idle(s, rec, slot, now) {
 			t.evict(s, slot, now)
 			return true
 		}
@@ -513,7 +572,7 @@ func (t *table[E]) sweep(now int64, stop <-chan struct{}) int {
 			s.mu.Lock()
 			end := min(start+sweepChunk, len(s.recs))
 			for slot := start; slot < end; slot++ {
-				if s.stored(slot) && t.alg.idle(s, s.rec(uint32(slot)), t.sideOf(s, uint32(slot)), now) {
+				if s.stored(slot) && t.alg.idle(s, s.rec(uint32(slot)), uint32(slot), now) {
 					t.evict(s, uint32(slot), now)
 					evicted++
 				}
@@ -553,10 +612,10 @@ func (t *table[E]) maybeRebuild(s *shard[E]) {
 // compactSide moves the live keys' slab entries of s to a fresh slab
 // without free entries, in the order they were (the order the keys
 // arrived in, but for reused entries), and points the records at them.
-// Requires s.mu held and t.slab != nil.
+// Requires s.mu held and t.slab set.
 func (t *table[E]) compactSide(s *shard[E]) {
 	const none = math.MaxUint32
-	owner := make([]uint32, len(s.side)/t.stride) // entry -> position
+	owner := make([]uint32, s.entries) // entry -> position
 	for i := range owner {
 		owner[i] = none
 	}
@@ -567,15 +626,19 @@ func (t *table[E]) compactSide(s *shard[E]) {
 	}
 	// Room for a quarter more keys: a compaction during an insert's growth
 	// is followed by that key's allocSide.
-	side := make([]uint32, 0, (s.live+s.live/4+1)*t.stride)
+	room := s.live + s.live/4 + 1
+	side, extra := make([]uint32, 0, room*s.stride), make([]E, 0, room*s.extras)
+	entries := 0
 	for ref, slot := range owner {
 		if slot == none {
 			continue
 		}
-		*t.slab.sideRef(&s.recs[slot].rec) = uint32(len(side) / t.stride)
-		side = append(side, s.side[ref*t.stride:(ref+1)*t.stride]...)
+		*t.slab.sideRef(&s.recs[slot].rec) = uint32(entries)
+		entries++
+		side = append(side, s.side[ref*s.stride:(ref+1)*s.stride]...)
+		extra = append(extra, s.extra[ref*s.extras:(ref+1)*s.extras]...)
 	}
-	s.side, s.sideFree = side, nil
+	s.side, s.extra, s.sideFree, s.entries = side, extra, nil, entries
 }
 
 // rebuild rebuilds the table of s at the size for its live keys. Requires
@@ -587,10 +650,11 @@ func (t *table[E]) rebuild(s *shard[E]) { t.rehash(s, tableLen(s.live)) }
 // it compacts the side slab when free entries are a fifth of it or more
 // (at least a quarter as many as live keys). Requires s.mu held.
 func (t *table[E]) rehash(s *shard[E], n int) {
-	old, oldSide, oldArena := s.recs, s.side, s.arena
+	old, oldSide, oldExtra, oldArena := s.recs, s.side, s.extra, s.arena
 	s.recs = make([]slotRec[E], n)
 	if t.slab == nil {
-		s.side = make([]uint32, n*t.stride)
+		s.side = make([]uint32, n*s.stride)
+		s.extra = make([]E, n*s.extras)
 	}
 	if s.deadBytes > 0 {
 		s.arena = make([]byte, 0, len(oldArena)-s.deadBytes)
@@ -608,8 +672,10 @@ func (t *table[E]) rehash(s *shard[E], n int) {
 			binary.LittleEndian.PutUint32(s.recs[slot].key[0:4], uint32(len(s.arena)))
 			s.arena = append(s.arena, key...)
 		}
-		if t.stride > 0 && t.slab == nil {
-			copy(t.sideOf(s, slot), oldSide[i*t.stride:(i+1)*t.stride])
+		if t.slab == nil {
+			side, extra := s.keyState(slot, 0)
+			copy(side, oldSide[i*s.stride:(i+1)*s.stride])
+			copy(extra, oldExtra[i*s.extras:(i+1)*s.extras])
 		}
 	}
 	s.peak, s.deadBytes = s.live, 0
@@ -620,7 +686,10 @@ func (t *table[E]) rehash(s *shard[E], n int) {
 		// Slots moved: queue again every key with uncollected sync state.
 		s.dirty = s.dirty[:0]
 		for slot := range s.recs {
-			if s.stored(slot) && t.sideOf(s, uint32(slot))[y.off]&syncTouched != 0 {
+			if !s.stored(slot) {
+				continue
+			}
+			if side, _ := t.sideOf(s, uint32(slot)); side[y.off]&syncTouched != 0 {
 				s.dirty = append(s.dirty, uint32(slot))
 			}
 		}

@@ -28,7 +28,7 @@ func TestHashCollisionsNeverShareABudget(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l.alg.init(s.rec(slot), 0, s.defLimit)
+		l.alg.init(s, s.rec(slot), slot, 0)
 		s.rec(slot).count = uint32(len(k))
 		slots[k] = slot
 	}
@@ -144,8 +144,9 @@ func TestShardKeepsReadFieldsOffWrittenLines(t *testing.T) {
 	check("fixed", unsafe.Offsetof(f.seed)+unsafe.Sizeof(f.seed), unsafe.Offsetof(f.mu), unsafe.Sizeof(f))
 	var c shard[counterRec]
 	check("counter", unsafe.Offsetof(c.seed)+unsafe.Sizeof(c.seed), unsafe.Offsetof(c.mu), unsafe.Sizeof(c))
-	for _, off := range []uintptr{unsafe.Offsetof(f.recs), unsafe.Offsetof(f.side), unsafe.Offsetof(f.defLimit),
-		unsafe.Offsetof(f.emitLim), unsafe.Offsetof(f.emitQ), unsafe.Offsetof(f.emitR), unsafe.Offsetof(f.arena)} {
+	for _, off := range []uintptr{unsafe.Offsetof(f.recs), unsafe.Offsetof(f.side), unsafe.Offsetof(f.extra),
+		unsafe.Offsetof(f.defLimits), unsafe.Offsetof(f.emit), unsafe.Offsetof(f.arena), unsafe.Offsetof(f.stride),
+		unsafe.Offsetof(f.extras), unsafe.Offsetof(f.slab)} {
 		if off > unsafe.Offsetof(f.seed) {
 			t.Errorf("a read-mostly field at byte %d, after seed (%d): the check above misses it", off, unsafe.Offsetof(f.seed))
 		}

@@ -3,6 +3,7 @@ package shardlimit
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/shardlimit/shardlimit/internal/shared"
 )
@@ -172,28 +173,31 @@ func newShared(c any) (shared.Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := int64(cfg.Window)
-	n := int64(cfg.Buckets)
+	if len(cfg.Rates) > 1 {
+		return nil, fmt.Errorf("%w: several rates are not shared yet", ErrInvalidConfig)
+	}
+	rs := newRateSet(cfg)
+	w, n := rs.window[0], int64(cfg.Buckets)
 	if alg != FixedWindow && w%n != 0 {
-		return nil, fmt.Errorf("%w: window %v is not a multiple of %d buckets in nanoseconds", ErrInvalidConfig, cfg.Window, n)
+		return nil, fmt.Errorf("%w: window %v is not a multiple of %d buckets in nanoseconds", ErrInvalidConfig, time.Duration(w), n)
 	}
 	switch alg {
 	case FixedWindow:
 		y := &syncLayout{off: 0, m: 1, bucket: w}
 		l := &fixedLimiter{}
-		l.init(cfg, &fixedWindow{window: w, sync: y}, y.words(), y)
+		l.init(cfg, &rs, &fixedWindow{rates: 1, window: rs.window, sync: y}, y.words(), 0, y)
 		return l, nil
 	case SlidingCounter:
 		y := &syncLayout{off: int(n) + 1, m: int(n) + 1, bucket: w / n}
-		a := &slidingCounter{bucket: w / n, buckets: n, sync: y, stride: y.off + y.words()}
+		a := newSlidingCounter(&rs, n, y)
 		l := &counterLimiter{}
-		l.init(cfg, a, a.stride, y)
+		l.init(cfg, &rs, a, a.stride, 0, y)
 		return l, nil
 	case SlidingLog:
 		y := &syncLayout{off: 0, m: int(n) + 1, bucket: w / n}
-		a := &slidingLog{window: w, unit: logUnit(w), sync: y, stride: y.words()}
+		a := newSlidingLog(&rs, y)
 		l := &logLimiter{}
-		l.init(cfg, a, a.stride, y)
+		l.init(cfg, &rs, a, a.stride, 0, y)
 		return l, nil
 	}
 	return nil, fmt.Errorf("%w: %v is shared through Redis in exact mode only (package sync, NewExact)", ErrInvalidConfig, alg)
@@ -215,7 +219,7 @@ func (l *limiter[E]) Collect(i int, dst []shared.Flush) []shared.Flush {
 		if int(slot) >= len(s.recs) || !s.stored(int(slot)) {
 			continue
 		}
-		side := l.tab.sideOf(s, slot)
+		side, _ := l.tab.sideOf(s, slot)
 		if side[y.off]&syncTouched == 0 {
 			continue
 		}
@@ -252,7 +256,8 @@ func (l *limiter[E]) syncSide(key string) (*shard[E], uint32, []uint32) {
 		s.mu.Unlock()
 		return nil, 0, nil
 	}
-	return s, slot, l.tab.sideOf(s, slot)
+	side, _ := l.tab.sideOf(s, slot)
+	return s, slot, side
 }
 
 func (l *limiter[E]) Apply(f *shared.Flush, totals []int64) {

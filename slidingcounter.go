@@ -6,14 +6,16 @@ import (
 )
 
 // counterRec is a SlidingCounter key's state: 32 bytes, plus Buckets+1
-// 4-byte counters in the shard's side slab.
+// 4-byte counters per rate in the shard's side slab. With several rates,
+// the key's record holds the first (the longest window's) and extra
+// records the others, of which only lim, sum, hidx and head are used.
 type counterRec struct {
 	lim  uint32 // lim word, see ownLimit
 	sum  uint32 // units in all Buckets+1 counters
 	hidx uint32 // counter index of bucket head: head mod (Buckets+1)
-	side uint32 // the key's entry in the shard's side slab: its counters
-	last int64  // latest instant seen, Unix ns
-	head int64  // id of the bucket of last (last / G) the counters are at
+	side uint32 // the key's entry in the shard's slab: its counters, extra records
+	last int64  // the key's latest instant seen, Unix ns
+	head int64  // id of the newest bucket the counters are at (last / G once decided)
 }
 
 // slidingCounter splits the window W into n buckets of G = W/n, aligned to
@@ -32,43 +34,75 @@ type counterRec struct {
 // of one bucket and again at the end of the window gets up to 2*limit-1
 // units into one window of length W (the sliding log never exceeds limit).
 // A unit stops counting at the end of the bucket n+1 positions after its
-// own.
+// own. Each rate has its own buckets.
 type slidingCounter struct {
-	bucket  int64       // G, ns
-	buckets int64       // n
-	sync    *syncLayout // nil unless shared (the same buckets)
-	stride  int         // side words per key: n+1 counters, then the sync state's
+	rates   int
+	bucket  [MaxRates]int64 // G of each rate, ns, longest window first
+	buckets int64           // n
+	sync    *syncLayout     // nil unless shared (one rate; the same buckets)
+	stride  int             // side words per key: n+1 counters per rate, then the sync state's
 }
 
 // NewSlidingCounter returns a sliding window counter limiter with
 // cfg.Buckets buckets per window (default 10): O(1) memory per key
-// (cfg.Buckets+1 counters of 4 bytes) and an estimate that errs by less
-// than the straddling bucket's units: about limit/Buckets for steady traffic
-// (bench/cmd/accuracy measures it), up to limit-1 for bursts timed at bucket
-// edges. It is the algorithm Cloudflare described in 2017, generalised from
-// 2 to n+1 buckets.
+// (cfg.Buckets+1 counters of 4 bytes per rate) and an estimate that errs
+// by less than the straddling bucket's units: about limit/Buckets for
+// steady traffic (bench/cmd/accuracy measures it), up to limit-1 for
+// bursts timed at bucket edges. It is the algorithm Cloudflare described
+// in 2017, generalised from 2 to n+1 buckets.
 //
-// It returns an error wrapping ErrInvalidConfig if cfg is invalid (Window
-// must be a multiple of Buckets nanoseconds). The limiter is safe for
-// concurrent use; Close stops its janitor.
+// It returns an error wrapping ErrInvalidConfig if cfg is invalid (each
+// window must be a multiple of Buckets nanoseconds). The limiter is safe
+// for concurrent use; Close stops its janitor.
 func NewSlidingCounter(cfg Config) (Limiter, error) {
 	cfg, err := cfg.withDefaults(SlidingCounter)
 	if err != nil {
 		return nil, err
 	}
-	n := int64(cfg.Buckets)
-	a := &slidingCounter{bucket: int64(cfg.Window) / n, buckets: n, stride: int(n) + 1}
+	rs := newRateSet(cfg)
+	a := newSlidingCounter(&rs, int64(cfg.Buckets), nil)
 	l := &counterLimiter{}
-	l.init(cfg, a, a.stride, nil)
+	l.init(cfg, &rs, a, a.stride, rs.n-1, nil)
 	return l, nil
+}
+
+// newSlidingCounter returns the counter of rs's rates with n buckets each,
+// shared through y if y is not nil.
+func newSlidingCounter(rs *rateSet, n int64, y *syncLayout) *slidingCounter {
+	a := &slidingCounter{rates: rs.n, buckets: n, sync: y, stride: rs.n * int(n+1)}
+	for k := range rs.n {
+		a.bucket[k] = rs.window[k] / n
+	}
+	if y != nil {
+		a.stride += y.words()
+	}
+	return a
 }
 
 // counterLimiter is the sliding counter's Limiter.
 type counterLimiter struct{ limiter[counterRec] }
 
-func (a *slidingCounter) init(r *counterRec, t int64, w uint32) {
-	*r = counterRec{lim: w, last: t, side: r.side}
-	a.setHead(r, t/a.bucket)
+// rate returns the record and counters of rate k of the key whose record
+// is r, side words side and extra records extra.
+func (a *slidingCounter) rate(r *counterRec, side []uint32, extra []counterRec, k int) (*counterRec, []uint32) {
+	m := int(a.buckets + 1)
+	if k > 0 {
+		r = &extra[k-1]
+	}
+	return r, side[k*m : (k+1)*m : (k+1)*m]
+}
+
+func (a *slidingCounter) init(s *shard[counterRec], r *counterRec, slot uint32, t int64) {
+	side, extra := s.keyState(slot, r.side)
+	for k := range a.rates {
+		p, c := a.rate(r, side, extra, k)
+		clear(c)
+		p.sum, p.last = 0, t
+		a.setHead(p, t/a.bucket[k])
+	}
+	if a.sync != nil {
+		a.sync.setHead(side, r.head)
+	}
 }
 
 // idx returns the counter index of bucket id (a division: the hot path
@@ -93,12 +127,12 @@ func (a *slidingCounter) setHead(r *counterRec, j int64) {
 	r.head, r.hidx = j, uint32(a.idx(j))
 }
 
-// fits reports whether n more units fit the limit lim under the weighted
-// estimate (rest + ceil(straddler*(G-delta)/G)), rest being the units of
+// fitsWeighted reports whether n more units fit the limit lim under the weighted
+// estimate (rest + ceil(straddler*(g-delta)/g)), rest being the units of
 // the buckets that count in full, without the division that computing the
-// estimate takes: ceil(x/G) <= k iff x <= k*G for integers k >= 0,
+// estimate takes: ceil(x/g) <= k iff x <= k*g for integers k >= 0,
 // compared in 128 bits.
-func (a *slidingCounter) fits(straddler, delta, rest, n, lim int64) bool {
+func fitsWeighted(g, straddler, delta, rest, n, lim int64) bool {
 	k := lim - n - rest // what the straddling bucket may weigh at most
 	if k < 0 {
 		return false
@@ -106,90 +140,116 @@ func (a *slidingCounter) fits(straddler, delta, rest, n, lim int64) bool {
 	if straddler == 0 {
 		return true
 	}
-	xh, xl := bits.Mul64(uint64(straddler), uint64(a.bucket-delta))
-	kh, kl := bits.Mul64(uint64(k), uint64(a.bucket))
+	xh, xl := bits.Mul64(uint64(straddler), uint64(g-delta))
+	kh, kl := bits.Mul64(uint64(k), uint64(g))
 	return xh < kh || xh == kh && xl <= kl
 }
 
-func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, side []uint32, t int64, n int, mode decideMode) verdict {
-	if side == nil {
-		side = s.entry(r.side, a.stride)
+func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, slot uint32, t int64, n int, mode decideMode) verdict {
+	if a.rates > 1 && mode&oneRate == 0 {
+		_, extra := s.keyState(slot, r.side)
+		return decideRates(a, s, r, extra, slot, t, n, mode)
 	}
-	c := side[:a.buckets+1]
-	kt := max(t, r.last) // per key, time never goes back
-	if kt-r.head*a.bucket >= a.bucket {
-		// Past the newest bucket: clear the buckets that leave the
-		// window (no call, so the common path spills nothing).
-		j := kt / a.bucket
+	k := mode.rate()
+	key := r // the key's record; r is that of its rate k
+	if k > 0 {
+		key = s.keyRec(slot)
+	}
+	side := s.sideWords(slot, key.side)
+	m := int(a.buckets + 1)
+	c := side[k*m : (k+1)*m : (k+1)*m]
+	var delta, sent, remote []uint32 // a shared key's sync rings (one rate), indexed as c
+	if a.sync != nil {
+		delta, sent, remote = a.sync.arrays(side)
+	}
+	g := a.bucket[k]
+	kt := max(t, key.last) // per key, time never goes back
+	r.last = kt
+	if kt-r.head*g >= g {
+		// Past the newest bucket: clear the buckets that leave the window,
+		// and their sync state (no call, so the common path spills
+		// nothing).
+		j := kt / g
 		i := int(r.hidx)
-		for k := min(j-r.head, a.buckets+1); k > 0; k-- {
+		var dropped uint64 // unsent units of buckets that left
+		for d := min(j-r.head, a.buckets+1); d > 0; d-- {
 			i = a.next(i)
 			r.sum -= c[i]
 			c[i] = 0
+			if delta != nil {
+				dropped += uint64(delta[i])
+				delta[i], sent[i], remote[i] = 0, 0, 0
+			}
 		}
 		if j-r.head > a.buckets {
 			i = a.idx(j)
 		}
 		r.head, r.hidx = j, uint32(i)
+		if delta != nil {
+			a.sync.setHead(side, j)
+			if dropped != 0 && mode&consume != 0 {
+				s.syncDropped.Add(dropped)
+			}
+		}
 	}
-	r.last = kt
-	lim := effectiveLimit(r.lim, s.defLimit)
+	lim := effectiveLimit(r.lim, s.defLimits[k])
 	if lim != 0 {
 		r.lim = r.lim&^limitMask | lim
 	}
-	j, hi := r.head, int(r.hidx)
-	si := a.next(hi) // bucket j-n, which straddles the window's start
+	hi := int(r.hidx)
+	si := a.next(hi) // bucket head-n, which straddles the window's start
 	straddler, whole := int64(c[si]), int64(r.sum)-int64(c[si])
-	if a.sync != nil {
-		remote, sum := a.remote(s, side, j, mode)
-		straddler += int64(remote[si])
-		whole += sum - int64(remote[si])
+	for i, v := range remote {
+		if i == si {
+			straddler += int64(v)
+		} else {
+			whole += int64(v)
+		}
 	}
-	allowed := n == 0 || int64(n) <= int64(lim) && a.fits(straddler, kt-j*a.bucket, whole, int64(n), int64(lim))
-	if allowed && n > 0 {
+	allowed := n == 0 || int64(n) <= int64(lim) && fitsWeighted(g, straddler, kt-r.head*g, whole, int64(n), int64(lim))
+	if allowed && n > 0 && mode&consume != 0 {
 		c[hi] += uint32(n)
 		r.sum += uint32(n)
-		if a.sync != nil {
-			a.sync.add(side, j, uint32(n))
+		if delta != nil {
+			delta[hi] += uint32(n)
 		}
 	}
 	if mode&full == 0 {
-		return makeVerdict(allowed, lim, 0, 0, 0)
+		return verdict{word: b2u(allowed)}
 	}
-	return a.explain(r, side, allowed, t, n, lim)
+	return a.explain(r, c, remote, k, t, n, lim, allowed, mode&consume != 0)
 }
 
-// explain returns the full verdict of a decision on r (side words side)
-// that admitted n units under limit lim or not, from r's state after it:
-// Remaining from the weighted estimate, RetryAfter and ResetAfter measured
-// from the caller's t.
-func (a *slidingCounter) explain(r *counterRec, side []uint32, allowed bool, t int64, n int, lim uint32) verdict {
-	c := side[:a.buckets+1]
-	var remote []uint32
-	var remoteSum int64
-	if a.sync != nil {
-		_, _, remote = a.sync.arrays(side)
-		for _, v := range remote {
-			remoteSum += int64(v)
-		}
+// explain returns the full verdict of a decision of n units at t on rate
+// k (record r, counters c, the other nodes' units remote when shared)
+// under limit lim, which admitted them or not, from the rate's state after
+// it: Remaining from the weighted estimate, ResetAfter and RetryAfter
+// measured from t. Admitted units not kept (consumed false) count as if
+// they were.
+func (a *slidingCounter) explain(r *counterRec, c, remote []uint32, k int, t int64, n int, lim uint32, allowed, consumed bool) verdict {
+	g, j, hi, kt := a.bucket[k], r.head, int(r.hidx), r.last
+	sum := int64(r.sum)
+	for _, v := range remote {
+		sum += int64(v)
 	}
-	j, hi, kt := r.head, int(r.hidx), r.last
-	sum := int64(r.sum) + remoteSum
 	straddler := a.count(c, remote, a.next(hi))
-	est := sum - straddler // the weighted estimate, the decision's units included
+	est := sum - straddler // the weighted estimate, this decision's units included
 	if straddler != 0 {
-		est += int64(mulDivCeil(uint64(straddler), uint64(a.bucket-(kt-j*a.bucket)), uint64(a.bucket)))
+		est += int64(mulDivCeil(uint64(straddler), uint64(g-(kt-j*g)), uint64(g)))
 	}
 	var retry time.Duration
 	switch {
+	case allowed && !consumed:
+		est += int64(n)
 	case allowed:
 	case int64(n) > int64(lim):
 		retry = Never
 	default:
-		retry = time.Duration(a.admitAt(j, hi, c, remote, sum, kt, int64(n), int64(lim)) - t)
+		retry = time.Duration(a.admitAt(g, j, hi, c, remote, sum, kt, int64(n), int64(lim)) - t)
 	}
-	reset := time.Duration(a.resetAt(j, hi, c, remote, sum) - t)
-	return makeVerdict(allowed, lim, int(max(0, int64(lim)-est)), reset, retry)
+	// Units admitted now are in bucket j, which never makes it the oldest.
+	reset := time.Duration(a.resetAt(g, j, hi, c, remote, sum) - t)
+	return makeVerdict(allowed, k, lim, int(max(0, int64(lim)-est)), reset, retry)
 }
 
 // remote rotates a shared key's sync rings to bucket j and returns the
@@ -216,11 +276,11 @@ func (a *slidingCounter) count(c, remote []uint32, i int) int64 {
 	return int64(c[i])
 }
 
-// resetAt returns the key time at which the oldest non-empty bucket stops
-// counting (bucket b counts until (b+n+1)*G), or at which the newest bucket
+// resetAt returns the instant at which the oldest non-empty bucket stops
+// counting (bucket b counts until (b+n+1)*g), or at which the newest bucket
 // j (counter index hi) would if all are empty; sum is the units of all
 // buckets.
-func (a *slidingCounter) resetAt(j int64, hi int, c, remote []uint32, sum int64) int64 {
+func (a *slidingCounter) resetAt(g, j int64, hi int, c, remote []uint32, sum int64) int64 {
 	oldest := j
 	if sum > 0 && sum != a.count(c, remote, hi) {
 		for k, i := int64(0), a.next(hi); k < a.buckets; k, i = k+1, a.next(i) {
@@ -230,15 +290,14 @@ func (a *slidingCounter) resetAt(j int64, hi int, c, remote []uint32, sum int64)
 			}
 		}
 	}
-	return (oldest + a.buckets + 1) * a.bucket
+	return (oldest + a.buckets + 1) * g
 }
 
-// admitAt returns the earliest key time >= kt at which n units would be
+// admitAt returns the earliest instant >= kt at which n units would be
 // admitted, walking forward bucket by bucket: in bucket j+k the straddling
 // bucket is j+k-n (counter index hi+1+k) and only buckets up to j hold
 // units. sum is the units of all buckets. Requires n <= lim.
-func (a *slidingCounter) admitAt(j int64, hi int, c, remote []uint32, sum, kt, n, lim int64) int64 {
-	g := a.bucket
+func (a *slidingCounter) admitAt(g, j int64, hi int, c, remote []uint32, sum, kt, n, lim int64) int64 {
 	si := a.next(hi)
 	straddler := a.count(c, remote, si)
 	whole := sum - straddler // units of the buckets that count in full
@@ -267,21 +326,25 @@ func (a *slidingCounter) admitAt(j int64, hi int, c, remote []uint32, sum, kt, n
 	}
 }
 
-func (a *slidingCounter) idle(_ *shard[counterRec], r *counterRec, c []uint32, t int64) bool {
+func (a *slidingCounter) idle(s *shard[counterRec], r *counterRec, slot uint32, t int64) bool {
 	if r.lim&ownLimit != 0 {
 		return false
 	}
 	kt := max(t, r.last)
-	if a.sync != nil && a.sync.holds(c, kt) {
+	side, extra := s.keyState(slot, r.side)
+	if a.sync != nil && a.sync.holds(side, kt) {
 		return false
 	}
-	if r.sum == 0 {
-		return true
-	}
-	from := kt/a.bucket - a.buckets
-	for id := max(from, r.head-a.buckets); id <= r.head; id++ {
-		if c[a.idx(id)] != 0 {
-			return false
+	for k := range a.rates {
+		p, c := a.rate(r, side, extra, k)
+		if p.sum == 0 {
+			continue
+		}
+		from := kt/a.bucket[k] - a.buckets
+		for id := max(from, p.head-a.buckets); id <= p.head; id++ {
+			if c[a.idx(id)] != 0 {
+				return false
+			}
 		}
 	}
 	return true

@@ -5,50 +5,59 @@ import (
 	"time"
 )
 
-// logRec is a SlidingLog key's state: 32 bytes plus its ring buffer.
+// logRec is a SlidingLog key's state: 32 bytes plus its ring buffer. With
+// several rates, the key's record holds the ring, which covers the longest
+// window, and extra records the others, of which only lim and head are
+// used: head counts the ring's oldest entries that no longer count in
+// that rate's window.
 type logRec struct {
 	lim   uint32 // lim word, see ownLimit
 	ref   uint32 // the ring's location in the shard's ringPool
 	cap   uint32 // the ring's capacity, 0 if it has none
 	head  uint32 // ring index of the oldest timestamp
 	count uint32 // timestamps in the ring
-	side  uint32 // the key's entry in the shard's side slab (shared only)
-	last  int64  // latest instant seen, Unix ns
+	side  uint32 // the key's entry in the shard's slab (shared or several rates only)
+	last  int64  // the key's latest instant seen, Unix ns
 }
 
-// slidingLog keeps one timestamp per admitted unit for the last window and
-// admits n units at t iff fewer than limit-n+1 timestamps lie in (t-W, t].
+// slidingLog keeps one timestamp per admitted unit for the longest window
+// and admits n units at t iff, for every rate, fewer than limit-n+1
+// timestamps lie in (t-W, t].
 //
 // Timestamps are 4 bytes: ceil(t/unit) modulo 2^32, unit the smallest power
-// of ten nanoseconds with unit*2^31 > 2W. Every stored timestamp lies within
-// 2W of the key's current instant, so the age of an entry is the int32
-// difference of the two. Rounding timestamps up keeps every unit counted for
-// at least W (never admits early) and at most one unit longer.
+// of ten nanoseconds with unit*2^31 > 2W for the longest window W. Every
+// stored timestamp lies within 2W of the key's current instant, so the age
+// of an entry is the int32 difference of the two. Rounding timestamps up
+// keeps every unit counted for at least W (never admits early) and at most
+// one unit longer.
 type slidingLog struct {
-	window int64       // W, ns
-	unit   int64       // timestamp resolution, ns
-	sync   *syncLayout // nil unless shared: other nodes' units by bucket
-	stride int         // side words per key: the sync state's, 0 unless shared
+	rates  int
+	window [MaxRates]int64 // W of each rate, ns, longest first
+	unit   int64           // timestamp resolution, ns
+	sync   *syncLayout     // nil unless shared (one rate): other nodes' units by bucket
+	stride int             // side words per key: the sync state's, 0 unless shared
 }
 
 // NewSlidingLog returns a sliding window log limiter: exact, it admits at
 // most cfg.Limit units in any interval of length cfg.Window (a unit admitted
-// at s counts for decisions at t with s <= t < s+W). Each key keeps a ring
-// buffer of 4-byte timestamps, grown on demand up to its limit.
+// at s counts for decisions at t with s <= t < s+W), for each of cfg.Rates.
+// Each key keeps a ring buffer of 4-byte timestamps, grown on demand up to
+// the limit of the longest window (with several rates, that one ring
+// serves every window).
 //
 // Timestamps have a resolution of the smallest power of ten nanoseconds
-// that is at least W/2^30: 1 ns for windows up to about 1 s, 100 ns for a
-// minute, 10 µs for an hour, 100 ms for a year. They are rounded up, so a
-// unit counts at least W and at most one resolution step longer: the log
-// never admits early. RetryAfter is exact: the same request made
-// RetryAfter after now is admitted, and one made a nanosecond sooner is
-// not. It includes the part of a step a stamp was rounded up by, so for
-// instants between two steps a wait of whole seconds can read as the next
-// second in a Retry-After header. ResetAfter is measured from
-// now rounded up to the resolution, so a unit admitted now reports a reset
-// of exactly W.
+// that is at least W/2^30 for the longest window: 1 ns for windows up to
+// about 1 s, 100 ns for a minute, 10 µs for an hour, 100 ms for a year.
+// They are rounded up, so a unit counts at least W and at most one
+// resolution step longer: the log never admits early. RetryAfter is exact:
+// the same request made RetryAfter after now is admitted, and one made a
+// nanosecond sooner is not. It includes the part of a step a stamp was
+// rounded up by, so for instants between two steps a wait of whole seconds
+// can read as the next second in a Retry-After header. ResetAfter is
+// measured from now rounded up to the resolution, so a unit admitted now
+// reports a reset of exactly W.
 //
-// It returns an error wrapping ErrInvalidConfig if cfg is invalid (the
+// It returns an error wrapping ErrInvalidConfig if cfg is invalid (each
 // limit may be at most MaxSlidingLogLimit). The limiter is safe for
 // concurrent use; Close stops its janitor.
 func NewSlidingLog(cfg Config) (Limiter, error) {
@@ -56,10 +65,20 @@ func NewSlidingLog(cfg Config) (Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := int64(cfg.Window)
+	rs := newRateSet(cfg)
 	l := &logLimiter{}
-	l.init(cfg, &slidingLog{window: w, unit: logUnit(w)}, 0, nil)
+	l.init(cfg, &rs, newSlidingLog(&rs, nil), 0, rs.n-1, nil)
 	return l, nil
+}
+
+// newSlidingLog returns the log of rs's rates, shared through y if y is not
+// nil.
+func newSlidingLog(rs *rateSet, y *syncLayout) *slidingLog {
+	a := &slidingLog{rates: rs.n, window: rs.window, unit: logUnit(rs.window[0]), sync: y}
+	if y != nil {
+		a.stride = y.words()
+	}
+	return a
 }
 
 // logLimiter is the sliding log's Limiter.
@@ -75,8 +94,14 @@ func logUnit(w int64) int64 {
 	return u
 }
 
-func (a *slidingLog) init(r *logRec, t int64, w uint32) {
-	*r = logRec{lim: w, last: t, side: r.side}
+func (a *slidingLog) init(s *shard[logRec], r *logRec, slot uint32, t int64) {
+	r.head, r.count, r.last = 0, 0, t
+	if a.rates > 1 {
+		_, extra := s.keyState(slot, r.side)
+		for k := range extra {
+			extra[k].head = 0
+		}
+	}
 }
 
 // stamp returns the stored form of instant t, rounded up.
@@ -90,32 +115,34 @@ func age(tq int64, e uint32) int32 {
 	return int32(uint32(tq) - e)
 }
 
-// expiry returns the instant at which entry e stops counting, seen from
-// t: its stamp plus W, so a unit counts less than one step past its own
-// instant plus W, whatever W's remainder modulo the resolution.
-func (a *slidingLog) expiry(t int64, e uint32) int64 {
+// expiry returns the instant at which entry e stops counting in window w,
+// seen from t: its stamp plus w, so a unit counts less than one step past
+// its own instant plus w, whatever w's remainder modulo the resolution.
+func (a *slidingLog) expiry(t int64, e uint32, w int64) int64 {
 	tq := t / a.unit
-	return (tq-int64(age(tq, e)))*a.unit + a.window
+	return (tq-int64(age(tq, e)))*a.unit + w
 }
 
 // expiredUpTo returns the newest stamp, in stored units, that no longer
-// counts at t: entry e has expired at t iff age(expiredUpTo(t), e) >= 0,
-// that is iff e*unit + W <= t (see expiry).
-func (a *slidingLog) expiredUpTo(t int64) int64 {
-	return floorDiv(t-a.window, a.unit)
+// counts at t in window w: entry e has expired at t iff
+// age(expiredUpTo(t, w), e) >= 0, that is iff e*unit + w <= t (see expiry).
+func (a *slidingLog) expiredUpTo(t, w int64) int64 {
+	return floorDiv(t-w, a.unit)
 }
 
-// advance brings r to instant te, its latest, dropping expired
-// timestamps. Every stamp is below r.last+unit, so all have expired from
-// r.last+W+unit on: no scan then.
-func (a *slidingLog) advance(s *shard[logRec], r *logRec, te int64) {
+// advance brings r to instant te, its latest, dropping the timestamps that
+// have expired in the longest window, and moves the rates' skips in extra
+// past those expired in theirs. Every stamp is below r.last+unit, so all
+// have expired from r.last+W+unit on: no scan then.
+func (a *slidingLog) advance(s *shard[logRec], r *logRec, extra []logRec, te int64) {
+	count := r.count
 	switch {
 	case r.count == 0:
-	case te-r.last >= a.window+a.unit:
+	case te-r.last >= a.window[0]+a.unit:
 		r.head, r.count = 0, 0
 	default:
 		buf := s.rings.ring(r.ref, r.cap)
-		tx := a.expiredUpTo(te)
+		tx := a.expiredUpTo(te, a.window[0])
 		for r.count > 0 && age(tx, buf[r.head]) >= 0 {
 			r.head++
 			if r.head == r.cap {
@@ -125,86 +152,135 @@ func (a *slidingLog) advance(s *shard[logRec], r *logRec, te int64) {
 		}
 	}
 	r.last = te
-}
-
-func (a *slidingLog) decide(s *shard[logRec], r *logRec, side []uint32, t int64, n int, mode decideMode) verdict {
-	te := max(t, r.last) // per key, time never goes back
-	a.advance(s, r, te)
-	if side == nil && a.sync != nil {
-		side = s.entry(r.side, a.stride)
+	if len(extra) == 0 {
+		return
 	}
-	consumed := mode&consume != 0
-	// ResetAfter is measured from t rounded up to the timestamp resolution,
-	// the instant a unit admitted at t is stamped with, so a fresh unit's
-	// reset is exactly W and a whole-second window reads as whole seconds.
-	// RetryAfter is measured from t itself: t+RetryAfter is the first
-	// instant the request fits.
-	var tu int64
-	if mode&full != 0 {
-		tu = (t + a.unit - 1) / a.unit * a.unit
-	}
-	lim := effectiveLimit(r.lim, s.defLimit)
-	if lim != 0 {
-		r.lim = r.lim&^limitMask | lim
-		if consumed && r.cap > lim && r.count <= lim {
-			// The limit shrank and enough units expired: give memory back.
-			a.resize(s, r, max(lim, r.count))
+	dropped := count - r.count
+	for k := range extra {
+		p := &extra[k]
+		p.head -= min(p.head, dropped)
+		if p.head < r.count {
+			buf := s.rings.ring(r.ref, r.cap)
+			tx := a.expiredUpTo(te, a.window[k+1])
+			for p.head < r.count && age(tx, buf[wrap(r.head+p.head, r.cap)]) >= 0 {
+				p.head++
+			}
 		}
 	}
-	var allowed bool
-	var retry, reset time.Duration
-	noRoom := false // the table had no memory for the unit's timestamp
-	remaining := 0
-	used := int64(r.count)
-	var remote int64 // other nodes' units in the window, when shared
-	var bucket int64 // id of te's sync bucket, when shared
+}
+
+func (a *slidingLog) decide(s *shard[logRec], r *logRec, slot uint32, t int64, n int, mode decideMode) verdict {
+	k := mode.rate()
+	key := r // the key's record; r is that of its rate k
+	if k > 0 {
+		key = s.keyRec(slot)
+	}
+	var side []uint32
+	var extra []logRec
+	if a.sync != nil || a.rates > 1 {
+		side, extra = s.keyState(slot, key.side)
+		if a.rates > 1 && mode&oneRate == 0 {
+			return decideRates(a, s, r, extra, slot, t, n, mode)
+		}
+	}
+	te := max(t, key.last) // per key, time never goes back
+	consumed := mode&consume != 0
+	if k == 0 {
+		// The ring's rate: decideRates decides it first, then last.
+		a.advance(s, key, extra, te)
+	}
+	lim0 := effectiveLimit(key.lim, s.defLimits[0]) // the ring's capacity
+	if lim0 != 0 {
+		key.lim = key.lim&^limitMask | lim0
+		if consumed && key.cap > lim0 && key.count <= lim0 {
+			// The limit shrank and enough units expired: give memory back.
+			a.resize(s, key, max(lim0, key.count))
+		}
+	}
+	lim, skip := lim0, uint32(0)
+	if k > 0 {
+		lim = effectiveLimit(r.lim, s.defLimits[k])
+		if lim != 0 {
+			r.lim = r.lim&^limitMask | lim
+		}
+		skip = r.head
+	}
+	used := int64(key.count - skip)
+	var bucket int64 // id of te's sync bucket, when shared (one rate)
 	if a.sync != nil {
 		bucket = a.sync.bucketOf(side, te)
 		if d := a.sync.rotate(side, bucket); d != 0 && consumed {
 			s.syncDropped.Add(uint64(d))
 		}
+		used += a.sync.estimate(side, te)
+	}
+	allowed := n == 0 || int64(n) <= int64(lim) && used+int64(n) <= int64(lim)
+	pushed := false // this decision's units are in the ring
+	if allowed && n > 0 && consumed && k == 0 {
+		if !a.push(s, key, te, uint32(n), lim0) {
+			return verdict{word: verdictFull} // no memory for the timestamps
+		}
+		pushed = true
+		if a.sync != nil {
+			a.sync.add(side, bucket, uint32(n))
+		}
+	}
+	if mode&full == 0 {
+		return verdict{word: b2u(allowed)}
+	}
+	rem, reset, retry := a.numbers(s, key, k, skip, side, t, te, n, lim, allowed, pushed)
+	return makeVerdict(allowed, k, lim, int(max(0, rem)), reset, retry)
+}
+
+// numbers returns rate k's verdict numbers for a decision of n units at t,
+// decided at te, on the key whose record is r after the decision (which
+// admitted the request or not) under limit lim: the rate counts the ring's
+// entries after its first skip, plus the other nodes' units when side
+// holds a shared key's sync state. Admitted units not pushed (a peek, or a
+// rate after the first) count as if stamped at te.
+func (a *slidingLog) numbers(s *shard[logRec], r *logRec, k int, skip uint32, side []uint32, t, te int64, n int, lim uint32, allowed, pushed bool) (rem int64, reset, retry time.Duration) {
+	// ResetAfter is measured from t rounded up to the timestamp resolution,
+	// the instant a unit admitted at t is stamped with, so a fresh unit's
+	// reset is exactly W and a whole-second window reads as whole seconds.
+	// RetryAfter is measured from t itself: t+RetryAfter is the first
+	// instant the request fits.
+	tu := (t + a.unit - 1) / a.unit * a.unit
+	w := a.window[k]
+	var buf []uint32
+	if r.count > 0 {
+		buf = s.rings.ring(r.ref, r.cap)
+	}
+	used := int64(r.count - skip)
+	if allowed && !pushed {
+		used += int64(n)
+	}
+	var remote int64
+	if a.sync != nil && side != nil {
 		remote = a.sync.estimate(side, te)
 		used += remote
 	}
 	switch {
-	case n == 0:
-		allowed = true
+	case allowed || n == 0:
 	case int64(n) > int64(lim):
 		retry = Never
-	case used+int64(n) <= int64(lim):
-		if consumed && !a.push(s, r, te, uint32(n), lim) {
-			noRoom = true
-			break
-		}
-		if a.sync != nil {
-			a.sync.add(side, bucket, uint32(n))
-		}
-		allowed = true
-		used += int64(n)
-	case mode&full == 0:
-		// Denied: the bool-returning caller needs no RetryAfter.
+	case used+int64(n) <= int64(lim): // this rate admits it
 	case remote > 0:
 		retry = time.Duration(a.admitAtShared(s, r, side, te, int64(n), int64(lim)) - t)
 	default:
-		// The (used+n-lim)-th oldest timestamp must expire first.
-		i := wrap(r.head+uint32(used+int64(n)-int64(lim))-1, r.cap)
-		retry = time.Duration(a.expiry(te, s.rings.ring(r.ref, r.cap)[i]) - t)
+		// The (used+n-lim)-th oldest counted timestamp must expire first.
+		i := wrap(r.head+skip+uint32(used+int64(n)-int64(lim))-1, r.cap)
+		retry = time.Duration(a.expiry(te, buf[i], w) - t)
 	}
-	remaining = int(max(0, int64(lim)-used))
+	// ResetAfter: the expiry of the oldest unit counted; of a unit admitted
+	// now if none; W from te if none at all.
+	reset = time.Duration(te + w - t)
 	switch {
-	case mode&full == 0:
-	case r.count > 0:
-		reset = until(a.expiry(te, s.rings.ring(r.ref, r.cap)[r.head]), t, tu)
+	case skip < r.count:
+		reset = until(a.expiry(te, buf[wrap(r.head+skip, r.cap)], w), t, tu)
 	case allowed && n > 0:
-		reset = until(a.expiry(te, a.stamp(te)), t, tu)
-	default:
-		reset = time.Duration(te + a.window - t)
+		reset = until(a.expiry(te, a.stamp(te), w), t, tu)
 	}
-	v := makeVerdict(allowed, lim, remaining, reset, retry)
-	if noRoom {
-		v.word |= verdictFull
-	}
-	return v
+	return int64(lim) - used, reset, retry
 }
 
 // wrap returns i modulo c for i < 2c, without a division.
@@ -240,7 +316,7 @@ func (a *slidingLog) admitAtShared(s *shard[logRec], r *logRec, side []uint32, t
 		lo, hi := uint32(0), r.count
 		for lo < hi {
 			mid := lo + (hi-lo)/2
-			if a.expiry(te, buf[(r.head+mid)%r.cap]) <= at {
+			if a.expiry(te, buf[(r.head+mid)%r.cap], a.window[0]) <= at {
 				lo = mid + 1
 			} else {
 				hi = mid
@@ -248,7 +324,7 @@ func (a *slidingLog) admitAtShared(s *shard[logRec], r *logRec, side []uint32, t
 		}
 		return int64(r.count-lo)+a.sync.estimate(side, at)+n <= lim
 	}
-	lo, hi := te, te+a.window+2*a.sync.bucket // fits(lo) is false, fits(hi) true
+	lo, hi := te, te+a.window[0]+2*a.sync.bucket // fits(lo) is false, fits(hi) true
 	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2
 		if fits(mid) {
@@ -308,23 +384,29 @@ func (a *slidingLog) resize(s *shard[logRec], r *logRec, c uint32) bool {
 	return true
 }
 
-func (a *slidingLog) idle(s *shard[logRec], r *logRec, side []uint32, t int64) bool {
+func (a *slidingLog) idle(s *shard[logRec], r *logRec, slot uint32, t int64) bool {
 	t = max(t, r.last)
-	if r.lim&ownLimit != 0 || a.sync != nil && a.sync.holds(side, t) {
+	if r.lim&ownLimit != 0 {
 		return false
 	}
-	if r.count == 0 || t-r.last >= a.window+a.unit {
+	if a.sync != nil {
+		if side, _ := s.keyState(slot, r.side); a.sync.holds(side, t) {
+			return false
+		}
+	}
+	if r.count == 0 || t-r.last >= a.window[0]+a.unit {
 		return true
 	}
 	newest := s.rings.ring(r.ref, r.cap)[wrap(r.head+r.count-1, r.cap)]
-	return age(a.expiredUpTo(t), newest) >= 0
+	return age(a.expiredUpTo(t, a.window[0]), newest) >= 0
 }
 
 // relimit keeps every timestamp: a key whose limit shrank below its usage
 // waits for enough of them to expire, so shrinking and growing a limit again
-// never loses a count. The ring shrinks once the usage fits the new limit.
-func (a *slidingLog) relimit(s *shard[logRec], r *logRec, _, lim uint32) {
-	if r.cap > lim && r.count <= lim {
+// never loses a count. The ring, sized for the longest window's limit,
+// shrinks once the usage fits that rate's new limit.
+func (a *slidingLog) relimit(s *shard[logRec], r *logRec, _ uint32, k int, _, lim uint32) {
+	if k == 0 && r.cap > lim && r.count <= lim {
 		a.resize(s, r, max(lim, r.count))
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/shardlimit/shardlimit/internal/shared"
 	"github.com/zeebo/xxh3"
@@ -68,8 +67,8 @@ func sideWord(v uint32, k int) uint32 { return v*2654435761 + uint32(k)*40503 + 
 func checkShape[E any](tb testing.TB, tab *table[E], s *shard[E]) map[string]uint32 {
 	tb.Helper()
 	n := len(s.recs)
-	if n < minTable || tab.slab == nil && len(s.side) != n*tab.stride {
-		tb.Fatalf("table of %d positions, %d side words (stride %d)", n, len(s.side), tab.stride)
+	if n < minTable || tab.slab == nil && len(s.side) != n*s.stride {
+		tb.Fatalf("table of %d positions, %d side words (stride %d)", n, len(s.side), s.stride)
 	}
 	if tab.slab != nil {
 		checkSideSlab(tb, tab, s)
@@ -100,7 +99,8 @@ func checkShape[E any](tb testing.TB, tab *table[E], s *shard[E]) map[string]uin
 			if tab.slab != nil {
 				continue
 			}
-			for k, w := range tab.sideOf(s, uint32(i)) {
+			side, _ := tab.sideOf(s, uint32(i))
+			for k, w := range side {
 				if w != 0 {
 					tb.Fatalf("position %d (klen %d): side word %d is %d, not 0", i, r.klen, k, w)
 				}
@@ -165,7 +165,7 @@ func checkShape[E any](tb testing.TB, tab *table[E], s *shard[E]) map[string]uin
 			}
 		}
 		for key, slot := range keys {
-			if tab.sideOf(s, slot)[y.off]&syncTouched != 0 && !queued[slot] {
+			if side, _ := tab.sideOf(s, slot); side[y.off]&syncTouched != 0 && !queued[slot] {
 				tb.Fatalf("touched key %.20q at %d not in the dirty list", key, slot)
 			}
 		}
@@ -178,10 +178,10 @@ func checkShape[E any](tb testing.TB, tab *table[E], s *shard[E]) map[string]uin
 // allocSide hands them out. Requires s.mu held and tab.slab != nil.
 func checkSideSlab[E any](tb testing.TB, tab *table[E], s *shard[E]) {
 	tb.Helper()
-	if len(s.side)%tab.stride != 0 {
-		tb.Fatalf("slab of %d words, stride %d", len(s.side), tab.stride)
+	if len(s.side) != s.entries*s.stride || len(s.extra) != s.entries*s.extras {
+		tb.Fatalf("slab of %d words and %d extras for %d entries, stride %d", len(s.side), len(s.extra), s.entries, s.stride)
 	}
-	entries := len(s.side) / tab.stride
+	entries := s.entries
 	owner := make([]int, entries)
 	for i := range owner {
 		owner[i] = -1
@@ -207,7 +207,7 @@ func checkSideSlab[E any](tb testing.TB, tab *table[E], s *shard[E]) {
 			tb.Fatalf("free slab entry %d also named by position %d (or freed twice)", ref, owner[ref])
 		}
 		owner[ref] = -2
-		for k, w := range s.entry(ref, tab.stride) {
+		for k, w := range s.side[int(ref)*s.stride : (int(ref)+1)*s.stride] {
 			if w != 0 {
 				tb.Fatalf("free slab entry %d: word %d is %d, not 0", ref, k, w)
 			}
@@ -255,7 +255,7 @@ func checkModel[E any](tb testing.TB, tab *table[E], s *shard[E], m *tableModel)
 		if got := *tab.alg.limitWord(s.rec(slot)); got != want {
 			tb.Fatalf("key %.20q: value %d, want %d", key, got, want)
 		}
-		side := tab.sideOf(s, slot)
+		side, _ := tab.sideOf(s, slot)
 		for k, w := range side {
 			if y := tab.sync; y != nil && k == y.off {
 				if got := w&syncTouched != 0; got != m.touched[key] {
@@ -444,13 +444,13 @@ func runTableModel[E any](t *testing.T, tab *table[E], seed uint64, mode int) {
 		if *tab.alg.limitWord(rec) != 0 || tab.alg.lastSeen(rec) != 0 {
 			t.Fatalf("insert returned a record that is not zero")
 		}
-		side := tab.sideOf(s, slot)
+		side, _ := tab.sideOf(s, slot)
 		for k, w := range side {
 			if w != 0 {
 				t.Fatalf("new key's side word %d is %d", k, w)
 			}
 		}
-		tab.alg.init(rec, now, s.defLimit)
+		tab.alg.init(s, rec, slot, now)
 		v := 1 + r.Uint32N(limitMask)
 		*tab.alg.limitWord(rec) = v
 		for k := range side {
@@ -919,12 +919,11 @@ type pausingAlg[E any] struct {
 	lens   []int         // and their lengths
 }
 
-func (a *pausingAlg[E]) idle(s *shard[E], rec *E, side []uint32, t int64) bool {
+func (a *pausingAlg[E]) idle(s *shard[E], rec *E, slot uint32, t int64) bool {
 	if p := &s.recs[0]; len(a.tables) == 0 || a.tables[len(a.tables)-1] != p {
 		a.tables = append(a.tables, p)
 		a.lens = append(a.lens, len(s.recs))
 	}
-	slot := (uintptr(unsafe.Pointer(rec)) - uintptr(unsafe.Pointer(&s.recs[0]))) / unsafe.Sizeof(s.recs[0])
 	if c := int(slot) / sweepChunk; c != a.chunk {
 		a.chunk = c
 		if !a.writer.Load() && a.pauses < 4 {
@@ -935,7 +934,7 @@ func (a *pausingAlg[E]) idle(s *shard[E], rec *E, side []uint32, t int64) bool {
 			time.Sleep(3 * time.Millisecond)
 		}
 	}
-	return a.algorithm.idle(s, rec, side, t)
+	return a.algorithm.idle(s, rec, slot, t)
 }
 
 // TestTableSweepWhileTableGrows makes the table grow (rehash, moving every
@@ -1251,7 +1250,7 @@ func TestTableSideSlabShrinks(t *testing.T) {
 	checkShape(t, &l.tab, s)
 	words, capWords := len(s.side), cap(s.side)
 	s.mu.Unlock()
-	if stride := l.tab.stride; words != len(keep)*stride || capWords > 2*len(keep)*stride {
+	if stride := l.tab.shards[0].stride; words != len(keep)*stride || capWords > 2*len(keep)*stride {
 		t.Fatalf("slab after the sweep: %d words (capacity %d), peak %d; want %d", words, capWords, peak, len(keep)*stride)
 	}
 	for _, k := range keep {

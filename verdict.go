@@ -3,25 +3,30 @@ package shardlimit
 import "time"
 
 // verdict is an algorithm's decision packed in three words. Unlike a Result
-// (56 bytes, which the compiler keeps in memory and copies in 16-byte moves
+// (64 bytes, which the compiler keeps in memory and copies in 16-byte moves
 // that stall on a struct just written field by field), it stays in
 // registers from the algorithm to the exported method that builds the
 // Result.
 type verdict struct {
-	word  uint64 // verdictAllowed, verdictFull, limit << 2, remaining << 33
+	word  uint64 // verdictAllowed, verdictFull, the rate, limit and remaining
 	reset time.Duration
 	retry time.Duration
 }
 
+// The bits of verdict.word. Limits and remaining are at most MaxLimit, 30
+// bits; the rate is an index into the limiter's rates, below MaxRates.
 const (
-	verdictAllowed = 1 << 0 // the cost was admitted
-	verdictFull    = 1 << 1 // no memory to store the admission: ErrTooManyKeys
-	verdictMask31  = 1<<31 - 1
+	verdictAllowed    = 1 << 0 // the cost was admitted
+	verdictFull       = 1 << 1 // no memory to store the admission: ErrTooManyKeys
+	verdictRateShift  = 2      // 2 bits: the binding rate
+	verdictLimitShift = 4      // 30 bits
+	verdictRemShift   = 34     // 30 bits
+	verdictMask30     = 1<<30 - 1
 )
 
-// makeVerdict packs a decision; limit and remaining are at most MaxLimit.
-func makeVerdict(allowed bool, limit uint32, remaining int, reset, retry time.Duration) verdict {
-	w := uint64(limit)<<2 | uint64(remaining)<<33
+// makeVerdict packs a decision by rate k.
+func makeVerdict(allowed bool, k int, limit uint32, remaining int, reset, retry time.Duration) verdict {
+	w := uint64(k)<<verdictRateShift | uint64(limit)<<verdictLimitShift | uint64(remaining)<<verdictRemShift
 	if allowed {
 		w |= verdictAllowed
 	}
@@ -30,8 +35,9 @@ func makeVerdict(allowed bool, limit uint32, remaining int, reset, retry time.Du
 
 func (v verdict) allowed() bool { return v.word&verdictAllowed != 0 }
 
-func (v verdict) limit() int     { return int(v.word >> 2 & verdictMask31) }
-func (v verdict) remaining() int { return int(v.word >> 33) }
+func (v verdict) rate() int      { return int(v.word >> verdictRateShift & (MaxRates - 1)) }
+func (v verdict) limit() int     { return int(v.word >> verdictLimitShift & verdictMask30) }
+func (v verdict) remaining() int { return int(v.word >> verdictRemShift & verdictMask30) }
 
 func (v verdict) err() error {
 	if v.word&verdictFull != 0 {
@@ -40,7 +46,32 @@ func (v verdict) err() error {
 	return nil
 }
 
-// result unpacks v.
-func (v verdict) result() Result {
-	return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
+// binding is the rate whose numbers a Result reports when a key has
+// several: the one with the least remaining after the decision, ties to
+// the longest window (the rates are kept longest first, so the lowest
+// index). Each rate's usage only falls as time passes, so the first
+// instant at which every rate admits a request is the latest of their
+// RetryAfters.
+type binding struct {
+	seen  bool
+	k     int
+	lim   uint32
+	rem   int64
+	reset time.Duration
+	retry time.Duration // the latest RetryAfter of the rates seen
+}
+
+// bind returns b with rate k's numbers (limit lim, remaining rem after the
+// decision, reset and retry) taken into account.
+func (b binding) bind(k int, lim uint32, rem int64, reset, retry time.Duration) binding {
+	b.retry = max(b.retry, retry)
+	if !b.seen || rem < b.rem || rem == b.rem && k < b.k {
+		b.seen, b.k, b.lim, b.rem, b.reset = true, k, lim, rem, reset
+	}
+	return b
+}
+
+// verdict returns the verdict reporting b.
+func (b binding) verdict(allowed bool) verdict {
+	return makeVerdict(allowed, b.k, b.lim, int(max(0, b.rem)), b.reset, b.retry)
 }

@@ -748,6 +748,24 @@ func (e *Exact) ClearLimit(key string) error {
 
 // SetDefaultLimit changes the limit of every key without its own, in
 // [0, MaxLimit], here and in the fallback.
+// SetLimits is SetLimit with the limit as a list: an exact limiter has one
+// rate, so it takes exactly one limit.
+func (e *Exact) SetLimits(key string, limits ...int) error {
+	if len(limits) != 1 {
+		return fmt.Errorf("%w: %d limits for 1 rate", shardlimit.ErrInvalidConfig, len(limits))
+	}
+	return e.SetLimit(key, limits[0])
+}
+
+// SetDefaultLimits is SetDefaultLimit with the limit as a list: an exact
+// limiter has one rate, so it takes exactly one limit.
+func (e *Exact) SetDefaultLimits(limits ...int) error {
+	if len(limits) != 1 {
+		return fmt.Errorf("%w: %d limits for 1 rate", shardlimit.ErrInvalidConfig, len(limits))
+	}
+	return e.SetDefaultLimit(limits[0])
+}
+
 func (e *Exact) SetDefaultLimit(limit int) error {
 	if err := checkExactLimit(limit); err != nil {
 		return err

@@ -338,8 +338,21 @@ func (s *Shared) Peek(key string, now time.Time, n int) shardlimit.Result {
 // node. See shardlimit.Limiter.
 func (s *Shared) SetLimit(key string, limit int) error { return s.core.SetLimit(key, limit) }
 
+// SetLimits is SetLimit with the limits as a list: a shared limiter has one
+// rate, so exactly one limit (see shardlimit.Limiter).
+func (s *Shared) SetLimits(key string, limits ...int) error { return s.core.SetLimits(key, limits...) }
+
 // ClearLimit makes key use the default limit again.
 func (s *Shared) ClearLimit(key string) error { return s.core.ClearLimit(key) }
+
+// SetDefaultLimits is SetDefaultLimit with the limit as a list: a shared
+// limiter has one rate, so it takes exactly one limit.
+func (s *Shared) SetDefaultLimits(limits ...int) error {
+	if len(limits) != 1 {
+		return fmt.Errorf("%w: %d limits for 1 rate", shardlimit.ErrInvalidConfig, len(limits))
+	}
+	return s.SetDefaultLimit(limits[0])
+}
 
 // SetDefaultLimit changes the limit of every key without its own; while
 // Degraded with a FallbackLimit, it takes effect on recovery.

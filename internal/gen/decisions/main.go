@@ -50,7 +50,7 @@ func (l *{{$t}}) {{.Name}}({{.Params}}) {{if .Result}}Result{{else}}bool{{end}} 
 	h, t := l.tab.{{.Hash}}(key), {{.Now}}
 {{- if .Result}}
 	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
-		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err()}
+		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
 	}
 	return decideKey(&l.limiter, key, h, t, n, consume)
 {{- else}}
