@@ -575,6 +575,15 @@ func (s *Shared) flush(ctx context.Context) error {
 	for lo := 0; lo < len(s.items); lo += s.maxBatch {
 		hi := min(lo+s.maxBatch, len(s.items))
 		s.results = s.backend.Add(ctx, s.items[lo:hi], s.results)
+		if len(s.results) != hi-lo {
+			// A Backend breaking its contract: which result is whose is
+			// unknown, so nothing is proven applied.
+			err := fmt.Errorf("%w: backend returned %d results for %d items", ErrBadReply, len(s.results), hi-lo)
+			s.results = sizeResults(s.results, hi-lo)
+			for i := range s.results {
+				s.results[i].Err = err
+			}
+		}
 		for i := range s.results {
 			res := &s.results[i]
 			it := &s.items[lo+i]

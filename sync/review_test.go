@@ -1,0 +1,50 @@
+package sync
+
+// Three bugs found by code review (issue 11, item 8), each with the test
+// that showed it.
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/shardlimit/shardlimit"
+)
+
+// extraBackend applies every item and answers one result more than it was
+// given items: a Backend breaking its contract.
+type extraBackend struct{}
+
+func (extraBackend) Add(_ context.Context, items []Item, out []ItemResult) []ItemResult {
+	out = out[:0]
+	for range len(items) + 1 {
+		out = append(out, ItemResult{Outcome: Applied, Total: 1, Totals: []int64{1}})
+	}
+	return out
+}
+
+func (extraBackend) Read(context.Context, string, int64, int, []int64) ([]int64, error) {
+	return nil, errDown
+}
+
+func (extraBackend) Time(context.Context) (time.Time, error) { return time.Now(), nil }
+
+// TestSharedBackendWithExtraResults: a Backend that returns more results
+// than items does not panic the reconciler; the flush fails with
+// ErrBadReply and the items' units are unknown (healed by the next floor),
+// never counted as applied.
+func TestSharedBackendWithExtraResults(t *testing.T) {
+	s := newShared(t, nil, SharedConfig{
+		Config:  shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 10, Window: time.Minute},
+		Backend: extraBackend{},
+	})
+	s.AllowN("k", at(time.Second), 3)
+	err := s.Flush(ctxT(t, 5*time.Second))
+	if !errors.Is(err, ErrBadReply) {
+		t.Fatalf("Flush: %v, want ErrBadReply", err)
+	}
+	if st := s.SharedStats(); st.SentUnits != 0 || st.UnknownUnits != 3 || st.ItemErrors != 1 {
+		t.Fatalf("stats %+v, want the 3 units unknown", st)
+	}
+}
