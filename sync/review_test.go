@@ -48,3 +48,25 @@ func TestSharedBackendWithExtraResults(t *testing.T) {
 		t.Fatalf("stats %+v, want the 3 units unknown", st)
 	}
 }
+
+// TestSharedShutdownExpiredCountsDropped: a Shutdown whose context has
+// already ended cannot send the pending units; they are counted dropped,
+// not retried (nothing will retry them).
+func TestSharedShutdownExpiredCountsDropped(t *testing.T) {
+	s, err := NewShared(sharedClient(t), SharedConfig{
+		Config:        shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 10, Window: time.Minute, Clock: shardlimit.NewManualClock(at(time.Second))},
+		FlushInterval: time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.AllowN("k", at(time.Second), 3)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Shutdown(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Shutdown: %v, want context.Canceled", err)
+	}
+	if st := s.SharedStats(); st.RetriedUnits != 0 || st.DroppedUnits != 3 {
+		t.Fatalf("stats %+v, want 0 retried and 3 dropped", st)
+	}
+}

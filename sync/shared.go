@@ -85,7 +85,7 @@ type SharedStats struct {
 	SentUnits     uint64        // units sent and applied
 	RetriedUnits  uint64        // units that provably did not reach the store, sent again later
 	UnknownUnits  uint64        // units whose reply was lost (healed by the next flush's floor)
-	DroppedUnits  uint64        // units whose bucket ended before they could be sent
+	DroppedUnits  uint64        // units whose bucket ended before they could be sent, or that the final flush of Close or Shutdown provably did not send
 	Trips         uint64        // changes Healthy -> Degraded
 	Recoveries    uint64        // changes Degraded -> Healthy
 	ClockOffset   time.Duration // store clock minus local clock, last measured
@@ -406,7 +406,7 @@ func (s *Shared) Flush(ctx context.Context) error {
 	if s.closed.Load() {
 		return shardlimit.ErrClosed
 	}
-	if err := s.flush(ctx); !errors.Is(err, errNothingSent) {
+	if err := s.flush(ctx, false); !errors.Is(err, errNothingSent) {
 		return err
 	}
 	return nil
@@ -422,7 +422,9 @@ func (s *Shared) Close() error {
 }
 
 // Shutdown is Close with the final flush bounded by ctx instead of
-// FlushTimeout. It never waits longer than ctx allows for the store.
+// FlushTimeout. It never waits longer than ctx allows for the store. Units
+// the final flush provably did not send (ctx had ended, the store refused
+// them) are counted in SharedStats.DroppedUnits.
 func (s *Shared) Shutdown(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
@@ -435,7 +437,7 @@ func (s *Shared) Shutdown(ctx context.Context) error {
 			<-s.done
 		}
 		s.loopCancel()
-		err := s.flush(ctx)
+		err := s.flush(ctx, true)
 		if errors.Is(err, errNothingSent) {
 			err = nil
 		}
@@ -470,7 +472,7 @@ func (s *Shared) run() {
 			}
 		}
 		ctx, cancel := context.WithTimeout(s.loopCtx, s.timeout)
-		err := s.flush(ctx)
+		err := s.flush(ctx, false)
 		if errors.Is(err, errNothingSent) && (State(s.state.Load()) == Degraded || s.failing()) {
 			// Idle while degraded, or after a failed flush whose items
 			// are all gone (their buckets ended): probe the store's clock
@@ -521,8 +523,9 @@ func (s *Shared) measureOffset(ctx context.Context) error {
 	return nil
 }
 
-// flush sends every pending key once.
-func (s *Shared) flush(ctx context.Context) error {
+// flush sends every pending key once. The final flush (Shutdown's) counts
+// the units it provably did not send as dropped: nothing will retry them.
+func (s *Shared) flush(ctx context.Context, final bool) error {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	start := time.Now()
@@ -600,6 +603,11 @@ func (s *Shared) flush(ctx context.Context) error {
 				}
 			case NotApplied:
 				s.itemErrs.Add(1)
+				firstErr = cmpErr(firstErr, res.Err)
+				if final {
+					s.dropped.Add(uint64(it.Delta))
+					continue
+				}
 				if it.Delta > 0 {
 					s.retried.Add(uint64(it.Delta))
 					s.tab.Restore(&shared.Flush{Key: f.Key, Newest: it.ID, Deltas: []uint32{it.Delta}})
@@ -609,7 +617,6 @@ func (s *Shared) flush(ctx context.Context) error {
 					// reply left short would never be healed.
 					s.tab.Restore(&shared.Flush{Key: f.Key, Newest: it.ID, Deltas: zeroDelta[:]})
 				}
-				firstErr = cmpErr(firstErr, res.Err)
 			default:
 				s.itemErrs.Add(1)
 				s.unknown.Add(uint64(it.Delta))
