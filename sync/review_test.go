@@ -70,3 +70,30 @@ func TestSharedShutdownExpiredCountsDropped(t *testing.T) {
 		t.Fatalf("stats %+v, want 0 retried and 3 dropped", st)
 	}
 }
+
+// TestExactFixedRetryAfterStepBack: after the Redis server's clock steps
+// back into an earlier window, the fixed window keeps counting the later
+// window, and a denial's RetryAfter reaches that window's end: retrying
+// then is admitted, retrying a moment earlier is not.
+func TestExactFixedRetryAfterStepBack(t *testing.T) {
+	e := replay(t, fixedCfg(2, time.Minute))
+	for range 2 {
+		if !e.AllowN("k", at(61*time.Second), 1).Allowed { // window [60 s, 120 s)
+			t.Fatal("denied before the step")
+		}
+	}
+	now := at(30 * time.Second) // stepped back 31 s, into window [0, 60 s)
+	r := e.AllowN("k", now, 1)
+	if r.Allowed || r.Err != nil {
+		t.Fatalf("after the step: %+v", r)
+	}
+	if want := 90 * time.Second; r.RetryAfter != want || r.ResetAfter != want {
+		t.Fatalf("after the step: %+v, want RetryAfter and ResetAfter %v (the end of the counted window)", r, want)
+	}
+	if r := e.AllowN("k", now.Add(r.RetryAfter-time.Microsecond), 1); r.Allowed {
+		t.Fatalf("admitted before RetryAfter: %+v", r)
+	}
+	if r := e.AllowN("k", now.Add(r.RetryAfter), 1); !r.Allowed {
+		t.Fatalf("denied at RetryAfter: %+v", r)
+	}
+}
