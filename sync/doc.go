@@ -67,20 +67,3 @@
 //
 // Redis 5 or later is required (scripts read the server clock with TIME).
 package sync
-
-import "errors"
-
-// Sentinel errors of this package. Errors returned by its functions wrap one
-// of them, a shardlimit sentinel, or the go-redis error that caused them.
-var (
-	// ErrBadReply reports a reply from the store that does not have the
-	// shape the script returns (wrong type, wrong length, out-of-range
-	// values). The command may or may not have been applied.
-	ErrBadReply = errors.New("shardlimit/sync: bad reply from store")
-	// ErrInvalidItem reports an Item that cannot be sent: TTL below one
-	// millisecond, Span out of [0, MaxSpan], or Floor negative.
-	ErrInvalidItem = errors.New("shardlimit/sync: invalid item")
-	// ErrUnavailable reports that the store could not be reached or did not
-	// answer in time.
-	ErrUnavailable = errors.New("shardlimit/sync: store unavailable")
-)

@@ -72,7 +72,9 @@ func (s State) String() string {
 type StateChange struct {
 	// From and To are the states before and after the change.
 	From, To State
-	// Err is the error that made the limiter degraded (nil on recovery).
+	// Err is the error that made the limiter degraded (nil on recovery):
+	// it wraps ErrUnavailable, ErrRejected, ErrBadReply or ErrEvicting and
+	// the error that caused it.
 	Err error
 	// At is the local wall-clock time of the change.
 	At time.Time
@@ -136,11 +138,20 @@ type ExactStats struct {
 	Calls           uint64 // decision scripts sent to Redis
 	Errors          uint64 // of which failed (any error, including timeouts)
 	Timeouts        uint64 // of which timed out
+	BadReplies      uint64 // of which the store's reply was unreadable (ErrBadReply)
 	PolicyDecisions uint64 // decisions made by the FailurePolicy
 	Trips           uint64 // changes Healthy -> Degraded
 	Recoveries      uint64 // changes Degraded -> Healthy
 	Probes          uint64 // reconnect probes sent
 	ProbeFailures   uint64 // of which failed
+
+	// LastError is the most recent failure of a call to Redis, nil if
+	// there was none. It wraps ErrUnavailable, ErrRejected or ErrBadReply
+	// and the error that caused it. Failures that do not degrade the
+	// limiter (a reply that cannot be read, an error reply) are reported
+	// here and in Errors and BadReplies: the call is decided by the
+	// FailurePolicy.
+	LastError error
 }
 
 // Exact is a shardlimit.Limiter that decides every request with one Lua
@@ -171,10 +182,11 @@ type ExactStats struct {
 // reaches Redis again. A timed-out call may still have consumed its units in
 // Redis; the fallback does not know it. With a Cluster client the limiter
 // is degraded as a whole while any master is unreachable, and a transport
-// error also asks the client to reload its slot map. Errors that Redis answers (a key
-// holding foreign data, a script denied by an ACL) and unreadable replies
-// are decided by the policy too, but do not degrade the limiter. No reply
-// can make it panic.
+// error also asks the client to reload its slot map. Errors that Redis
+// answers (a key holding foreign data, a script denied by an ACL, OOM) and
+// unreadable replies are decided by the policy too, but do not degrade the
+// limiter: they are counted in ExactStats (Errors, BadReplies) and the last
+// one is kept, with its cause, in ExactStats.LastError.
 //
 // State keys (see the package doc) are written only when a request is
 // admitted, always with a TTL: the time the state still matters plus one
@@ -217,6 +229,8 @@ type Exact struct {
 
 	allowed, denied                   atomic.Uint64
 	calls, errs, timeouts, policyDecs atomic.Uint64
+	badReplies                        atomic.Uint64
+	lastErr                           lastError
 	trips, recoveries                 atomic.Uint64
 	probes, probeFails                atomic.Uint64
 
@@ -581,7 +595,13 @@ func (e *Exact) failed(err error) {
 	if isTimeout(err) {
 		e.timeouts.Add(1)
 	}
-	if !transportError(err) {
+	if errors.Is(err, ErrBadReply) {
+		e.badReplies.Add(1)
+	}
+	transport := transportError(err)
+	err = storeError(err)
+	e.lastErr.set(err)
+	if !transport {
 		return // Redis answered: it is reachable
 	}
 	if r, ok := e.client.(topologyReloader); ok {
@@ -682,6 +702,7 @@ func (e *Exact) probe() bool {
 			return true
 		}
 		e.probeFails.Add(1)
+		e.lastErr.set(storeError(err))
 		d = min(2*d, e.probeMax)
 	}
 }
@@ -815,11 +836,13 @@ func (e *Exact) ExactStats() ExactStats {
 		Calls:           e.calls.Load(),
 		Errors:          e.errs.Load(),
 		Timeouts:        e.timeouts.Load(),
+		BadReplies:      e.badReplies.Load(),
 		PolicyDecisions: e.policyDecs.Load(),
 		Trips:           e.trips.Load(),
 		Recoveries:      e.recoveries.Load(),
 		Probes:          e.probes.Load(),
 		ProbeFailures:   e.probeFails.Load(),
+		LastError:       e.lastErr.get(),
 	}
 }
 

@@ -78,6 +78,7 @@ type SharedStats struct {
 	FailedFlushes uint64        // of which nothing was applied
 	Items         uint64        // items sent (one per key and bucket)
 	ItemErrors    uint64        // items not applied
+	BadReplies    uint64        // of which the store's reply was unreadable (ErrBadReply)
 	LastKeys      int           // keys in the last flush
 	LastLatency   time.Duration // duration of the last flush
 	MaxLatency    time.Duration // longest flush
@@ -90,6 +91,11 @@ type SharedStats struct {
 	Recoveries    uint64        // changes Degraded -> Healthy
 	ClockOffset   time.Duration // store clock minus local clock, last measured
 	Pending       int           // keys waiting for the next flush
+
+	// LastError is the most recent failure of an item, a flush or a probe
+	// of the store, nil if there was none. It wraps ErrUnavailable,
+	// ErrRejected or ErrBadReply and the error that caused it.
+	LastError error
 }
 
 // Shared is a shardlimit.Limiter whose counts are shared, approximately,
@@ -155,6 +161,8 @@ type Shared struct {
 	results []ItemResult
 
 	flushCount, failedFlushes, itemCount, itemErrs atomic.Uint64
+	badReplies                                     atomic.Uint64
+	lastErr                                        lastError
 	sentUnits, retried, unknown, dropped           atomic.Uint64
 	trips, recoveries                              atomic.Uint64
 	lastKeys                                       atomic.Int64
@@ -384,6 +392,7 @@ func (s *Shared) SharedStats() SharedStats {
 		FailedFlushes: s.failedFlushes.Load(),
 		Items:         s.itemCount.Load(),
 		ItemErrors:    s.itemErrs.Load(),
+		BadReplies:    s.badReplies.Load(),
 		LastKeys:      int(s.lastKeys.Load()),
 		LastLatency:   time.Duration(s.lastLatency.Load()),
 		MaxLatency:    time.Duration(s.maxLatency.Load()),
@@ -396,12 +405,15 @@ func (s *Shared) SharedStats() SharedStats {
 		Recoveries:    s.recoveries.Load(),
 		ClockOffset:   time.Duration(s.offset.Load()),
 		Pending:       pending,
+		LastError:     s.lastErr.get(),
 	}
 }
 
 // Flush sends what is pending now instead of at the next interval and
-// returns when it is done or ctx is, with an error wrapping ErrUnavailable
-// if items were sent and none was applied. It is what Close does last.
+// returns when it is done or ctx is, with an error if items were sent and
+// none was applied: it wraps ErrUnavailable, ErrRejected or ErrBadReply
+// (by the first failed item) and that item's error. It is what Close does
+// last.
 func (s *Shared) Flush(ctx context.Context) error {
 	if s.closed.Load() {
 		return shardlimit.ErrClosed
@@ -478,9 +490,12 @@ func (s *Shared) run() {
 			// are all gone (their buckets ended): probe the store's clock
 			// instead, so that the state follows the store without
 			// traffic.
-			err = s.measureOffset(ctx)
+			err = storeError(s.measureOffset(ctx))
 			s.flushMu.Lock()
-			s.record(err == nil)
+			if err != nil {
+				s.lastErr.set(err)
+			}
+			s.record(err)
 			s.flushMu.Unlock()
 		} else if time.Since(lastOffset) > 10*time.Second && err == nil {
 			lastOffset = time.Now()
@@ -619,6 +634,9 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 				}
 			default:
 				s.itemErrs.Add(1)
+				if errors.Is(res.Err, ErrBadReply) {
+					s.badReplies.Add(1)
+				}
 				s.unknown.Add(uint64(it.Delta))
 				firstErr = cmpErr(firstErr, res.Err)
 				// The store may or may not have these units. Sending them
@@ -638,15 +656,19 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 	if int64(d) > s.maxLatency.Load() {
 		s.maxLatency.Store(int64(d))
 	}
-	ok := applied > 0
-	if !ok {
-		s.failedFlushes.Add(1)
+	var err error
+	if firstErr != nil {
+		err = storeError(firstErr)
+		s.lastErr.set(err)
 	}
-	s.record(ok)
-	if !ok {
-		return fmt.Errorf("%w: no item of %d applied: %w", ErrUnavailable, len(s.items), firstErr)
+	if applied > 0 {
+		s.record(nil)
+		return nil
 	}
-	return nil
+	s.failedFlushes.Add(1)
+	err = fmt.Errorf("%w (no item of %d applied)", err, len(s.items))
+	s.record(err)
+	return err
 }
 
 func cmpErr(first, err error) error {
@@ -656,9 +678,10 @@ func cmpErr(first, err error) error {
 	return first
 }
 
-// record updates the health after a flush or probe. Requires s.flushMu held.
-func (s *Shared) record(ok bool) {
-	if ok {
+// record updates the health after a flush or probe that failed with err
+// (nil: it succeeded). Requires s.flushMu held.
+func (s *Shared) record(err error) {
+	if err == nil {
 		s.failures = 0
 		if s.state.CompareAndSwap(int32(Degraded), int32(Healthy)) {
 			s.recoveries.Add(1)
@@ -671,7 +694,7 @@ func (s *Shared) record(ok bool) {
 	if s.failures >= s.failMax && s.state.CompareAndSwap(int32(Healthy), int32(Degraded)) {
 		s.trips.Add(1)
 		s.applyFallback(true)
-		s.notify(StateChange{From: Healthy, To: Degraded, Err: ErrUnavailable, At: time.Now()})
+		s.notify(StateChange{From: Healthy, To: Degraded, Err: err, At: time.Now()})
 	}
 }
 
