@@ -53,9 +53,11 @@ const (
 	// script in Redis.
 	Healthy State = iota
 	// Degraded: the store does not answer; the FailurePolicy decides. Exact
-	// becomes Degraded when a call fails with a transport error (timeout,
-	// refused or broken connection) and stays so, without touching Redis,
-	// until its reconnect probe succeeds.
+	// becomes Degraded when its calls keep failing with transport errors
+	// (timeout, refused or broken connection): at least three in a row, the
+	// first started ExactConfig.DegradeAfter or more before the last ended.
+	// It stays so, without touching Redis, until its reconnect probe
+	// succeeds.
 	Degraded
 )
 
@@ -88,7 +90,14 @@ const (
 	DefaultProbeInterval = 100 * time.Millisecond
 	// DefaultMaxProbeInterval caps the reconnect probe's delay.
 	DefaultMaxProbeInterval = 5 * time.Second
+	// DefaultDegradeAfter is how long Exact's calls must keep failing
+	// before it becomes Degraded.
+	DefaultDegradeAfter = time.Second
 )
+
+// degradeCount is how many calls in a row must fail for Exact to become
+// Degraded (and DegradeAfter pass): one slow or lost call is not an outage.
+const degradeCount = 3
 
 // ExactConfig configures an Exact limiter. Its embedded Config takes the
 // fields of shardlimit.Config with their meaning and defaults; Algorithm
@@ -102,8 +111,20 @@ type ExactConfig struct {
 	// DefaultPrefix; may not contain a brace.
 	Prefix string
 
-	// Timeout bounds each Redis call, in [1ms, 1min]. Default 50ms.
+	// Timeout bounds each Redis call, in [1ms, 1min]. Default 50ms. A call
+	// that fails (times out, cannot connect, gets an error or a reply that
+	// cannot be read) is decided by the Policy.
 	Timeout time.Duration
+
+	// DegradeAfter is how long calls must keep failing with transport
+	// errors, with no call succeeding in between, before the limiter
+	// becomes Degraded and stops calling Redis until its probe reaches it:
+	// it degrades when at least three calls in a row failed and the first
+	// of them started DegradeAfter or more before the last one ended. In
+	// [1ns, 1min]; default 1s. A short value makes one stalled moment of a
+	// loaded host an outage; a long one keeps every decision waiting up to
+	// Timeout for longer when Redis is really gone.
+	DegradeAfter time.Duration
 
 	// Policy decides while Redis fails. Default FallbackLocal.
 	Policy FailurePolicy
@@ -175,26 +196,32 @@ type ExactStats struct {
 // and a wait can grow by at most the step.
 //
 // Each decision is one round trip bounded by ExactConfig.Timeout, whatever
-// the client's options (see the package doc). A call that fails with a
-// transport error (timeout, refused or broken connection) makes the limiter
-// Degraded: it and every later call are decided by the FailurePolicy without
-// touching Redis, until a background probe (PING with exponential back-off)
-// reaches Redis again. A timed-out call may still have consumed its units in
-// Redis; the fallback does not know it. With a Cluster client the limiter
-// is degraded as a whole while any master is unreachable, and a transport
-// error also asks the client to reload its slot map. Errors that Redis
-// answers (a key holding foreign data, a script denied by an ACL, OOM) and
-// unreadable replies are decided by the policy too, but do not degrade the
-// limiter: they are counted in ExactStats (Errors, BadReplies) and the last
-// one is kept, with its cause, in ExactStats.LastError.
+// the client's options (see the package doc). A call that fails is decided
+// by the FailurePolicy. When calls keep failing with transport errors
+// (timeout, refused or broken connection) for ExactConfig.DegradeAfter, at
+// least three in a row, the limiter becomes Degraded: every call is then
+// decided by the policy without touching Redis, until a background probe
+// (PING with exponential back-off) reaches Redis again. One slow call on a
+// loaded host does not degrade it. While Healthy every unit Redis admits is
+// also recorded in the local fallback, so switching to it continues from
+// this process's usage, never from a fresh budget; units the fallback
+// admits are not sent to Redis, so the window in which Redis returns may
+// admit up to the limit on top of them. A timed-out call may still have
+// consumed its units in Redis; the fallback does not know it. With a
+// Cluster client the limiter is degraded as a whole while any master is
+// unreachable, and a transport error also asks the client to reload its
+// slot map. Errors that Redis answers (a key holding foreign data, a script
+// denied by an ACL, OOM) and unreadable replies are decided by the policy
+// too, but do not degrade the limiter: they are counted in ExactStats
+// (Errors, BadReplies) and the last one is kept, with its cause, in
+// ExactStats.LastError.
 //
 // State keys (see the package doc) are written only when a request is
 // admitted, always with a TTL: the time the state still matters plus one
 // second of slack. A denial or a Peek writes nothing.
 //
 // Per-key limits (SetLimit) are kept in this process and sent with every
-// call: configure them on every process. Units admitted while degraded stay
-// local: they are not replayed into Redis on recovery.
+// call: configure them on every process.
 //
 // All methods are safe for concurrent use. Unlike the in-process limiters,
 // every decision allocates (the key and arguments sent to Redis, a goroutine
@@ -209,6 +236,7 @@ type Exact struct {
 	window   int64         // W, microseconds
 	bucket   int64         // G, microseconds (SlidingCounter)
 	timeout  time.Duration
+	degrade  time.Duration // DegradeAfter
 	policy   FailurePolicy
 	fallback shardlimit.Limiter
 	ownFb    bool // fallback built here: Close closes it
@@ -223,9 +251,17 @@ type Exact struct {
 	mu     stdsync.RWMutex
 	limits map[string]int // own limits (SetLimit)
 
-	state   atomic.Int32
-	trip    chan error // to the background goroutine; capacity 1
+	state atomic.Int32
+	trip  chan error // to the background goroutine; capacity 1
+
 	backoff atomic.Int64
+
+	// The run of failed calls (transport errors) since the last call that
+	// reached Redis: failing is read by every call that succeeds.
+	failing  atomic.Bool
+	runMu    stdsync.Mutex
+	runStart time.Time // start of the run's first call; under runMu
+	runCalls int       // calls in the run; under runMu
 
 	allowed, denied                   atomic.Uint64
 	calls, errs, timeouts, policyDecs atomic.Uint64
@@ -343,6 +379,10 @@ func (e *Exact) configure(cfg *ExactConfig) error {
 	if e.timeout < time.Millisecond || e.timeout > time.Minute {
 		return bad("timeout %v outside [1ms, 1m]", e.timeout)
 	}
+	e.degrade = cmp0(cfg.DegradeAfter, DefaultDegradeAfter)
+	if e.degrade < 0 || e.degrade > time.Minute {
+		return bad("degrade after %v outside [1ns, 1m]", e.degrade)
+	}
 	if cfg.Policy < FallbackLocal || cfg.Policy > FailClosed {
 		return bad("unknown failure policy %d", int(cfg.Policy))
 	}
@@ -452,11 +492,15 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 	}
 	lim := e.limitFor(key)
 	if State(e.state.Load()) == Healthy {
+		start := time.Now()
 		r, err := e.remote(ctx, key, now, n, lim, consume)
 		if errors.Is(err, shardlimit.ErrClosed) {
 			return shardlimit.Result{Err: shardlimit.ErrClosed}
 		}
 		if err == nil {
+			if e.failing.Load() {
+				e.endRun()
+			}
 			if consume && r.Allowed && n > 0 && e.fallback != nil {
 				e.fallback.AllowN(key, now, n) // record this process's usage
 			}
@@ -467,7 +511,7 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 			// The caller gave up; not a sign of Redis's health.
 			return shardlimit.Result{Limit: lim, Err: cerr}
 		}
-		e.failed(err)
+		e.failed(err, start)
 	}
 	e.policyDecs.Add(1)
 	r := e.byPolicy(key, now, n, lim, consume)
@@ -588,9 +632,9 @@ func decodeDecision(v any, lim, n int) (shardlimit.Result, error) {
 	return r, nil
 }
 
-// failed counts a failed call and degrades the limiter on a transport
-// error.
-func (e *Exact) failed(err error) {
+// failed counts a call started at start that failed with err, and
+// degrades the limiter when transport errors have lasted (see DegradeAfter).
+func (e *Exact) failed(err error, start time.Time) {
 	e.errs.Add(1)
 	if isTimeout(err) {
 		e.timeouts.Add(1)
@@ -602,7 +646,11 @@ func (e *Exact) failed(err error) {
 	err = storeError(err)
 	e.lastErr.set(err)
 	if !transport {
-		return // Redis answered: it is reachable
+		e.endRun() // Redis answered: it is reachable
+		return
+	}
+	if !e.sustained(start) {
+		return
 	}
 	if r, ok := e.client.(topologyReloader); ok {
 		r.ReloadState(context.Background()) // a failed-over Cluster master
@@ -614,6 +662,27 @@ func (e *Exact) failed(err error) {
 		default:
 		}
 	}
+}
+
+// sustained adds a call started at start to the run of failed calls and
+// reports whether the run is long enough to degrade the limiter.
+func (e *Exact) sustained(start time.Time) bool {
+	e.runMu.Lock()
+	defer e.runMu.Unlock()
+	if e.runCalls == 0 || start.Before(e.runStart) {
+		e.runStart = start
+	}
+	e.runCalls++
+	e.failing.Store(true)
+	return e.runCalls >= degradeCount && time.Since(e.runStart) >= e.degrade
+}
+
+// endRun ends the run of failed calls: a call reached Redis.
+func (e *Exact) endRun() {
+	e.runMu.Lock()
+	e.runCalls = 0
+	e.failing.Store(false)
+	e.runMu.Unlock()
 }
 
 // isTimeout reports whether err is a timeout.
@@ -697,6 +766,7 @@ func (e *Exact) probe() bool {
 		cancel()
 		if err == nil {
 			e.backoff.Store(int64(e.probeMin))
+			e.endRun()
 			e.state.Store(int32(Healthy))
 			e.recoveries.Add(1)
 			return true
