@@ -225,7 +225,8 @@ type ExactStats struct {
 //
 // All methods are safe for concurrent use. Unlike the in-process limiters,
 // every decision allocates (the key and arguments sent to Redis, a goroutine
-// that bounds the call). Close stops the probe goroutine.
+// that bounds the call). Close and Shutdown stop the probe goroutine and
+// return within their deadline whatever Redis does.
 type Exact struct {
 	client   RedisClient
 	cfg      shardlimit.Config // defaults filled in; Limit is defLimit
@@ -272,14 +273,20 @@ type Exact struct {
 
 	// gate orders calls against Close: a call registers in inflight under
 	// gate's read lock only while the limiter is open, and Close sets
-	// closed under the write lock before waiting for inflight.
-	gate     stdsync.RWMutex
-	inflight stdsync.WaitGroup
+	// closed under the write lock before it waits for inflight to reach 0
+	// (drained is closed then).
+	gate      stdsync.RWMutex
+	inflight  atomic.Int64
+	drained   chan struct{}
+	drainOnce stdsync.Once
 
-	closed    atomic.Bool
-	closeOnce stdsync.Once
-	stop      chan struct{}
-	done      chan struct{}
+	closed     atomic.Bool
+	closeOnce  stdsync.Once
+	closeErr   error
+	loopCtx    context.Context // parent of the background goroutine's calls
+	loopCancel context.CancelFunc
+	stop       chan struct{}
+	done       chan struct{}
 }
 
 var _ shardlimit.Limiter = (*Exact)(nil)
@@ -355,6 +362,8 @@ func NewExact(client RedisClient, cfg ExactConfig) (*Exact, error) {
 	e.trip = make(chan error, 1)
 	e.stop = make(chan struct{})
 	e.done = make(chan struct{})
+	e.drained = make(chan struct{})
+	e.loopCtx, e.loopCancel = context.WithCancel(context.Background())
 	e.backoff.Store(int64(e.probeMin))
 	go e.run()
 	return e, nil
@@ -571,7 +580,7 @@ func (e *Exact) remote(ctx context.Context, key string, now time.Time, n, lim in
 	e.calls.Add(1)
 	v, err := call(ctx, func() (any, error) {
 		return e.script.Run(ctx, e.client, keys, args...).Result()
-	}, e.inflight.Done)
+	}, e.end)
 	if errors.Is(err, redis.Nil) {
 		err = fmt.Errorf("%w: got nil, want an array", ErrBadReply)
 	}
@@ -591,6 +600,13 @@ func (e *Exact) begin() bool {
 	}
 	e.inflight.Add(1)
 	return true
+}
+
+// end unregisters a Redis call that has returned.
+func (e *Exact) end() {
+	if e.inflight.Add(-1) == 0 && e.closed.Load() {
+		e.drainOnce.Do(func() { close(e.drained) })
+	}
 }
 
 // decodeDecision checks the reply {allowed, remaining, reset_us, retry_us}
@@ -761,8 +777,8 @@ func (e *Exact) probe() bool {
 			return false
 		}
 		e.probes.Add(1)
-		ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
-		_, err := call(ctx, func() (any, error) { return e.client.Ping(ctx).Result() }, e.inflight.Done)
+		ctx, cancel := context.WithTimeout(e.loopCtx, e.timeout)
+		_, err := call(ctx, func() (any, error) { return e.client.Ping(ctx).Result() }, e.end)
 		cancel()
 		if err == nil {
 			e.backoff.Store(int64(e.probeMin))
@@ -871,7 +887,7 @@ func (e *Exact) Reset(key string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
 	defer cancel()
 	sk := e.StateKey(key)
-	if _, err := call(ctx, func() (any, error) { return e.client.Del(ctx, sk).Result() }, e.inflight.Done); err != nil {
+	if _, err := call(ctx, func() (any, error) { return e.client.Del(ctx, sk).Result() }, e.end); err != nil {
 		return fmt.Errorf("%w: reset %q: %w", ErrUnavailable, key, err)
 	}
 	return nil
@@ -937,21 +953,45 @@ func (e *Exact) Config() shardlimit.Config {
 	return cfg
 }
 
-// Close stops the probe goroutine, waits for it and for Redis calls in
-// flight, and closes the fallback if NewExact built it. A call abandoned at
-// its Timeout is in flight until the client ends it: at once with
-// ContextTimeoutEnabled, else by its ReadTimeout (see the package doc). Close
-// is idempotent, always returns nil, and sends nothing to Redis; afterwards
-// decisions return ErrClosed. The Redis client stays the caller's.
+// Close is Shutdown with a deadline of one Timeout from now: every call in
+// flight was started with that bound, so with a client that ends its
+// socket calls at their context's deadline (ContextTimeoutEnabled) none is
+// left by then.
 func (e *Exact) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
+	defer cancel()
+	return e.Shutdown(ctx)
+}
+
+// Shutdown stops the background goroutine (ending a probe it has in
+// flight), waits until no Redis call is in flight or ctx is done, and
+// closes the fallback if NewExact built it. It returns within ctx's
+// deadline whatever Redis does. A call abandoned at its Timeout stays in
+// flight until the client ends it: at once with ContextTimeoutEnabled, else
+// by its ReadTimeout, never with a ReadTimeout of -1 (see the package doc);
+// if some are left when ctx is done, Shutdown returns an error wrapping
+// ErrUnavailable and ctx's error (such a call only waits for its reply:
+// nothing new is sent unless the client re-sends it, see MaxRetries in the
+// package doc). Shutdown sends nothing to Redis and is idempotent: later
+// calls, and Close, return the first one's result. Afterwards decisions
+// return ErrClosed. The Redis client stays the caller's.
+func (e *Exact) Shutdown(ctx context.Context) error {
 	e.closeOnce.Do(func() {
 		e.gate.Lock()
 		e.closed.Store(true)
 		e.gate.Unlock()
+		if e.inflight.Load() == 0 {
+			e.drainOnce.Do(func() { close(e.drained) })
+		}
 		close(e.stop)
-		<-e.done
-		e.inflight.Wait()
+		e.loopCancel()
+		<-e.done // its calls end with loopCtx
+		select {
+		case <-e.drained:
+		case <-ctx.Done():
+			e.closeErr = fmt.Errorf("%w: %d calls still in flight at shutdown: %w", ErrUnavailable, e.inflight.Load(), ctx.Err())
+		}
 		e.closeFallback()
 	})
-	return nil
+	return e.closeErr
 }
