@@ -62,8 +62,39 @@
 // its units are MaybeApplied instead of retried. DialerRetries: 1 reports a
 // refused connection at once.
 //
+// go-redis allocates what a reply's headers declare before it reads the
+// reply: a store answering *2147483647 makes it allocate 32 GiB. Dial
+// through LimitReplies to bound every reply.
+//
 // Recommended client options therefore are MaxRetries: -1,
-// ContextTimeoutEnabled: true and DialerRetries: 1.
+// ContextTimeoutEnabled: true, DialerRetries: 1 and a Dialer from
+// LimitReplies:
+//
+//	opt := &redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true, DialerRetries: 1}
+//	opt.Dialer = shardsync.LimitReplies(redis.NewDialer(opt), 0)
+//	client := redis.NewClient(opt)
+//
+// # Trust
+//
+// The store is trusted infrastructure: limits are only as good as the
+// counts it keeps, and whoever can write to it, or answer in its place, can
+// make any limit admit everything (forged totals, deleted keys) or nothing
+// (inflated counters), or make every decision fall back to the local
+// limiters (errors, garbage, silence). Give the limiters a store of their
+// own, or at least a Redis user whose ACL allows only the key prefix and
+// the commands they use, and a network path no client can reach.
+//
+// What a broken or hostile store cannot do, whatever it answers or
+// withholds: make a decision wait past its deadline (Shared's never wait
+// for it; Exact's wait at most ExactConfig.Timeout), make Close or
+// Shutdown wait past theirs, or make the package panic (every reply is
+// decoded with checked type assertions and range checks; what does not fit
+// is ErrBadReply). Memory is bounded only with a client that dials through
+// LimitReplies: without it one reply can make go-redis allocate gigabytes,
+// and nest arrays deeply enough to exceed the goroutine stack limit, which
+// is fatal. A store that answers slowly holds one goroutine per abandoned
+// call until the client's own timeouts end it (ContextTimeoutEnabled ends
+// it at the call's deadline).
 //
 // Redis 5 or later is required (scripts read the server clock with TIME).
 package sync
