@@ -74,6 +74,36 @@
 //	opt.Dialer = shardsync.LimitReplies(redis.NewDialer(opt), 0)
 //	client := redis.NewClient(opt)
 //
+// # Eviction
+//
+// Redis deletes keys before their time only when it has a maxmemory and a
+// maxmemory-policy other than noeviction. An evicted counter or state is a
+// fresh budget for every node: against a Redis of 2 MB with allkeys-lru
+// flooded with other keys, two Exact processes admitted 10 times a
+// fixed-window limit per window (every request offered) and two Shared
+// processes twice the limit. The volatile-* policies are no refuge: every
+// key of this package has a TTL, so they are evicted first.
+//
+// The safe policy is noeviction (with a Redis of the limiters' own, or a
+// maxmemory the data never reaches). A full Redis under noeviction refuses
+// writes with OOM instead (ErrRejected): Shared then decides with its local
+// counts and its floors restore the store's counters once writes work
+// again; Exact decides by its FailurePolicy; every count already written
+// stays. Both stay within the outage bound.
+//
+// Both limiters read INFO when they start and every EvictionCheck (2 s)
+// after: the policy and maxmemory (Stats.Eviction, and Eviction.Safe), and
+// the growth of evicted_keys. While it grows the limiter is Degraded, with
+// an error wrapping ErrEvicting, and decides by its FailurePolicy as during
+// an outage: Exact by its local fallback, which has recorded what this
+// process admitted through Redis (N processes: at most N times the limit
+// per window), Shared by its local counts (under FallbackLimit if set:
+// L/N per process bounds the cluster to about the limit). It becomes
+// Healthy again at the first check that finds no new eviction. Evictions
+// are not traced to keys: those of other applications' keys count too, as
+// they show that this package's can go next. A Redis that refuses INFO
+// (some managed services) is reported once in Eviction.Err and not watched.
+//
 // # Trust
 //
 // The store is trusted infrastructure: limits are only as good as the

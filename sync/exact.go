@@ -146,6 +146,13 @@ type ExactConfig struct {
 	// Default 5s (or ProbeInterval if that is larger).
 	MaxProbeInterval time.Duration
 
+	// EvictionCheck is how often the background goroutine reads Redis's
+	// eviction state (INFO), in [1ms, 1h]; default 2s; negative: never.
+	// While Redis's evicted_keys grows the limiter is Degraded, with an
+	// error wrapping ErrEvicting, and decides by Policy as during an
+	// outage (see the package doc on eviction).
+	EvictionCheck time.Duration
+
 	// OnStateChange, if set, is called on every change between Healthy and
 	// Degraded, in order, from the limiter's background goroutine (never
 	// from a deciding goroutine). It must not block for long and must not
@@ -173,6 +180,9 @@ type ExactStats struct {
 	// here and in Errors and BadReplies: the call is decided by the
 	// FailurePolicy.
 	LastError error
+
+	// Eviction is what the limiter knows of Redis's key eviction.
+	Eviction Eviction
 }
 
 // Exact is a shardlimit.Limiter that decides every request with one Lua
@@ -244,6 +254,7 @@ type Exact struct {
 	probeMin time.Duration
 	probeMax time.Duration
 	onChange func(StateChange)
+	watch    *evictionWatch
 
 	// callerTime makes the scripts decide at AllowN's now instead of Redis
 	// TIME. Tests set it to replay exact instants; it is not exported.
@@ -411,6 +422,15 @@ func (e *Exact) configure(cfg *ExactConfig) error {
 		return bad("max probe interval %v outside [%v, 1h]", e.probeMax, e.probeMin)
 	}
 	e.onChange = cfg.OnStateChange
+	every := cmp0(cfg.EvictionCheck, DefaultEvictionCheck)
+	if every > time.Hour || every >= 0 && every < time.Millisecond {
+		return bad("eviction check %v outside [1ms, 1h]", every)
+	}
+	var why error
+	if !canReadEviction(e.client) {
+		why = errNoInfo
+	}
+	e.watch = newEvictionWatch(every, why)
 	return nil
 }
 
@@ -746,50 +766,113 @@ func (e *Exact) byPolicy(key string, now time.Time, n, lim int, consume bool) sh
 // Redis while degraded, until Close.
 func (e *Exact) run() {
 	defer close(e.done)
+	// Eviction checks while Healthy; the first at once (the policy).
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	check := timer.C
+	if !e.watch.on() {
+		check = nil
+	}
 	for {
 		select {
 		case <-e.stop:
 			return
 		case err := <-e.trip:
 			e.notify(StateChange{From: Healthy, To: Degraded, Err: err, At: time.Now()})
-			if !e.probe() {
-				return
+		case <-check:
+			err := e.checkEviction()
+			if !e.watch.on() { // Redis refused INFO: never asked again
+				check = nil
 			}
-			e.notify(StateChange{From: Degraded, To: Healthy, At: time.Now()})
+			timer.Reset(e.watch.wait(time.Now()))
+			if err == nil || !e.state.CompareAndSwap(int32(Healthy), int32(Degraded)) {
+				continue
+			}
+			e.trips.Add(1)
+			e.notify(StateChange{From: Healthy, To: Degraded, Err: err, At: time.Now()})
 		}
+		if !e.probe() {
+			return
+		}
+		e.notify(StateChange{From: Degraded, To: Healthy, At: time.Now()})
+		timer.Reset(e.watch.wait(time.Now()))
 	}
 }
 
-// probe pings Redis with exponential back-off until it answers (true) or
-// the limiter is closed (false).
+// checkEviction reads Redis's eviction state and returns an error wrapping
+// ErrEvicting if it evicted keys since the previous check.
+func (e *Exact) checkEviction() error {
+	if !e.begin() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(e.loopCtx, e.timeout)
+	defer cancel()
+	return e.watch.check(ctx, func(ctx context.Context) (evictionInfo, error) {
+		v, err := call(ctx, func() (any, error) {
+			in, err := readEviction(ctx, e.client)
+			return in, err
+		}, e.end)
+		in, ok := v.(evictionInfo)
+		if err != nil || !ok {
+			return evictionInfo{}, err
+		}
+		return in, nil
+	})
+}
+
+// probe pings Redis with exponential back-off until it answers and, if
+// the limiter is degraded by eviction, a check finds that Redis evicted no
+// key since the previous one (true), or until the limiter is closed
+// (false).
 func (e *Exact) probe() bool {
 	d := e.probeMin
 	for {
 		e.backoff.Store(int64(d))
-		t := time.NewTimer(d)
-		select {
-		case <-e.stop:
-			t.Stop()
-			return false
-		case <-t.C:
-		}
-		if !e.begin() {
+		if !e.sleep(d) || !e.begin() {
 			return false
 		}
 		e.probes.Add(1)
 		ctx, cancel := context.WithTimeout(e.loopCtx, e.timeout)
 		_, err := call(ctx, func() (any, error) { return e.client.Ping(ctx).Result() }, e.end)
 		cancel()
-		if err == nil {
-			e.backoff.Store(int64(e.probeMin))
-			e.endRun()
-			e.state.Store(int32(Healthy))
-			e.recoveries.Add(1)
-			return true
+		if err != nil {
+			e.probeFails.Add(1)
+			e.lastErr.set(storeError(err))
+			d = min(2*d, e.probeMax)
+			continue
 		}
-		e.probeFails.Add(1)
-		e.lastErr.set(storeError(err))
-		d = min(2*d, e.probeMax)
+		if e.watch.evicting() {
+			// Still evicting until a check a full interval after the
+			// last one finds no eviction.
+			if !e.sleep(e.watch.wait(time.Now())) {
+				return false
+			}
+			if e.checkEviction() != nil {
+				d = e.probeMin
+				continue
+			}
+		}
+		e.backoff.Store(int64(e.probeMin))
+		e.endRun()
+		e.state.Store(int32(Healthy))
+		e.recoveries.Add(1)
+		return true
+	}
+}
+
+// sleep waits d and returns true, or false as soon as the limiter is
+// closed.
+func (e *Exact) sleep(d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-e.stop:
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -929,6 +1012,7 @@ func (e *Exact) ExactStats() ExactStats {
 		Probes:          e.probes.Load(),
 		ProbeFailures:   e.probeFails.Load(),
 		LastError:       e.lastErr.get(),
+		Eviction:        e.watch.stats(),
 	}
 }
 

@@ -65,6 +65,13 @@ type SharedConfig struct {
 	// with a limit of their own (SetLimit) keep it. In [0, MaxLimit].
 	FallbackLimit int
 
+	// EvictionCheck is how often the reconciler reads the store's
+	// eviction state (INFO), in [1ms, 1h]; default 2s; negative: never.
+	// While the store's evicted_keys grows the limiter is Degraded, with an
+	// error wrapping ErrEvicting (see the package doc on eviction). Only a
+	// RedisBackend can be read; another Backend's eviction is not watched.
+	EvictionCheck time.Duration
+
 	// OnStateChange, if set, is called on every change between Healthy and
 	// Degraded, in order, from the reconciler goroutine. It must not block
 	// for long and must not call Close.
@@ -96,6 +103,9 @@ type SharedStats struct {
 	// of the store, nil if there was none. It wraps ErrUnavailable,
 	// ErrRejected or ErrBadReply and the error that caused it.
 	LastError error
+
+	// Eviction is what the reconciler knows of the store's key eviction.
+	Eviction Eviction
 }
 
 // Shared is a shardlimit.Limiter whose counts are shared, approximately,
@@ -128,7 +138,8 @@ type SharedStats struct {
 // node's contribution: with several nodes the others' lost units are not
 // restored); units of buckets that ended first are dropped and counted. After FailAfter failed flushes
 // in a row the limiter is Degraded, decides by Policy, and flushes with
-// back-off until the store answers.
+// back-off until the store answers. It is Degraded too while the store
+// evicts keys (see the package doc on eviction).
 //
 // All methods are safe for concurrent use. Close (or Shutdown with a
 // deadline) flushes once, stops the reconciler and closes the local limiter.
@@ -146,6 +157,7 @@ type Shared struct {
 	onChange func(StateChange)
 	size     int64 // bucket length, ns
 	span     int   // buckets per key
+	watch    *evictionWatch
 
 	defMu    stdsync.Mutex
 	defLimit int // the configured default limit (not the fallback)
@@ -153,6 +165,7 @@ type Shared struct {
 	state    atomic.Int32
 	flushMu  stdsync.Mutex // one flush at a time (the loop and Shutdown)
 	failures int           // flushes failed in a row; under flushMu
+	evicting error         // the store is evicting keys; under flushMu
 
 	// scratch, reused by flushes under flushMu
 	flushes []shared.Flush
@@ -232,6 +245,17 @@ func NewShared(client RedisClient, cfg SharedConfig) (*Shared, error) {
 	}
 	s.fbLimit = cfg.FallbackLimit
 	s.onChange = cfg.OnStateChange
+	every := cmp0(cfg.EvictionCheck, DefaultEvictionCheck)
+	if every > time.Hour || every >= 0 && every < time.Millisecond {
+		return nil, bad("eviction check %v outside [1ms, 1h]", every)
+	}
+	var why error
+	if _, ok := s.backend.(evictionReader); !ok {
+		why = fmt.Errorf("%w: the Backend cannot read the store's INFO", errNoInfo)
+	} else if rb, ok := s.backend.(*RedisBackend); ok && !canReadEviction(rb.client) {
+		why = errNoInfo
+	}
+	s.watch = newEvictionWatch(every, why)
 	tab, err := shared.NewTable(cfg.Config)
 	if err != nil {
 		return nil, err
@@ -406,6 +430,7 @@ func (s *Shared) SharedStats() SharedStats {
 		ClockOffset:   time.Duration(s.offset.Load()),
 		Pending:       pending,
 		LastError:     s.lastErr.get(),
+		Eviction:      s.watch.stats(),
 	}
 }
 
@@ -485,7 +510,7 @@ func (s *Shared) run() {
 		}
 		ctx, cancel := context.WithTimeout(s.loopCtx, s.timeout)
 		err := s.flush(ctx, false)
-		if errors.Is(err, errNothingSent) && (State(s.state.Load()) == Degraded || s.failing()) {
+		if errors.Is(err, errNothingSent) && s.failing() {
 			// Idle while degraded, or after a failed flush whose items
 			// are all gone (their buckets ended): probe the store's clock
 			// instead, so that the state follows the store without
@@ -502,7 +527,15 @@ func (s *Shared) run() {
 			_ = s.measureOffset(ctx)
 		}
 		cancel()
-		if State(s.state.Load()) == Degraded {
+		if s.watch.on() && s.watch.wait(time.Now()) == 0 {
+			ctx, cancel := context.WithTimeout(s.loopCtx, s.timeout)
+			evErr := s.watch.check(ctx, s.backend.(evictionReader).evictionInfo)
+			cancel()
+			s.flushMu.Lock()
+			s.setEvicting(evErr)
+			s.flushMu.Unlock()
+		}
+		if s.down() {
 			backoff = min(2*backoff, max(s.interval, time.Second))
 			lastStart = time.Time{}
 		} else {
@@ -521,6 +554,14 @@ func (s *Shared) failing() bool {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	return s.failures > 0
+}
+
+// down reports whether enough flushes failed in a row to degrade the
+// limiter.
+func (s *Shared) down() bool {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	return s.failures >= s.failMax
 }
 
 // errNothingSent is flush's answer when no key had a decision.
@@ -683,18 +724,38 @@ func cmpErr(first, err error) error {
 func (s *Shared) record(err error) {
 	if err == nil {
 		s.failures = 0
-		if s.state.CompareAndSwap(int32(Degraded), int32(Healthy)) {
-			s.recoveries.Add(1)
-			s.applyFallback(false)
-			s.notify(StateChange{From: Degraded, To: Healthy, At: time.Now()})
+	} else {
+		s.failures++
+	}
+	s.update(err)
+}
+
+// setEvicting records the outcome of an eviction check: err wraps
+// ErrEvicting while the store evicts keys, nil once it has stopped.
+// Requires s.flushMu held.
+func (s *Shared) setEvicting(err error) {
+	s.evicting = err
+	s.update(err)
+}
+
+// update moves the state to what the failures and the eviction say; cause
+// is the error that changed them. Requires s.flushMu held.
+func (s *Shared) update(cause error) {
+	if s.failures >= s.failMax || s.evicting != nil {
+		if cause == nil {
+			cause = s.evicting
+		}
+		if s.state.CompareAndSwap(int32(Healthy), int32(Degraded)) {
+			s.trips.Add(1)
+			s.applyFallback(true)
+			s.notify(StateChange{From: Healthy, To: Degraded, Err: cause, At: time.Now()})
 		}
 		return
 	}
-	s.failures++
-	if s.failures >= s.failMax && s.state.CompareAndSwap(int32(Healthy), int32(Degraded)) {
-		s.trips.Add(1)
-		s.applyFallback(true)
-		s.notify(StateChange{From: Healthy, To: Degraded, Err: err, At: time.Now()})
+	if s.state.CompareAndSwap(int32(Degraded), int32(Healthy)) {
+		s.recoveries.Add(1)
+		s.applyFallback(false)
+		s.notify(StateChange{From: Degraded, To: Healthy, At: time.Now()})
 	}
 }
 
