@@ -38,7 +38,9 @@ type SharedConfig struct {
 	// FlushInterval is how often the reconciler sends the units admitted
 	// since the last flush and reads back the cluster's totals, in
 	// [1ms, 1min]. Default 50ms. Other nodes' units reach this node's
-	// decisions at most 2*FlushInterval plus one flush's round trip late.
+	// decisions at most 2*(FlushInterval + a flush's round trip) late, for
+	// keys it decides every interval or that are near their limit (see
+	// Shared).
 	FlushInterval time.Duration
 
 	// FlushTimeout bounds each flush, in [1ms, 1min]. Default 1s.
@@ -87,6 +89,7 @@ type SharedStats struct {
 	ItemErrors    uint64        // items not applied
 	BadReplies    uint64        // of which the store's reply was unreadable (ErrBadReply)
 	LastKeys      int           // keys in the last flush
+	NearKeys      int           // of which read because near their limit (see Shared), decided or not
 	LastLatency   time.Duration // duration of the last flush
 	MaxLatency    time.Duration // longest flush
 	MaxFlushGap   time.Duration // longest time between the starts of two flushes while Healthy: FlushInterval plus the flush between and any lateness of the goroutine's timer
@@ -117,19 +120,24 @@ type SharedStats struct {
 // bucket in pipelines of at most MaxBatch, and reads back the cluster's
 // totals; at most one flush is in flight.
 //
-// Accuracy: a node reads the store's totals for the keys it decided since
-// its last flush, so for a key it decides at least once per flush interval
-// it sees the others at most D = 2*FlushInterval + d late (d a flush's round
-// trip; on a loaded machine FlushInterval stretches to what
-// SharedStats.MaxFlushGap reports), and with N nodes each offered R units/s for a key a window admits
-// at most min(N*L, L + (N-1)*R*D) units, plus units lost to store faults. A
-// key a node has not decided for a while is brought up to date by the flush
-// after its next decision, so a burst after a gap can overshoot by up to
-// what the others admitted during the gap. With one node it is exactly the
-// local algorithm. The fixed
-// window shares its window's count; the sliding counter its buckets'; the
-// sliding log keeps its exact local log and adds the other nodes' units by
-// Buckets sub-windows, weighted as the counter does (policy S2).
+// Accuracy: at every flush a node reads the store's totals of the keys it
+// decided since its last flush and of the keys near their limit, decided
+// or not: keys the other nodes admitted units of whose room left is at
+// most twice what the others admit per unit this node admits, plus one (at
+// most one more read per such key and flush). For those keys it sees the
+// others at most D = 2*(T + d) late, T the flush interval (on a loaded
+// machine, what SharedStats.MaxFlushGap reports) and d a flush's round
+// trip, at any request rate; a window then admits at most the limit L plus
+// what the other nodes admitted in the D before this node's last admission
+// in it: with N nodes each offered R units/s, min(N*L, L + (N-1)*R*D),
+// plus units lost to store faults. A key this node has not admitted in its
+// window (idle here) is brought up to date by the flush after its next
+// decision: its first decisions after the gap can overshoot by what the
+// others admitted meanwhile. With one node it is exactly the local
+// algorithm. The fixed window shares its window's count; the sliding
+// counter its buckets'; the sliding log keeps its exact local log and adds
+// the other nodes' units by Buckets sub-windows, weighted as the counter
+// does (policy S2).
 //
 // Failures: decisions never wait for the store. A flush that provably did
 // not reach the store is retried; one whose reply was lost is healed at the
@@ -167,6 +175,10 @@ type Shared struct {
 	failures int           // flushes failed in a row; under flushMu
 	evicting error         // the store is evicting keys; under flushMu
 
+	// keys near their limit at the last flush, read at the next; under
+	// flushMu
+	near []string
+
 	// scratch, reused by flushes under flushMu
 	flushes []shared.Flush
 	items   []Item
@@ -178,7 +190,7 @@ type Shared struct {
 	lastErr                                        lastError
 	sentUnits, retried, unknown, dropped           atomic.Uint64
 	trips, recoveries                              atomic.Uint64
-	lastKeys                                       atomic.Int64
+	lastKeys, lastNear                             atomic.Int64
 	lastLatency, maxLatency, offset                atomic.Int64
 	maxGap                                         atomic.Int64
 
@@ -418,6 +430,7 @@ func (s *Shared) SharedStats() SharedStats {
 		ItemErrors:    s.itemErrs.Load(),
 		BadReplies:    s.badReplies.Load(),
 		LastKeys:      int(s.lastKeys.Load()),
+		NearKeys:      int(s.lastNear.Load()),
 		LastLatency:   time.Duration(s.lastLatency.Load()),
 		MaxLatency:    time.Duration(s.maxLatency.Load()),
 		MaxFlushGap:   time.Duration(s.maxGap.Load()),
@@ -585,7 +598,16 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	start := time.Now()
-	now := s.clock.Now().UnixNano()
+	nowTime := s.clock.Now()
+	now := nowTime.UnixNano()
+	// Keys near their limit are read every flush, decided or not, in the
+	// bucket of now.
+	s.lastNear.Store(int64(len(s.near)))
+	for _, key := range s.near {
+		s.tab.Touch(key, now)
+	}
+	clear(s.near)
+	s.near = s.near[:0]
 	s.flushes = s.flushes[:0]
 	for i := range s.tab.Shards() {
 		s.flushes = s.tab.Collect(i, s.flushes)
@@ -654,6 +676,9 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 				s.sentUnits.Add(uint64(it.Delta))
 				if it.Span > 0 || m == 1 {
 					s.tab.Apply(f, res.Totals)
+					if !final && s.nearLimit(f, res.Totals, nowTime) {
+						s.near = append(s.near, f.Key)
+					}
 				} else {
 					s.tab.Apply(&shared.Flush{Key: f.Key, Newest: it.ID}, []int64{res.Total})
 				}
@@ -710,6 +735,29 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 	err = fmt.Errorf("%w (no item of %d applied)", err, len(s.items))
 	s.record(err)
 	return err
+}
+
+// nearLimit reports whether key f, whose buckets' cluster totals are
+// totals (as f.Sent, oldest first), is near its limit: the other nodes
+// admitted units of it and its room left is at most what they admit, at
+// their pace so far, in twice the time this node takes to admit one, plus
+// one. Such a key is read at every flush (Touch queues it), so a node that
+// decides it seldom never decides it on a view older than two flushes:
+// without that its view is as old as its last decision.
+func (s *Shared) nearLimit(f *shared.Flush, totals []int64, now time.Time) bool {
+	if len(totals) != len(f.Sent) {
+		return false
+	}
+	var local, remote int64
+	for i, total := range totals {
+		local += int64(f.Sent[i])
+		remote += max(0, total-int64(f.Sent[i]))
+	}
+	if local == 0 || remote == 0 {
+		return false
+	}
+	r := s.core.Peek(f.Key, now, 0)
+	return r.Err == nil && int64(r.Remaining) <= (2*remote+local-1)/local+1
 }
 
 func cmpErr(first, err error) error {
