@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"syscall"
 	"time"
 )
 
@@ -74,8 +75,28 @@ func LimitReplies(dial Dialer, maxBytes int) Dialer {
 		if err != nil {
 			return nil, err
 		}
-		return &limitedConn{Conn: c, scan: respScanner{max: int64(maxBytes)}}, nil
+		lc := limitedConn{Conn: c, scan: respScanner{max: int64(maxBytes)}}
+		if _, ok := c.(syscall.Conn); ok {
+			return &limitedSysConn{lc}, nil
+		}
+		return &lc, nil
 	}
+}
+
+// limitedSysConn is a limitedConn over a connection with a file descriptor
+// (TCP, Unix). It exposes the descriptor, as the connection does, for
+// go-redis's check of idle pooled connections, a peek that consumes
+// nothing (MSG_PEEK): without it go-redis would hand out a connection the
+// server has closed, and the command sent on it would fail.
+type limitedSysConn struct{ limitedConn }
+
+// SyscallConn returns the wrapped connection's raw connection.
+func (c *limitedSysConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, fmt.Errorf("shardlimit/sync: %T has no file descriptor", c.Conn)
+	}
+	return sc.SyscallConn()
 }
 
 // limitedConn is a connection whose reads are scanned by a respScanner.

@@ -142,3 +142,23 @@ func TestLimitRepliesHostileStore(t *testing.T) {
 		})
 	}
 }
+
+// TestLimitRepliesKeepsHealthCheck: go-redis checks a pooled connection
+// before reusing it (a peek at its socket) only if the connection exposes
+// its file descriptor; LimitReplies' connections do, so a connection the
+// server closed while idle is replaced, not used for a command that fails.
+func TestLimitRepliesKeepsHealthCheck(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := limitedClient(t, srv.Addr, 0)
+	ctx := ctxT(t, 10*time.Second)
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := redistest.Do(srv.Addr, "CLIENT", "KILL", "TYPE", "normal"); err != nil {
+		t.Fatal(err)
+	}
+	// The kill reaches the pooled connection's socket at once on loopback.
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("PING on a pool whose connection the server closed: %v", err)
+	}
+}
