@@ -6,6 +6,8 @@ import (
 	"net"
 	"syscall"
 	"time"
+
+	"github.com/shardlimit/shardlimit"
 )
 
 // DefaultMaxReplyBytes is the bound LimitReplies applies when given 0:
@@ -57,11 +59,12 @@ type Dialer = func(ctx context.Context, network, addr string) (net.Conn, error)
 //	opt.Dialer = shardsync.LimitReplies(redis.NewDialer(opt), 0)
 //	client := redis.NewClient(opt)
 //
-// LimitReplies panics if maxBytes is negative (a programming error, like a
-// negative size to make).
+// With a negative maxBytes every dial of the returned Dialer fails with an
+// error wrapping shardlimit.ErrInvalidConfig.
 func LimitReplies(dial Dialer, maxBytes int) Dialer {
 	if maxBytes < 0 {
-		panic(fmt.Sprintf("shardlimit/sync: LimitReplies: negative maxBytes %d", maxBytes))
+		err := fmt.Errorf("%w: LimitReplies: negative maxBytes %d", shardlimit.ErrInvalidConfig, maxBytes)
+		return func(context.Context, string, string) (net.Conn, error) { return nil, err }
 	}
 	if maxBytes == 0 {
 		maxBytes = DefaultMaxReplyBytes

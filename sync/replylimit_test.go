@@ -162,3 +162,12 @@ func TestLimitRepliesKeepsHealthCheck(t *testing.T) {
 		t.Fatalf("PING on a pool whose connection the server closed: %v", err)
 	}
 }
+
+// TestLimitRepliesNegative: a negative bound is a configuration error,
+// reported by every dial, never a panic.
+func TestLimitRepliesNegative(t *testing.T) {
+	c := limitedClient(t, redistest.RequireRedis(t), -1)
+	if err := c.Ping(ctxT(t, 5*time.Second)).Err(); !errors.Is(err, shardlimit.ErrInvalidConfig) {
+		t.Fatalf("PING through a dialer with a negative bound: %v", err)
+	}
+}
