@@ -263,7 +263,7 @@ func NewShared(client RedisClient, cfg SharedConfig) (*Shared, error) {
 	}
 	var why error
 	if _, ok := s.backend.(evictionReader); !ok {
-		why = fmt.Errorf("%w: the Backend cannot read the store's INFO", errNoInfo)
+		why = errors.New("the Backend cannot read the store's INFO")
 	} else if rb, ok := s.backend.(*RedisBackend); ok && !canReadEviction(rb.client) {
 		why = errNoInfo
 	}
