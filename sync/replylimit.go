@@ -59,8 +59,9 @@ type Dialer = func(ctx context.Context, network, addr string) (net.Conn, error)
 //	opt.Dialer = shardsync.LimitReplies(redis.NewDialer(opt), 0)
 //	client := redis.NewClient(opt)
 //
-// With a negative maxBytes every dial of the returned Dialer fails with an
-// error wrapping shardlimit.ErrInvalidConfig.
+// The returned Dialer is safe for concurrent use, as go-redis needs. With
+// a negative maxBytes every dial fails with an error wrapping
+// shardlimit.ErrInvalidConfig.
 func LimitReplies(dial Dialer, maxBytes int) Dialer {
 	if maxBytes < 0 {
 		err := fmt.Errorf("%w: LimitReplies: negative maxBytes %d", shardlimit.ErrInvalidConfig, maxBytes)
