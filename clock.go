@@ -22,8 +22,7 @@ type nanoClock interface {
 // monotonic clock read per call (about half the cost of time.Now), and
 // immune to wall-clock steps (NTP slews, manual resets) after construction.
 type systemClock struct {
-	base     time.Time // carries a monotonic reading
-	baseWall int64     // base.UnixNano()
+	tl timeline
 }
 
 // SystemClock returns the default Clock: the wall-clock time at the call plus
@@ -32,8 +31,7 @@ type systemClock struct {
 // only as fast as the monotonic clock does (parts per million). Safe for
 // concurrent use.
 func SystemClock() Clock {
-	now := time.Now()
-	return &systemClock{base: now, baseWall: now.UnixNano()}
+	return &systemClock{tl: newTimeline()}
 }
 
 // Now returns the wall time at construction plus the monotonic time since.
@@ -42,20 +40,23 @@ func (c *systemClock) Now() time.Time {
 }
 
 func (c *systemClock) unixNano() int64 {
-	return c.baseWall + int64(time.Since(c.base))
+	return c.tl.wall + int64(time.Since(c.tl.start))
 }
 
 // ManualClock is a Clock that only moves when told to, for tests and
-// simulations. The zero value reads as the Unix epoch. Safe for concurrent
-// use.
+// simulations. The zero value reads as the Unix epoch. Its readings carry no
+// monotonic clock reading, so a ManualClock set back steps a limiter's
+// instants back (keys then stand still until it catches up). Safe for
+// concurrent use.
 type ManualClock struct {
 	mu  sync.Mutex
 	now time.Time
 }
 
-// NewManualClock returns a ManualClock reading t.
+// NewManualClock returns a ManualClock reading t (its monotonic clock
+// reading, if any, stripped).
 func NewManualClock(t time.Time) *ManualClock {
-	return &ManualClock{now: t}
+	return &ManualClock{now: t.Round(0)}
 }
 
 // Now returns the clock's current reading.
@@ -72,7 +73,7 @@ func (c *ManualClock) Now() time.Time {
 // (a clock stepping backwards).
 func (c *ManualClock) Set(t time.Time) {
 	c.mu.Lock()
-	c.now = t
+	c.now = t.Round(0)
 	c.mu.Unlock()
 }
 
@@ -88,25 +89,53 @@ func (c *ManualClock) Advance(d time.Duration) time.Time {
 	return c.now
 }
 
-// stepTolerance is the largest step back of a key's clock that is taken as
-// the jitter of concurrent callers (or of request times read a little before
-// the decision): time stands still for the key and nothing moves. See
-// shard.stepCheck for larger steps. A real clock step of at most
-// stepTolerance therefore lengthens a wait by at most that.
-const stepTolerance = int64(time.Second)
-
 // maxInstant bounds the instants the limiters accept, in Unix nanoseconds
 // (about the year 2222), so that an instant plus four windows never
 // overflows int64.
 const maxInstant = int64(1<<63-1) - 4*int64(MaxWindow)
 
-// invalidInstant is what unixNanos returns for an instant outside
+// invalidInstant is what timeline.instant returns for an instant outside
 // [Unix epoch, maxInstant].
 const invalidInstant = -1
 
-// unixNanos converts t to Unix nanoseconds, or invalidInstant if t is before
-// the Unix epoch (including the zero time.Time, a caller's bug) or after
+// timeline places instants on a limiter's time axis, in Unix nanoseconds:
+// wall, the wall-clock reading of start, plus now.Sub(start). For an instant
+// that carries Go's monotonic clock reading (every time.Time from
+// time.Now()), Sub is the monotonic difference, so a wall clock set back or
+// forward after start never reaches the limiter; for one without (time.Unix,
+// a parsed time, a ManualClock) it is the wall difference, and the result is
+// exactly now.UnixNano().
+type timeline struct {
+	start time.Time // carries a monotonic reading
+	wall  int64     // start.UnixNano()
+}
+
+func newTimeline() timeline {
+	now := time.Now()
+	return timeline{start: now, wall: now.UnixNano()}
+}
+
+// instant returns now on the timeline, or invalidInstant if it falls before
+// the Unix epoch (the zero time.Time included, a caller's bug) or after
 // maxInstant.
+func (tl *timeline) instant(now time.Time) int64 {
+	if now == now.Round(0) {
+		// No monotonic reading (Round(0) strips one): the wall
+		// difference, which Sub would compute with an overflow check
+		// costing three times a whole decision, is the Unix time.
+		return unixNanos(now)
+	}
+	// Both carry a monotonic reading: Sub is their difference, far
+	// inside its ±292 years for any start in the accepted range.
+	d := int64(now.Sub(tl.start))
+	if d < -tl.wall || d > maxInstant-tl.wall {
+		return invalidInstant
+	}
+	return tl.wall + d
+}
+
+// unixNanos returns t's Unix time in nanoseconds, or invalidInstant if t is
+// before the Unix epoch or after maxInstant.
 func unixNanos(t time.Time) int64 {
 	// time.Time.UnixNano is undefined outside years 1678-2262; test the
 	// seconds first.

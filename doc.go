@@ -31,6 +31,13 @@
 // rate-limit headers. Package sync shares approximate cluster-wide limits
 // through Redis without a round trip per request.
 //
+// Per key, time never goes back: an instant earlier than the latest one a
+// key has seen is decided at that latest instant (durations still measured
+// from the caller's now), so requests read early, concurrent callers and
+// clocks set back never admit more than the limit. Instants from
+// time.Now() are placed by their monotonic clock reading, so wall-clock
+// steps never reach a limiter.
+//
 // All limiters are safe for concurrent use. Call Close to stop the janitor.
 //
 //	l, err := shardlimit.New(shardlimit.Config{

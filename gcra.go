@@ -42,32 +42,16 @@ func NewGCRA(cfg Config) (Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &gcraLimiter{alg: &gcra{window: int64(cfg.Window)}}
-	l.init(cfg, 0, l.alg)
+	l := &gcraLimiter{}
+	l.init(cfg, &gcra{window: int64(cfg.Window)}, 0, nil)
 	return l, nil
 }
 
+// gcraLimiter is GCRA's Limiter.
+type gcraLimiter struct{ limiter[gcraRec] }
+
 func (a *gcra) init(r *gcraRec, t int64, w uint32) {
 	*r = gcraRec{lim: w, last: t, tat: t}
-}
-
-// advance brings r to instant t and returns the instant to decide at. A
-// step back within stepTolerance decides at the key's latest instant; a
-// larger one moves the TAT back by the step, keeping the key's debt
-// (CASES.md C11). A TAT in the past means a full bucket.
-func (a *gcra) advance(r *gcraRec, t int64) int64 {
-	if t < r.last {
-		if r.last-t <= stepTolerance {
-			t = r.last
-		} else {
-			r.tat -= r.last - t
-		}
-	}
-	r.last = t
-	if r.tat < t || (r.tat == t && r.rem == 0) {
-		r.tat, r.rem = t, 0
-	}
-	return t
 }
 
 // remaining returns floor((W - D) * L / W), D = TAT - t, the units that fit
@@ -84,11 +68,15 @@ func (a *gcra) remaining(tat int64, rem uint32, t int64, lim uint32) int {
 	return int(q)
 }
 
-func (a *gcra) decide(s *shard[gcraRec], r *gcraRec, side []uint32, t int64, n int, consume, full bool) verdict {
-	te := a.advance(r, t)
+func (a *gcra) decide(s *shard[gcraRec], r *gcraRec, _ []uint32, t int64, n int, mode decideMode) verdict {
+	te := max(t, r.last) // per key, time never goes back
+	r.last = te
+	if r.tat < te || (r.tat == te && r.rem == 0) {
+		r.tat, r.rem = te, 0 // a TAT in the past is a full bucket
+	}
 	lim := effectiveLimit(r.lim, s.defLimit)
 	if old := r.lim & limitMask; lim != 0 && lim != old {
-		a.relimit(s, r, side, old, lim)
+		a.relimit(s, r, old, lim)
 		r.lim = r.lim&^limitMask | lim
 	}
 	var allowed bool
@@ -115,9 +103,7 @@ func (a *gcra) decide(s *shard[gcraRec], r *gcraRec, side []uint32, t int64, n i
 		if d := ntat - te; d < a.window || (d == a.window && nrem == 0) {
 			allowed = true
 			tat, rem = ntat, uint32(nrem)
-			if consume {
-				r.tat, r.rem = tat, rem
-			}
+			r.tat, r.rem = tat, rem
 		} else {
 			retryAt := ntat - a.window
 			if nrem > 0 {
@@ -126,7 +112,7 @@ func (a *gcra) decide(s *shard[gcraRec], r *gcraRec, side []uint32, t int64, n i
 			retry = time.Duration(retryAt - t)
 		}
 	}
-	if lim != 0 && full {
+	if lim != 0 && mode&full != 0 {
 		remaining = a.remaining(tat, rem, te, lim)
 	}
 	reset = time.Duration(tat - t)
@@ -146,7 +132,7 @@ func (a *gcra) idle(_ *shard[gcraRec], r *gcraRec, _ []uint32, t int64) bool {
 
 // relimit keeps the key's usage, D*L/W units for debt D = TAT - last, by
 // scaling the debt to D*old/lim.
-func (a *gcra) relimit(_ *shard[gcraRec], r *gcraRec, _ []uint32, old, lim uint32) {
+func (a *gcra) relimit(_ *shard[gcraRec], r *gcraRec, old, lim uint32) {
 	if old == 0 || r.tat < r.last || (r.tat == r.last && r.rem == 0) {
 		r.tat, r.rem = max(r.tat, r.last), 0
 		return
@@ -167,10 +153,5 @@ func (a *gcra) relimit(_ *shard[gcraRec], r *gcraRec, _ []uint32, old, lim uint3
 	r.tat, r.rem = r.last+int64(q), uint32(rr)
 }
 
-func (a *gcra) limitWord(r *gcraRec) uint32       { return r.lim }
-func (a *gcra) setLimitWord(r *gcraRec, w uint32) { r.lim = w }
-func (a *gcra) lastSeen(r *gcraRec) int64         { return r.last }
-func (a *gcra) release(*shard[gcraRec], *gcraRec) {}
-func (a *gcra) compact(*shard[gcraRec])           {}
-func (a *gcra) syncLayout() *syncLayout           { return nil }
-func (a *gcra) sideRef(*gcraRec) *uint32          { return nil }
+func (a *gcra) limitWord(r *gcraRec) *uint32 { return &r.lim }
+func (a *gcra) lastSeen(r *gcraRec) int64    { return r.last }

@@ -203,10 +203,11 @@ type Config struct {
 
 	// Clock supplies the time for the short forms (Allow, AllowBytes) and for
 	// the janitor. Default SystemClock(). The N-forms take now explicitly:
-	// pass instants from this same clock (or disable the janitor and call
-	// Sweep with yours), because the janitor judges whether a key is idle by
-	// it, and one running ahead of your instants by more than a window
-	// evicts keys whose window has not ended for you.
+	// pass instants from this same clock, or time.Now() with the default
+	// (or disable the janitor and call Sweep with yours), because the
+	// janitor judges whether a key is idle by it, and a key it evicts at
+	// instant T decides its next request no earlier than T: a clock running
+	// ahead of your instants makes keys stand still until they catch up.
 	Clock Clock
 }
 
@@ -284,6 +285,11 @@ func checkLimit(alg Algorithm, limit int) error {
 // Result is one decision, returned by value. Durations are exact to the
 // nanosecond (SlidingLog: to its timestamp resolution, see NewSlidingLog);
 // HTTP headers round them up to whole seconds.
+//
+// Per key, time never goes back: a request whose now is earlier than the
+// latest instant its key has seen is decided at that latest instant, and
+// its durations are measured from its own now (so now+RetryAfter is when
+// the same request fits).
 type Result struct {
 	// Allowed reports whether the request was admitted (and its cost
 	// consumed). A cost of 0 is always allowed and consumes nothing.
@@ -376,6 +382,7 @@ type Limiter interface {
 	Stats() Stats
 	// Sweep evicts, one shard at a time, every key whose state at now equals
 	// a fresh key's, and returns how many it evicted. The janitor calls it.
+	// A key evicted at now decides its next request no earlier than now.
 	Sweep(now time.Time) int
 	// Config returns the configuration in effect, defaults filled in.
 	Config() Config

@@ -10,8 +10,10 @@ import (
 // Reference models: naive, obviously correct implementations of the four
 // algorithms with exact arithmetic (math/big where a product could
 // overflow), checked against the fast ones on random sequences and by a
-// fuzz target. Instants are Unix nanoseconds and never go back per key
-// (stepping back is covered by TestCaseB14ClockStepsBack).
+// fuzz target. Instants are Unix nanoseconds. The harness also feeds the
+// limiter instants behind a key's latest; the models see them raised to
+// the key's running maximum (the time rule), and the limiter's durations,
+// measured from the caller's instant, end where the model's do.
 
 type model interface {
 	// decide decides n units for key at t under limit lim, the key's state
@@ -290,10 +292,11 @@ func (h *harness) limitOf(key string) int {
 
 func (h *harness) allow(key string, t int64, n int, consume bool) {
 	h.t.Helper()
+	caller := t
 	t = max(t, h.last[key])
 	var got Result
 	boolOnly := false // the form answers Allowed only
-	now := time.Unix(0, t)
+	now := time.Unix(0, caller)
 	switch h.calls++; {
 	case !consume:
 		got = h.l.Peek(key, now, n)
@@ -321,11 +324,16 @@ func (h *harness) allow(key string, t int64, n int, consume bool) {
 	if consume && !real && n > 0 {
 		want.Allowed, want.RetryAfter = false, Never // n above the limit
 	}
+	// Durations from the caller's instant end where the model's do.
+	want.ResetAfter += time.Duration(t - caller)
+	if want.RetryAfter != 0 && want.RetryAfter != Never {
+		want.RetryAfter += time.Duration(t - caller)
+	}
 	if boolOnly {
 		got = Result{Allowed: got.Allowed, Limit: want.Limit, Remaining: want.Remaining, ResetAfter: want.ResetAfter, RetryAfter: want.RetryAfter}
 	}
 	if got != want {
-		h.t.Fatalf("%v key %q t=%d n=%d consume=%v limit %d:\n got %+v\nwant %+v", h.alg, key, t, n, consume, lim, got, want)
+		h.t.Fatalf("%v key %q t=%d (caller %d) n=%d consume=%v limit %d:\n got %+v\nwant %+v", h.alg, key, t, caller, n, consume, lim, got, want)
 	}
 }
 
@@ -363,14 +371,20 @@ func (h *harness) setDefault(lim int) {
 	h.def = lim
 }
 
-// step runs one random operation drawn from r.
+// step runs one random operation drawn from r. One decision in four comes
+// with an instant behind the clock, by up to two windows (gap's upper
+// bits): a request read early, a stalled caller, a clock stepped back.
 func (h *harness) step(op, key, gap, n, lim uint8, clock *int64) {
-	*clock += int64(gap) * h.window / 64 / h.unit * h.unit
+	*clock += int64(gap%64) * h.window / 64 / h.unit * h.unit
+	now := *clock
+	if op>>4&3 == 0 {
+		now -= int64(gap>>2) * h.window / 32 / h.unit * h.unit
+	}
 	k := string('a' + rune(key%4))
 	cost := int(n) % (h.limitOf(k) + 2)
 	switch op % 16 {
 	case 0:
-		h.allow(k, *clock, cost, false)
+		h.allow(k, now, cost, false)
 	case 1:
 		if lim%4 == 0 {
 			h.setDefault(int(lim % 9))
@@ -380,7 +394,7 @@ func (h *harness) step(op, key, gap, n, lim uint8, clock *int64) {
 	case 2:
 		h.clearLimit(k)
 	default:
-		h.allow(k, *clock, cost, true)
+		h.allow(k, now, cost, true)
 	}
 }
 
@@ -408,7 +422,7 @@ func TestAlgorithmsMatchReferenceModels(t *testing.T) {
 				h := newHarness(t, c.alg, 1+rng.IntN(8), c.window, c.buckets)
 				clock := int64(t0Unix) * 1e9
 				for range 2000 {
-					h.step(uint8(rng.Uint32()), uint8(rng.Uint32()), uint8(rng.IntN(24)), uint8(rng.Uint32()), uint8(rng.Uint32()), &clock)
+					h.step(uint8(rng.Uint32()), uint8(rng.Uint32()), uint8(rng.IntN(24)|rng.IntN(4)<<6), uint8(rng.Uint32()), uint8(rng.Uint32()), &clock)
 				}
 			}
 		})

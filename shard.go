@@ -26,7 +26,7 @@ import (
 //
 //	recs   []slotRec[E]  open addressing, linear probing: each position
 //	                     holds a key (inline up to 14 bytes, else its
-//	                     place in the arena), a 7-bit tag of its hash, flags
+//	                     place in the arena), an 8-bit tag of its hash
 //	                     and the algorithm's record; or is empty, or a
 //	                     tombstone
 //	side   []uint32      per-key fixed-size extra state (stride words): for
@@ -101,59 +101,21 @@ const sampleSize = 16
 // keyBytes is the type of keys: the string and []byte forms of the API.
 type keyBytes interface{ ~string | ~[]byte }
 
-// slotRec is one table position: a key, its tag and flags, and its
-// algorithm record. A key of up to inlineKey bytes is kept in key; a longer
-// one in the arena, with key holding its offset (bytes 0-3) and length
-// (bytes 4-7).
+// slotRec is one table position: a key, its tag and its algorithm record.
+// A key of up to inlineKey bytes is kept in key; a longer one in the arena,
+// with key holding its offset (bytes 0-3) and length (bytes 4-7).
 type slotRec[E any] struct {
-	klen  uint8           // key length, longKey, emptySlot or deadSlot
-	flags uint8           // the key's tag (bits 1-7) | stepPending
-	key   [inlineKey]byte //
-	rec   E
+	klen uint8           // key length, longKey, emptySlot or deadSlot
+	tag  uint8           // the key's tag, see tagOf
+	key  [inlineKey]byte //
+	rec  E
 }
 
-// stepPending marks a key whose latest decision came with an instant more
-// than stepTolerance before the key's latest one (see stepCheck).
-const stepPending = 1
-
-// tagOf returns the tag of hash h as kept in slotRec.flags: hash bits 16-22
+// tagOf returns the tag of hash h as kept in slotRec.tag: hash bits 16-23
 // (the shard takes at most bits 0-15, a position's home bits 32-63), so a
-// probe compares a key's bytes only for about one position in 128 that is
+// probe compares a key's bytes only for about one position in 256 that is
 // not the key's.
-func tagOf(h uint64) uint8 { return uint8(h>>15) &^ stepPending }
-
-// stepCheck applies the clock rule of CASES.md C11 to a decision at t on
-// the stored key in slot, whose latest instant is last, and returns the
-// instant to decide at. An instant at most stepTolerance back is the jitter
-// of concurrent callers: the algorithm decides at last (time stands still).
-// One instant further back is taken as a stale caller (a request time read
-// long before the decision), decided at last as well, durations measured
-// from last. Only a second such instant in a row is taken as a clock that
-// stepped back, and passed on for the algorithm to move the key's state back
-// by the step, keeping its usage and the waits it had left. A stale caller
-// therefore never moves a key's state, and a clock step costs its first
-// caller nothing. A key that stands still (s.standStill) keeps the step
-// confirmed until t catches up with last, so its callers behind are not
-// taken for stale ones every other time. Peeks (consume false) change no
-// flag. Requires s.mu held.
-func (s *shard[E]) stepCheck(slot uint32, last, t int64, consume bool) int64 {
-	sr := &s.recs[slot]
-	switch {
-	case t >= last:
-		if sr.flags&stepPending != 0 && consume {
-			sr.flags &^= stepPending
-		}
-	case last-t <= stepTolerance:
-	case sr.flags&stepPending == 0:
-		if consume {
-			sr.flags |= stepPending
-		}
-		return last
-	case consume && !s.standStill:
-		sr.flags &^= stepPending
-	}
-	return t
-}
+func tagOf(h uint64) uint8 { return uint8(h >> 16) }
 
 // shard is one lock stripe of the table. Every field but the atomic
 // counters is guarded by mu, those above it included.
@@ -174,13 +136,8 @@ type shard[E any] struct {
 	emitQ    uint64
 	emitR    uint64
 	arena    []byte
-	seed     uint64 // the table's hash seed
-	// standStill: a key's state never moves back on a clock step (shared
-	// keys, whose other nodes' units are kept by absolute window or
-	// bucket), so a confirmed step stays confirmed until the clock catches
-	// up (see stepCheck).
-	standStill bool
-	_          [64]byte // whatever the shard's alignment
+	seed     uint64   // the table's hash seed
+	_        [64]byte // whatever the shard's alignment
 
 	mu        sync.Mutex
 	allowed   uint64   // under mu
@@ -195,6 +152,13 @@ type shard[E any] struct {
 	scratchSd []uint32
 	rings     ringPool // ring buffers of SlidingLog keys
 	dirty     []uint32 // slots with sync state to collect (see shared.go)
+	// floor is the latest instant at which a key of this shard was
+	// evicted, or that key's latest instant if later: per key, time never
+	// goes back, and an evicted key's latest instant is forgotten with it,
+	// so every new key decides no earlier than floor. A request read before
+	// its key was evicted (idle by then) is decided when the key was idle,
+	// not in a window the key had already spent.
+	floor int64
 
 	evicted     atomic.Uint64
 	keys        atomic.Int64
@@ -207,26 +171,31 @@ type shard[E any] struct {
 type table[E any] struct {
 	shards      []shard[E]
 	mask        uint64
-	stride      int  // side words per key
-	byRef       bool // side words are a slab entry the record names (algorithm.sideRef)
-	perShard    int  // most keys per shard, 0 for no cap
+	stride      int // side words per key
+	perShard    int // most keys per shard, 0 for no cap
 	policy      FullPolicy
 	maxKeyBytes int
 	seed        uint64 // secret hash seed, random per limiter
 	alg         algorithm[E]
-	sync        *syncLayout // nil unless built for package sync
+	slab        slabUser[E]     // non-nil if side words are slab entries the records name
+	owner       storageOwner[E] // non-nil if the algorithm keeps storage outside the records
+	sync        *syncLayout     // nil unless built for package sync
 }
 
-func (t *table[E]) init(cfg Config, stride int, alg algorithm[E]) {
+// init sets up t for alg with stride side words per key (sync state
+// included, as laid out by y, nil unless shared).
+func (t *table[E]) init(cfg Config, stride int, alg algorithm[E], y *syncLayout) {
 	t.shards = make([]shard[E], cfg.Shards)
 	t.mask = uint64(cfg.Shards - 1)
 	t.stride = stride
-	var zero E
-	t.byRef = stride > 0 && alg.sideRef(&zero) != nil
 	t.policy = cfg.WhenFull
 	t.maxKeyBytes = cfg.MaxKeyBytes
 	t.alg = alg
-	t.sync = alg.syncLayout()
+	if su, ok := alg.(slabUser[E]); ok && stride > 0 {
+		t.slab = su
+	}
+	t.owner, _ = alg.(storageOwner[E])
+	t.sync = y
 	t.seed = rand.Uint64()
 	if cfg.MaxKeys > 0 {
 		t.perShard = (cfg.MaxKeys + cfg.Shards - 1) / cfg.Shards
@@ -239,9 +208,6 @@ func (t *table[E]) init(cfg Config, stride int, alg algorithm[E]) {
 		s.scratchSd = make([]uint32, stride)
 		s.rings.cur = -1
 		s.seed = t.seed
-		if ss, ok := any(alg).(interface{ standsStill() bool }); ok {
-			s.standStill = ss.standsStill()
-		}
 	}
 }
 
@@ -312,7 +278,7 @@ func find[E any, K keyBytes](s *shard[E], h uint64, key K) (uint32, bool) {
 		if r.klen == emptySlot {
 			return 0, false
 		}
-		if r.flags&^stepPending == tag {
+		if r.tag == tag {
 			if len(key) <= inlineKey {
 				if int(r.klen) == len(key) && string(r.key[:len(key)]) == string(key) {
 					return i, true
@@ -350,7 +316,7 @@ func (s *shard[E]) place(h uint64) uint32 {
 func (t *table[E]) resetTable(s *shard[E]) {
 	s.recs = make([]slotRec[E], minTable)
 	s.side, s.sideFree = nil, nil
-	if !t.byRef {
+	if t.slab == nil {
 		s.side = make([]uint32, minTable*t.stride)
 	}
 	s.arena = nil
@@ -376,7 +342,7 @@ func insert[E any, K keyBytes](t *table[E], s *shard[E], h uint64, key K, now in
 	}
 	slot := s.place(h)
 	r := &s.recs[slot]
-	*r = slotRec[E]{flags: tagOf(h)}
+	*r = slotRec[E]{tag: tagOf(h)}
 	if len(key) <= inlineKey {
 		r.klen = uint8(copy(r.key[:], key))
 	} else {
@@ -385,8 +351,8 @@ func insert[E any, K keyBytes](t *table[E], s *shard[E], h uint64, key K, now in
 		binary.LittleEndian.PutUint32(r.key[0:4], uint32(off))
 		binary.LittleEndian.PutUint32(r.key[4:8], uint32(len(key)))
 	}
-	if t.byRef {
-		*t.alg.sideRef(&r.rec) = t.allocSide(s)
+	if t.slab != nil {
+		*t.slab.sideRef(&r.rec) = t.allocSide(s)
 	}
 	s.live++
 	s.peak = max(s.peak, s.live)
@@ -407,49 +373,58 @@ func (t *table[E]) allocSide(s *shard[E]) uint32 {
 	return ref
 }
 
-// sideOf returns the side words of slot. Requires s.mu held.
+// sideOf returns the side words of slot, nil if the algorithm keeps none.
+// Requires s.mu held.
 func (t *table[E]) sideOf(s *shard[E], slot uint32) []uint32 {
-	if t.stride == 0 {
-		return nil
+	if t.slab != nil {
+		return s.entry(*t.slab.sideRef(&s.recs[slot].rec), t.stride)
 	}
-	if t.byRef {
-		return t.sideAt(s, *t.alg.sideRef(&s.recs[slot].rec))
+	return t.posSide(s, slot)
+}
+
+// posSide returns the side words kept per position for slot: nil if the
+// algorithm keeps none, or keeps them in slab entries its records name
+// (algorithm.decide then finds them itself). Requires s.mu held.
+func (t *table[E]) posSide(s *shard[E], slot uint32) []uint32 {
+	if t.stride == 0 || t.slab != nil {
+		return nil
 	}
 	i := int(slot) * t.stride
 	return s.side[i : i+t.stride : i+t.stride]
 }
 
-// sideAt returns the side words of slab entry ref, for the hot paths of
-// the algorithms whose records name one (nil if stride is 0). Requires s.mu
-// held.
-func (t *table[E]) sideAt(s *shard[E], ref uint32) []uint32 {
-	if t.stride == 0 {
-		return nil
-	}
-	i := int(ref) * t.stride
-	return s.side[i : i+t.stride : i+t.stride]
+// entry returns slab entry ref of stride words. Requires s.mu held.
+func (s *shard[E]) entry(ref uint32, stride int) []uint32 {
+	i := int(ref) * stride
+	return s.side[i : i+stride : i+stride]
 }
 
-// evict removes the key in slot, leaving a tombstone, or an empty position
-// where the probe would stop anyway (the next position is empty), which
-// empties the tombstones before it too. Requires s.mu held.
-func (t *table[E]) evict(s *shard[E], slot uint32) {
+// evict removes the key in slot, judged idle at now (or evicted to make room
+// at now), leaving a tombstone, or an empty position where the probe would
+// stop anyway (the next position is empty), which empties the tombstones
+// before it too. It raises s.floor to the key's latest instant and now.
+// Requires s.mu held.
+func (t *table[E]) evict(s *shard[E], slot uint32, now int64) {
 	r := &s.recs[slot]
+	s.floor = max(s.floor, now, t.alg.lastSeen(&r.rec))
 	if r.klen == longKey {
 		s.deadBytes += len(s.keyOf(slot))
 	}
+	side := t.sideOf(s, slot)
 	if y := t.sync; y != nil {
-		delta, _, _ := y.arrays(t.sideOf(s, slot))
+		delta, _, _ := y.arrays(side)
 		var lost uint64
 		for _, d := range delta {
 			lost += uint64(d)
 		}
 		s.syncDropped.Add(lost)
 	}
-	t.alg.release(s, &r.rec)
-	clear(t.sideOf(s, slot))
-	if t.byRef {
-		s.sideFree = append(s.sideFree, *t.alg.sideRef(&r.rec))
+	if t.owner != nil {
+		t.owner.release(s, &r.rec)
+	}
+	clear(side)
+	if t.slab != nil {
+		s.sideFree = append(s.sideFree, *t.slab.sideRef(&r.rec))
 	}
 	*r = slotRec[E]{klen: deadSlot}
 	n := uint32(len(s.recs))
@@ -476,10 +451,10 @@ func (t *table[E]) makeRoom(s *shard[E], now int64) bool {
 	consider := func(slot uint32) bool {
 		rec := s.rec(slot)
 		if t.alg.idle(s, rec, t.sideOf(s, slot), now) {
-			t.evict(s, slot)
+			t.evict(s, slot, now)
 			return true
 		}
-		if t.alg.limitWord(rec)&ownLimit == 0 {
+		if *t.alg.limitWord(rec)&ownLimit == 0 {
 			if last := t.alg.lastSeen(rec); last < oldest {
 				victim, oldest = slot, last
 			}
@@ -514,7 +489,7 @@ func (t *table[E]) makeRoom(s *shard[E], now int64) bool {
 		}
 	}
 	if t.policy == EvictLeastRecent && victim != math.MaxUint32 {
-		t.evict(s, victim)
+		t.evict(s, victim, now)
 		return true
 	}
 	return false
@@ -539,7 +514,7 @@ func (t *table[E]) sweep(now int64, stop <-chan struct{}) int {
 			end := min(start+sweepChunk, len(s.recs))
 			for slot := start; slot < end; slot++ {
 				if s.stored(slot) && t.alg.idle(s, s.rec(uint32(slot)), t.sideOf(s, uint32(slot)), now) {
-					t.evict(s, uint32(slot))
+					t.evict(s, uint32(slot), now)
 					evicted++
 				}
 			}
@@ -570,13 +545,15 @@ func (t *table[E]) maybeRebuild(s *shard[E]) {
 		len(s.arena) >= 1<<16 && s.deadBytes*2 > len(s.arena):
 		t.rebuild(s)
 	}
-	t.alg.compact(s)
+	if t.owner != nil {
+		t.owner.compact(s)
+	}
 }
 
 // compactSide moves the live keys' slab entries of s to a fresh slab
 // without free entries, in the order they were (the order the keys
 // arrived in, but for reused entries), and points the records at them.
-// Requires s.mu held and t.byRef.
+// Requires s.mu held and t.slab != nil.
 func (t *table[E]) compactSide(s *shard[E]) {
 	const none = math.MaxUint32
 	owner := make([]uint32, len(s.side)/t.stride) // entry -> position
@@ -585,7 +562,7 @@ func (t *table[E]) compactSide(s *shard[E]) {
 	}
 	for slot := range s.recs {
 		if s.stored(slot) {
-			owner[*t.alg.sideRef(&s.recs[slot].rec)] = uint32(slot)
+			owner[*t.slab.sideRef(&s.recs[slot].rec)] = uint32(slot)
 		}
 	}
 	// Room for a quarter more keys: a compaction during an insert's growth
@@ -595,7 +572,7 @@ func (t *table[E]) compactSide(s *shard[E]) {
 		if slot == none {
 			continue
 		}
-		*t.alg.sideRef(&s.recs[slot].rec) = uint32(len(side) / t.stride)
+		*t.slab.sideRef(&s.recs[slot].rec) = uint32(len(side) / t.stride)
 		side = append(side, s.side[ref*t.stride:(ref+1)*t.stride]...)
 	}
 	s.side, s.sideFree = side, nil
@@ -612,7 +589,7 @@ func (t *table[E]) rebuild(s *shard[E]) { t.rehash(s, tableLen(s.live)) }
 func (t *table[E]) rehash(s *shard[E], n int) {
 	old, oldSide, oldArena := s.recs, s.side, s.arena
 	s.recs = make([]slotRec[E], n)
-	if !t.byRef {
+	if t.slab == nil {
 		s.side = make([]uint32, n*t.stride)
 	}
 	if s.deadBytes > 0 {
@@ -631,12 +608,12 @@ func (t *table[E]) rehash(s *shard[E], n int) {
 			binary.LittleEndian.PutUint32(s.recs[slot].key[0:4], uint32(len(s.arena)))
 			s.arena = append(s.arena, key...)
 		}
-		if t.stride > 0 && !t.byRef {
+		if t.stride > 0 && t.slab == nil {
 			copy(t.sideOf(s, slot), oldSide[i*t.stride:(i+1)*t.stride])
 		}
 	}
 	s.peak, s.deadBytes = s.live, 0
-	if t.byRef && len(s.sideFree) > 0 && len(s.sideFree) >= s.live/4 {
+	if t.slab != nil && len(s.sideFree) > 0 && len(s.sideFree) >= s.live/4 {
 		t.compactSide(s)
 	}
 	if y := t.sync; y != nil {

@@ -48,7 +48,7 @@ func TestHashCollisionsNeverShareABudget(t *testing.T) {
 		}
 	}
 	check(keys...)
-	l.tab.evict(s, slots["alpha"]) // the indexed one: a spilled key takes its place
+	l.tab.evict(s, slots["alpha"], 0) // the indexed one: a spilled key takes its place
 	check("beta", "gamma")
 	if _, ok := find(s, h, "alpha"); ok {
 		t.Fatal("evicted key still found")
@@ -80,67 +80,6 @@ func TestRebuildKeepsLiveKeys(t *testing.T) {
 				t.Fatalf("%v: live%d forgot its count", alg, i)
 			}
 		}
-	}
-}
-
-func TestRingPoolReusesAndCompacts(t *testing.T) {
-	var p ringPool
-	refs := map[uint32]uint32{}
-	for c := uint32(1); c <= ringMaxShared*2; c *= 2 {
-		ref, ok := p.alloc(c)
-		if !ok {
-			t.Fatal("alloc failed")
-		}
-		buf := p.ring(ref, c)
-		for i := range buf {
-			buf[i] = c
-		}
-		refs[ref] = c
-	}
-	for ref, c := range refs {
-		for _, v := range p.ring(ref, c) {
-			if v != c {
-				t.Fatalf("ring of %d overwritten", c)
-			}
-		}
-	}
-	for ref, c := range refs {
-		p.free(ref, c)
-	}
-	if p.liveWords != 0 {
-		t.Fatalf("live words %d", p.liveWords)
-	}
-	ref, _ := p.alloc(4)
-	if p.ring(ref, 4)[0] != 0 {
-		t.Fatal("recycled ring not cleared")
-	}
-}
-
-func TestSlidingLogMemoryFollowsLimit(t *testing.T) {
-	l := mustNew(t, Config{Algorithm: SlidingLog, Limit: 100, Window: time.Second, Shards: 1}).(*logLimiter)
-	l.AllowN("k", at(0), 1)
-	s := &l.tab.shards[0]
-	rec := func() *logRec { // the key's record: it may move as the table grows
-		slot, ok := find(s, l.tab.hash("k"), "k")
-		if !ok {
-			t.Fatal("key not stored")
-		}
-		return s.rec(slot)
-	}
-	if c := rec().cap; c != 4 {
-		t.Fatalf("first ring capacity %d, want 4", c)
-	}
-	l.AllowN("k", at(0), 99)
-	if c := rec().cap; c != 100 {
-		t.Fatalf("full ring capacity %d, want exactly the limit", c)
-	}
-	l.SetLimit("k", 10) // usage 100 stays counted
-	if r := l.AllowN("k", at(0.5), 1); r.Allowed {
-		t.Fatal("shrunk limit admitted")
-	}
-	l.AllowN("k", at(1), 1) // all expired: the ring shrinks to the limit
-	if c := rec().cap; c != 10 {
-		t.Fatalf("ring capacity %d after shrink, want 10", c)
 	}
 }
 

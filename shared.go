@@ -180,21 +180,20 @@ func newShared(c any) (shared.Table, error) {
 	switch alg {
 	case FixedWindow:
 		y := &syncLayout{off: 0, m: 1, bucket: w}
-		l := &fixedLimiter{alg: &fixedWindow{window: w, sync: y}}
-		l.init(cfg, y.words(), l.alg)
+		l := &fixedLimiter{}
+		l.init(cfg, &fixedWindow{window: w, sync: y}, y.words(), y)
 		return l, nil
 	case SlidingCounter:
 		y := &syncLayout{off: int(n) + 1, m: int(n) + 1, bucket: w / n}
-		a := &slidingCounter{bucket: w / n, buckets: n, sync: y}
-		l := &counterLimiter{alg: a}
-		l.init(cfg, y.off+y.words(), a)
+		a := &slidingCounter{bucket: w / n, buckets: n, sync: y, stride: y.off + y.words()}
+		l := &counterLimiter{}
+		l.init(cfg, a, a.stride, y)
 		return l, nil
 	case SlidingLog:
-		u := logUnit(w)
 		y := &syncLayout{off: 0, m: int(n) + 1, bucket: w / n}
-		a := &slidingLog{window: w, unit: u, sync: y}
-		l := &logLimiter{alg: a}
-		l.init(cfg, y.words(), a)
+		a := &slidingLog{window: w, unit: logUnit(w), sync: y, stride: y.words()}
+		l := &logLimiter{}
+		l.init(cfg, a, a.stride, y)
 		return l, nil
 	}
 	return nil, fmt.Errorf("%w: %v is shared through Redis in exact mode only (package sync, NewExact)", ErrInvalidConfig, alg)
@@ -331,11 +330,10 @@ func (l *limiter[E]) Touch(key string, t int64) bool {
 	if !ok {
 		return false
 	}
-	rec, side := s.rec(slot), l.tab.sideOf(s, slot)
-	if t > l.alg.lastSeen(rec) {
-		l.alg.decide(s, rec, side, t, 0, true, false)
+	if rec := s.rec(slot); t > l.alg.lastSeen(rec) {
+		l.alg.decide(s, rec, l.tab.posSide(s, slot), t, 0, consume)
 	}
-	markTouched(s, l.tab.sync, slot, side)
+	markTouched(s, l.tab.sync, slot, l.tab.sideOf(s, slot))
 	return true
 }
 

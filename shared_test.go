@@ -97,10 +97,8 @@ func TestSharedGCRAIsExactOnly(t *testing.T) {
 }
 
 // TestSharedSlidingLogRetryOffGrid: the newest local unit of a shared log
-// stops counting exactly W after its instant (the key is cleared then),
-// up to one resolution step before its rounded-up stamp would expire, and
-// the RetryAfter a peek reports with remote units waiting lands on that
-// instant, not on the stamp's.
+// stops counting W after its rounded-up stamp, and the RetryAfter a peek
+// reports with remote units waiting lands on that instant.
 func TestSharedSlidingLogRetryOffGrid(t *testing.T) {
 	l, tab := newSharedT(t, Config{Algorithm: SlidingLog, Limit: 4, Window: time.Minute, Buckets: 60})
 	s := at(0.5).Add(37) // stamped 63 ns later, on the 100 ns grid
@@ -113,10 +111,11 @@ func TestSharedSlidingLogRetryOffGrid(t *testing.T) {
 	if r.Allowed {
 		t.Fatalf("%+v", r)
 	}
-	// Bucket 0's 5 remote units fade over [60 s, 61 s): at s+W = 60.5 s
-	// plus 37 ns they weigh ceil(5 * 0.499999963) = 3, so 3 + 1 fit the
-	// limit of 4 once the local unit is gone, and not a nanosecond before.
-	want := s.Add(time.Minute).Sub(at(5))
+	// Bucket 0's 5 remote units fade over [60 s, 61 s): at the stamp plus
+	// W, 60.5 s plus 100 ns, they weigh ceil(5 * 0.4999999) = 3, so 3 + 1
+	// fit the limit of 4 once the local unit is gone, and not a nanosecond
+	// before.
+	want := at(60.5).Add(100).Sub(at(5))
 	if r.RetryAfter != want {
 		t.Fatalf("retry after %v, want %v", r.RetryAfter, want)
 	}

@@ -5,16 +5,15 @@ import (
 	"time"
 )
 
-// counterRec is a SlidingCounter key's state: 40 bytes, plus Buckets+1
+// counterRec is a SlidingCounter key's state: 32 bytes, plus Buckets+1
 // 4-byte counters in the shard's side slab.
 type counterRec struct {
 	lim  uint32 // lim word, see ownLimit
 	sum  uint32 // units in all Buckets+1 counters
 	hidx uint32 // counter index of bucket head: head mod (Buckets+1)
 	side uint32 // the key's entry in the shard's side slab: its counters
-	last int64  // latest key time seen, ns
-	skew int64  // key time minus Unix time: grows when the clock steps back
-	head int64  // id of the newest bucket (key time / G) the counters are at
+	last int64  // latest instant seen, Unix ns
+	head int64  // id of the bucket of last (last / G) the counters are at
 }
 
 // slidingCounter splits the window W into n buckets of G = W/n, aligned to
@@ -32,12 +31,13 @@ type counterRec struct {
 // error is about limit/n, but a client that spends the limit at the very end
 // of one bucket and again at the end of the window gets up to 2*limit-1
 // units into one window of length W (the sliding log never exceeds limit).
-// This is policy S2 of CASES.md (C4); a unit stops counting at the end of
-// the bucket n+1 positions after its own.
+// A unit stops counting at the end of the bucket n+1 positions after its
+// own.
 type slidingCounter struct {
 	bucket  int64       // G, ns
 	buckets int64       // n
 	sync    *syncLayout // nil unless shared (the same buckets)
+	stride  int         // side words per key: n+1 counters, then the sync state's
 }
 
 // NewSlidingCounter returns a sliding window counter limiter with
@@ -57,11 +57,14 @@ func NewSlidingCounter(cfg Config) (Limiter, error) {
 		return nil, err
 	}
 	n := int64(cfg.Buckets)
-	a := &slidingCounter{bucket: int64(cfg.Window) / n, buckets: n}
-	l := &counterLimiter{alg: a}
-	l.init(cfg, cfg.Buckets+1, a)
+	a := &slidingCounter{bucket: int64(cfg.Window) / n, buckets: n, stride: int(n) + 1}
+	l := &counterLimiter{}
+	l.init(cfg, a, a.stride, nil)
 	return l, nil
 }
+
+// counterLimiter is the sliding counter's Limiter.
+type counterLimiter struct{ limiter[counterRec] }
 
 func (a *slidingCounter) init(r *counterRec, t int64, w uint32) {
 	*r = counterRec{lim: w, last: t, side: r.side}
@@ -90,59 +93,6 @@ func (a *slidingCounter) setHead(r *counterRec, j int64) {
 	r.head, r.hidx = j, uint32(a.idx(j))
 }
 
-// advance brings r to Unix instant t and returns the key time to decide at
-// and the caller's key time, which durations are measured from. A step back
-// within stepTolerance decides at the key's latest key time; a larger one
-// grows the key's skew by the step, so key time never goes back and the key
-// keeps its usage and waits (CASES.md C11). The skew is dropped once every
-// counter is empty. A shared key never takes a skew: the other nodes' units
-// are kept by absolute bucket, so it decides at its latest instant until the
-// clock catches up, durations measured from t (as the fixed window and the
-// log do; a skew jumped the key ahead when the clock was set right, and
-// dropping it filed units under the wrong buckets).
-func (a *slidingCounter) advance(r *counterRec, c []uint32, t int64) (kt, from int64) {
-	if a.sync != nil {
-		kt, from = max(t, r.last), t
-	} else {
-		if r.skew > maxInstant-t {
-			kt = maxInstant // saturate: only clocks stepping over centuries get here
-		} else {
-			kt = t + r.skew
-		}
-		if kt < r.last {
-			if r.last-kt > stepTolerance {
-				r.skew += r.last - kt
-			}
-			kt = r.last
-		}
-		from = kt
-		if r.skew <= maxInstant-t {
-			from = min(t+r.skew, kt)
-		}
-	}
-	if kt-r.head*a.bucket < a.bucket {
-		// Still in the newest bucket: no division.
-	} else if j := kt / a.bucket; j-r.head > a.buckets {
-		clear(c)
-		r.sum = 0
-		a.setHead(r, j)
-	} else {
-		i := int(r.hidx)
-		for id := r.head + 1; id <= j; id++ {
-			i = a.next(i)
-			r.sum -= c[i]
-			c[i] = 0
-		}
-		r.head, r.hidx = j, uint32(i)
-	}
-	if r.sum == 0 && r.skew != 0 {
-		r.skew, kt, from = 0, t, t
-		a.setHead(r, t/a.bucket)
-	}
-	r.last = kt
-	return kt, from
-}
-
 // fits reports whether n more units fit the limit lim under the weighted
 // estimate (rest + ceil(straddler*(G-delta)/G)), rest being the units of
 // the buckets that count in full, without the division that computing the
@@ -161,133 +111,100 @@ func (a *slidingCounter) fits(straddler, delta, rest, n, lim int64) bool {
 	return xh < kh || xh == kh && xl <= kl
 }
 
-// shortcut reports whether allow and decideN may decide at t without
-// decide: the limiter is not shared, the key has no skew, and t is at or
-// after its latest instant and still in its newest bucket (advance would
-// change nothing but last), the common case for a busy key.
-func (a *slidingCounter) shortcut(r *counterRec, t int64) bool {
-	return a.sync == nil && r.skew == 0 && t >= r.last && t-r.head*a.bucket < a.bucket
-}
-
-// allow is decide(s, r, side, t, n, true, false).allowed() for n > 0,
-// without a call (and the spills one costs) when shortcut holds.
-func (a *slidingCounter) allow(s *shard[counterRec], r *counterRec, side []uint32, t int64, n int) bool {
-	if !a.shortcut(r, t) {
-		return a.decide(s, r, side, t, n, true, false).allowed()
+func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, side []uint32, t int64, n int, mode decideMode) verdict {
+	if side == nil {
+		side = s.entry(r.side, a.stride)
 	}
 	c := side[:a.buckets+1]
-	r.last = t
-	lim := effectiveLimit(r.lim, s.defLimit)
-	if lim != 0 {
-		r.lim = r.lim&^limitMask | lim
+	kt := max(t, r.last) // per key, time never goes back
+	if kt-r.head*a.bucket >= a.bucket {
+		// Past the newest bucket: clear the buckets that leave the
+		// window (no call, so the common path spills nothing).
+		j := kt / a.bucket
+		i := int(r.hidx)
+		for k := min(j-r.head, a.buckets+1); k > 0; k-- {
+			i = a.next(i)
+			r.sum -= c[i]
+			c[i] = 0
+		}
+		if j-r.head > a.buckets {
+			i = a.idx(j)
+		}
+		r.head, r.hidx = j, uint32(i)
 	}
-	hi := int(r.hidx)
-	straddler := int64(c[a.next(hi)])
-	if int64(n) > int64(lim) || !a.fits(straddler, t-r.head*a.bucket, int64(r.sum)-straddler, int64(n), int64(lim)) {
-		return false
-	}
-	c[hi] += uint32(n)
-	r.sum += uint32(n)
-	return true
-}
-
-// decideN is decide(s, r, side, t, n, true, true) for n > 0: the Result's
-// numbers without decide's call and spills when shortcut holds.
-func (a *slidingCounter) decideN(s *shard[counterRec], r *counterRec, side []uint32, t int64, n int) verdict {
-	if !a.shortcut(r, t) {
-		return a.decide(s, r, side, t, n, true, true)
-	}
-	c := side[:a.buckets+1]
-	r.last = t
+	r.last = kt
 	lim := effectiveLimit(r.lim, s.defLimit)
 	if lim != 0 {
 		r.lim = r.lim&^limitMask | lim
 	}
 	j, hi := r.head, int(r.hidx)
-	delta := t - j*a.bucket
-	sum := int64(r.sum)
-	straddler := int64(c[a.next(hi)])
-	est := sum - straddler
-	if straddler != 0 {
-		est += int64(mulDivCeil(uint64(straddler), uint64(a.bucket-delta), uint64(a.bucket)))
+	si := a.next(hi) // bucket j-n, which straddles the window's start
+	straddler, whole := int64(c[si]), int64(r.sum)-int64(c[si])
+	if a.sync != nil {
+		remote, sum := a.remote(s, side, j, mode)
+		straddler += int64(remote[si])
+		whole += sum - int64(remote[si])
 	}
-	allowed := false
-	var retry time.Duration
-	switch {
-	case int64(n) > int64(lim):
-		retry = Never
-	case est+int64(n) <= int64(lim):
-		allowed = true
-		est += int64(n)
+	allowed := n == 0 || int64(n) <= int64(lim) && a.fits(straddler, kt-j*a.bucket, whole, int64(n), int64(lim))
+	if allowed && n > 0 {
 		c[hi] += uint32(n)
 		r.sum += uint32(n)
-	default:
-		retry = time.Duration(a.admitAt(j, hi, c, nil, sum, t, int64(n), int64(lim)) - t)
+		if a.sync != nil {
+			a.sync.add(side, j, uint32(n))
+		}
 	}
-	reset := time.Duration(a.resetAt(j, hi, c, nil, int64(r.sum)) - t)
-	return makeVerdict(allowed, lim, int(max(0, int64(lim)-est)), reset, retry)
+	if mode&full == 0 {
+		return makeVerdict(allowed, lim, 0, 0, 0)
+	}
+	return a.explain(r, side, allowed, t, n, lim)
 }
 
-func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, side []uint32, t int64, n int, consume, full bool) verdict {
+// explain returns the full verdict of a decision on r (side words side)
+// that admitted n units under limit lim or not, from r's state after it:
+// Remaining from the weighted estimate, RetryAfter and ResetAfter measured
+// from the caller's t.
+func (a *slidingCounter) explain(r *counterRec, side []uint32, allowed bool, t int64, n int, lim uint32) verdict {
 	c := side[:a.buckets+1]
-	kt, from := a.advance(r, c, t)
-	lim := effectiveLimit(r.lim, s.defLimit)
-	if lim != 0 {
-		r.lim = r.lim&^limitMask | lim
-	}
-	j := r.head
-	var remote []uint32 // other nodes' units per bucket, when shared
-	var remoteSum int64 // their units in all buckets
+	var remote []uint32
+	var remoteSum int64
 	if a.sync != nil {
-		if d := a.sync.rotate(side, j); d != 0 && consume {
-			s.syncDropped.Add(uint64(d))
-		}
 		_, _, remote = a.sync.arrays(side)
 		for _, v := range remote {
 			remoteSum += int64(v)
 		}
 	}
+	j, hi, kt := r.head, int(r.hidx), r.last
 	sum := int64(r.sum) + remoteSum
-	hi := int(r.hidx)
-	delta := kt - j*a.bucket
-	straddler := a.count(c, remote, a.next(hi)) // bucket j-n: the index after j's
-	est := sum - straddler
-	var fits bool // est+n <= lim
-	if full {
-		if straddler != 0 {
-			est += int64(mulDivCeil(uint64(straddler), uint64(a.bucket-delta), uint64(a.bucket)))
-		}
-		fits = est+int64(n) <= int64(lim)
-	} else {
-		fits = a.fits(straddler, delta, est, int64(n), int64(lim))
+	straddler := a.count(c, remote, a.next(hi))
+	est := sum - straddler // the weighted estimate, the decision's units included
+	if straddler != 0 {
+		est += int64(mulDivCeil(uint64(straddler), uint64(a.bucket-(kt-j*a.bucket)), uint64(a.bucket)))
 	}
-	var allowed bool
-	var retry, reset time.Duration
-	remaining := 0
+	var retry time.Duration
 	switch {
-	case n == 0:
-		allowed = true
+	case allowed:
 	case int64(n) > int64(lim):
 		retry = Never
-	case fits:
-		allowed = true
-		est += int64(n)
-		if consume {
-			c[hi] += uint32(n)
-			r.sum += uint32(n)
-			if a.sync != nil {
-				a.sync.add(side, j, uint32(n))
-			}
-		}
-	case full:
-		retry = time.Duration(a.admitAt(j, hi, c, remote, sum, kt, int64(n), int64(lim)) - from)
+	default:
+		retry = time.Duration(a.admitAt(j, hi, c, remote, sum, kt, int64(n), int64(lim)) - t)
 	}
-	if !full {
-		return makeVerdict(allowed, lim, 0, 0, retry)
+	reset := time.Duration(a.resetAt(j, hi, c, remote, sum) - t)
+	return makeVerdict(allowed, lim, int(max(0, int64(lim)-est)), reset, retry)
+}
+
+// remote rotates a shared key's sync rings to bucket j and returns the
+// other nodes' units per bucket and in all. Units the rotation dropped
+// unsent are counted when mode keeps the decision.
+func (a *slidingCounter) remote(s *shard[counterRec], side []uint32, j int64, mode decideMode) ([]uint32, int64) {
+	if d := a.sync.rotate(side, j); d != 0 && mode&consume != 0 {
+		s.syncDropped.Add(uint64(d))
 	}
-	remaining = int(max(0, int64(lim)-est))
-	reset = time.Duration(a.resetAt(j, hi, c, remote, int64(r.sum)+remoteSum) - from)
-	return makeVerdict(allowed, lim, remaining, reset, retry)
+	_, _, remote := a.sync.arrays(side)
+	var sum int64
+	for _, v := range remote {
+		sum += int64(v)
+	}
+	return remote, sum
 }
 
 // count returns the units of the bucket at counter index i: local, plus
@@ -324,7 +241,7 @@ func (a *slidingCounter) admitAt(j int64, hi int, c, remote []uint32, sum, kt, n
 	g := a.bucket
 	si := a.next(hi)
 	straddler := a.count(c, remote, si)
-	full := sum - straddler
+	whole := sum - straddler // units of the buckets that count in full
 	for k := int64(0); ; k++ {
 		if k > 0 {
 			straddler = 0
@@ -332,9 +249,9 @@ func (a *slidingCounter) admitAt(j int64, hi int, c, remote []uint32, sum, kt, n
 				si = a.next(si)
 				straddler = a.count(c, remote, si)
 			}
-			full -= straddler
+			whole -= straddler
 		}
-		room := lim - n - full
+		room := lim - n - whole
 		if room < 0 {
 			continue
 		}
@@ -354,10 +271,7 @@ func (a *slidingCounter) idle(_ *shard[counterRec], r *counterRec, c []uint32, t
 	if r.lim&ownLimit != 0 {
 		return false
 	}
-	kt := r.last
-	if r.skew <= maxInstant-t {
-		kt = max(t+r.skew, r.last)
-	}
+	kt := max(t, r.last)
 	if a.sync != nil && a.sync.holds(c, kt) {
 		return false
 	}
@@ -373,15 +287,6 @@ func (a *slidingCounter) idle(_ *shard[counterRec], r *counterRec, c []uint32, t
 	return true
 }
 
-// standsStill: a shared key decides at its latest instant after a clock
-// step back instead of taking a skew (see advance).
-func (a *slidingCounter) standsStill() bool { return a.sync != nil }
-
-func (a *slidingCounter) relimit(*shard[counterRec], *counterRec, []uint32, uint32, uint32) {}
-func (a *slidingCounter) limitWord(r *counterRec) uint32                                    { return r.lim }
-func (a *slidingCounter) setLimitWord(r *counterRec, w uint32)                              { r.lim = w }
-func (a *slidingCounter) lastSeen(r *counterRec) int64                                      { return r.last - r.skew }
-func (a *slidingCounter) release(*shard[counterRec], *counterRec)                           {}
-func (a *slidingCounter) compact(*shard[counterRec])                                        {}
-func (a *slidingCounter) sideRef(r *counterRec) *uint32                                     { return &r.side }
-func (a *slidingCounter) syncLayout() *syncLayout                                           { return a.sync }
+func (a *slidingCounter) limitWord(r *counterRec) *uint32 { return &r.lim }
+func (a *slidingCounter) lastSeen(r *counterRec) int64    { return r.last }
+func (a *slidingCounter) sideRef(r *counterRec) *uint32   { return &r.side }

@@ -28,6 +28,7 @@ type slidingLog struct {
 	window int64       // W, ns
 	unit   int64       // timestamp resolution, ns
 	sync   *syncLayout // nil unless shared: other nodes' units by bucket
+	stride int         // side words per key: the sync state's, 0 unless shared
 }
 
 // NewSlidingLog returns a sliding window log limiter: exact, it admits at
@@ -41,11 +42,11 @@ type slidingLog struct {
 // unit counts at least W and at most one resolution step longer: the log
 // never admits early. RetryAfter is exact: the same request made
 // RetryAfter after now is admitted, and one made a nanosecond sooner is
-// not (CASES.md C9). It includes the part of a step a stamp was rounded up
-// by, so for instants between two steps a wait of whole seconds can read
-// as the next second in a Retry-After header. ResetAfter is measured from
+// not. It includes the part of a step a stamp was rounded up by, so for
+// instants between two steps a wait of whole seconds can read as the next
+// second in a Retry-After header. ResetAfter is measured from
 // now rounded up to the resolution, so a unit admitted now reports a reset
-// of exactly W (CASES.md C7).
+// of exactly W.
 //
 // It returns an error wrapping ErrInvalidConfig if cfg is invalid (the
 // limit may be at most MaxSlidingLogLimit). The limiter is safe for
@@ -56,12 +57,13 @@ func NewSlidingLog(cfg Config) (Limiter, error) {
 		return nil, err
 	}
 	w := int64(cfg.Window)
-	u := logUnit(w)
-	a := &slidingLog{window: w, unit: u}
-	l := &logLimiter{alg: a}
-	l.init(cfg, 0, a)
+	l := &logLimiter{}
+	l.init(cfg, &slidingLog{window: w, unit: logUnit(w)}, 0, nil)
 	return l, nil
 }
+
+// logLimiter is the sliding log's Limiter.
+type logLimiter struct{ limiter[logRec] }
 
 // logUnit returns the timestamp resolution for window w: the smallest power
 // of ten nanoseconds u with u*2^31 > 2w.
@@ -103,40 +105,17 @@ func (a *slidingLog) expiredUpTo(t int64) int64 {
 	return floorDiv(t-a.window, a.unit)
 }
 
-// advance brings r to instant t, dropping expired timestamps, and returns
-// the instant to decide at and the instant durations are measured from. A
-// step back within stepTolerance decides at the key's latest instant. A
-// larger one moves every timestamp back by the step (rounded down to whole
-// units, so nothing expires early), keeping the key's usage and the waits it
-// had left (CASES.md C11); a peek, which must not write the ring, decides at
-// the latest instant instead, which gives the same answer, and so does a
-// shared key, whose other nodes' units are kept by absolute bucket (its time
-// stands still until the clock catches up). Durations are measured from t
-// (t+RetryAfter is when the same request fits).
-func (a *slidingLog) advance(s *shard[logRec], r *logRec, t int64, consume bool) (te, from int64) {
-	te, from = t, t
+// advance brings r to instant te, its latest, dropping expired
+// timestamps. Every stamp is below r.last+unit, so all have expired from
+// r.last+W+unit on: no scan then.
+func (a *slidingLog) advance(s *shard[logRec], r *logRec, te int64) {
 	switch {
-	case r.count == 0 && (a.sync == nil || t >= r.last):
-	case t < r.last && (r.last-t <= stepTolerance || !consume || a.sync != nil):
-		te = r.last
-		if !consume && a.sync == nil && r.last-t > stepTolerance {
-			// A peek after a step back: measure from the frame a
-			// consuming call would move the key to (stamps back by
-			// whole units).
-			from = t + (r.last-t)/a.unit*a.unit
-		}
-	case t < r.last:
-		if k := uint32((r.last - t) / a.unit); k != 0 {
-			buf := s.rings.ring(r.ref, r.cap)
-			for i := uint32(0); i < r.count; i++ {
-				buf[(r.head+i)%r.cap] -= k
-			}
-		}
-	case t-r.last >= a.window:
+	case r.count == 0:
+	case te-r.last >= a.window+a.unit:
 		r.head, r.count = 0, 0
 	default:
 		buf := s.rings.ring(r.ref, r.cap)
-		tx := a.expiredUpTo(t)
+		tx := a.expiredUpTo(te)
 		for r.count > 0 && age(tx, buf[r.head]) >= 0 {
 			r.head++
 			if r.head == r.cap {
@@ -146,33 +125,28 @@ func (a *slidingLog) advance(s *shard[logRec], r *logRec, t int64, consume bool)
 		}
 	}
 	r.last = te
-	return te, from
 }
 
-func (a *slidingLog) decide(s *shard[logRec], r *logRec, side []uint32, t int64, n int, consume, full bool) verdict {
-	last := r.last // what a peek leaves in the key's record
-	te, t := a.advance(s, r, t, consume)
-	if consume {
-		last = r.last
+func (a *slidingLog) decide(s *shard[logRec], r *logRec, side []uint32, t int64, n int, mode decideMode) verdict {
+	te := max(t, r.last) // per key, time never goes back
+	a.advance(s, r, te)
+	if side == nil && a.sync != nil {
+		side = s.entry(r.side, a.stride)
 	}
-	// advance drops every timestamp once the key's latest instant is a
-	// window old, which for a newest unit between two resolution steps is
-	// up to one step before its stamp's expiry: nothing counts from
-	// last+W on.
-	clearAt := last + a.window
+	consumed := mode&consume != 0
 	// ResetAfter is measured from t rounded up to the timestamp resolution,
 	// the instant a unit admitted at t is stamped with, so a fresh unit's
 	// reset is exactly W and a whole-second window reads as whole seconds.
 	// RetryAfter is measured from t itself: t+RetryAfter is the first
-	// instant the request fits (CASES.md C9).
+	// instant the request fits.
 	var tu int64
-	if full {
+	if mode&full != 0 {
 		tu = (t + a.unit - 1) / a.unit * a.unit
 	}
 	lim := effectiveLimit(r.lim, s.defLimit)
 	if lim != 0 {
 		r.lim = r.lim&^limitMask | lim
-		if consume && r.cap > lim && r.count <= lim {
+		if consumed && r.cap > lim && r.count <= lim {
 			// The limit shrank and enough units expired: give memory back.
 			a.resize(s, r, max(lim, r.count))
 		}
@@ -186,7 +160,7 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, side []uint32, t int64,
 	var bucket int64 // id of te's sync bucket, when shared
 	if a.sync != nil {
 		bucket = a.sync.bucketOf(side, te)
-		if d := a.sync.rotate(side, bucket); d != 0 && consume {
+		if d := a.sync.rotate(side, bucket); d != 0 && consumed {
 			s.syncDropped.Add(uint64(d))
 		}
 		remote = a.sync.estimate(side, te)
@@ -198,33 +172,33 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, side []uint32, t int64,
 	case int64(n) > int64(lim):
 		retry = Never
 	case used+int64(n) <= int64(lim):
-		if consume && !a.push(s, r, te, uint32(n), lim) {
+		if consumed && !a.push(s, r, te, uint32(n), lim) {
 			noRoom = true
 			break
 		}
-		if consume && a.sync != nil {
+		if a.sync != nil {
 			a.sync.add(side, bucket, uint32(n))
 		}
 		allowed = true
 		used += int64(n)
-	case !full:
+	case mode&full == 0:
 		// Denied: the bool-returning caller needs no RetryAfter.
 	case remote > 0:
-		retry = time.Duration(a.admitAtShared(s, r, side, te, clearAt, int64(n), int64(lim)) - t)
+		retry = time.Duration(a.admitAtShared(s, r, side, te, int64(n), int64(lim)) - t)
 	default:
 		// The (used+n-lim)-th oldest timestamp must expire first.
 		i := wrap(r.head+uint32(used+int64(n)-int64(lim))-1, r.cap)
-		retry = time.Duration(min(a.expiry(te, s.rings.ring(r.ref, r.cap)[i]), clearAt) - t)
+		retry = time.Duration(a.expiry(te, s.rings.ring(r.ref, r.cap)[i]) - t)
 	}
 	remaining = int(max(0, int64(lim)-used))
 	switch {
-	case !full:
+	case mode&full == 0:
 	case r.count > 0:
 		reset = until(a.expiry(te, s.rings.ring(r.ref, r.cap)[r.head]), t, tu)
 	case allowed && n > 0:
 		reset = until(a.expiry(te, a.stamp(te)), t, tu)
 	default:
-		reset = time.Duration(a.window)
+		reset = time.Duration(te + a.window - t)
 	}
 	v := makeVerdict(allowed, lim, remaining, reset, retry)
 	if noRoom {
@@ -253,9 +227,9 @@ func until(x, t, tu int64) time.Duration {
 
 // admitAtShared returns the earliest instant >= te at which n units fit
 // with the other nodes' units of a shared key: local units in the window
-// (none from clearAt on) plus the remote estimate, both non-increasing in
-// time, so a binary search over (te, te+W+G] finds it.
-func (a *slidingLog) admitAtShared(s *shard[logRec], r *logRec, side []uint32, te, clearAt, n, lim int64) int64 {
+// plus the remote estimate, both non-increasing in time, so a binary
+// search over (te, te+W+G] finds it.
+func (a *slidingLog) admitAtShared(s *shard[logRec], r *logRec, side []uint32, te, n, lim int64) int64 {
 	var buf []uint32
 	if r.count > 0 {
 		buf = s.rings.ring(r.ref, r.cap)
@@ -264,9 +238,6 @@ func (a *slidingLog) admitAtShared(s *shard[logRec], r *logRec, side []uint32, t
 		// Local units still counted at instant at: the ring is in time
 		// order, so count the expired prefix by binary search.
 		lo, hi := uint32(0), r.count
-		if at >= clearAt {
-			lo = hi
-		}
 		for lo < hi {
 			mid := lo + (hi-lo)/2
 			if a.expiry(te, buf[(r.head+mid)%r.cap]) <= at {
@@ -299,16 +270,7 @@ func (a *slidingLog) push(s *shard[logRec], r *logRec, t int64, n, lim uint32) b
 		}
 	}
 	buf := s.rings.ring(r.ref, r.cap)
-	e := a.stamp(t)
-	if r.count > 0 {
-		// After a clock step the shifted stamps (rounded down by less than
-		// a unit) can be a unit later than this one: keep the ring in time
-		// order, which the expiry scan and RetryAfter rely on, by counting
-		// this unit as long as the newest (at most a unit longer).
-		if newest := buf[wrap(r.head+r.count-1, r.cap)]; int32(e-newest) < 0 {
-			e = newest
-		}
-	}
+	e := a.stamp(t) // t never goes back, so the ring stays in time order
 	i := wrap(r.head+r.count, r.cap)
 	for range n {
 		buf[i] = e
@@ -351,34 +313,25 @@ func (a *slidingLog) idle(s *shard[logRec], r *logRec, side []uint32, t int64) b
 	if r.lim&ownLimit != 0 || a.sync != nil && a.sync.holds(side, t) {
 		return false
 	}
-	if r.count == 0 {
-		return true
-	}
-	if t-r.last >= a.window {
+	if r.count == 0 || t-r.last >= a.window+a.unit {
 		return true
 	}
 	newest := s.rings.ring(r.ref, r.cap)[wrap(r.head+r.count-1, r.cap)]
 	return age(a.expiredUpTo(t), newest) >= 0
 }
 
-// standsStill: a shared key decides at its latest instant after a clock
-// step back instead of moving its stamps (see advance).
-func (a *slidingLog) standsStill() bool { return a.sync != nil }
-
 // relimit keeps every timestamp: a key whose limit shrank below its usage
 // waits for enough of them to expire, so shrinking and growing a limit again
 // never loses a count. The ring shrinks once the usage fits the new limit.
-func (a *slidingLog) relimit(s *shard[logRec], r *logRec, _ []uint32, _, lim uint32) {
+func (a *slidingLog) relimit(s *shard[logRec], r *logRec, _, lim uint32) {
 	if r.cap > lim && r.count <= lim {
 		a.resize(s, r, max(lim, r.count))
 	}
 }
 
-func (a *slidingLog) limitWord(r *logRec) uint32       { return r.lim }
-func (a *slidingLog) setLimitWord(r *logRec, w uint32) { r.lim = w }
-func (a *slidingLog) lastSeen(r *logRec) int64         { return r.last }
-func (a *slidingLog) syncLayout() *syncLayout          { return a.sync }
-func (a *slidingLog) sideRef(r *logRec) *uint32        { return &r.side }
+func (a *slidingLog) limitWord(r *logRec) *uint32 { return &r.lim }
+func (a *slidingLog) lastSeen(r *logRec) int64    { return r.last }
+func (a *slidingLog) sideRef(r *logRec) *uint32   { return &r.side }
 
 func (a *slidingLog) release(s *shard[logRec], r *logRec) {
 	if r.cap > 0 {

@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/httplimit"
 	"github.com/shardlimit/shardlimit/internal/mwtest"
 )
 
@@ -48,22 +49,22 @@ func TestCaseB28MiddlewareAllocs(t *testing.T) {
 		{"name": "counter", "path": "/counter", "algorithm": "sliding_counter", "limit": 1000000000, "window": "1m"},
 		{"name": "shut", "path": "/shut", "limit": 1, "window": "1h"}
 	]}`)
-	all := HeaderXRateLimit | HeaderIETF | HeaderVerbose | HeaderRetryAfter
+	all := httplimit.HeaderConfig{IETF: true, Verbose: true}
 	for _, tc := range []struct {
 		name string
-		opts Options
+		opts httplimit.Options
 		hdr  []string
 	}{
-		{"system clock", Options{Headers: all}, nil},
-		{"manual clock", Options{Headers: all, Clock: shardlimit.NewManualClock(mwtest.T0)}, nil},
-		{"identity header", Options{Headers: all, Keys: KeyConfig{Header: "X-Client-ID", UnknownIdentity: UnknownIdentityOwnKey}},
+		{"system clock", httplimit.Options{Headers: all}, nil},
+		{"manual clock", httplimit.Options{Headers: all, Clock: shardlimit.NewManualClock(mwtest.T0)}, nil},
+		{"identity header", httplimit.Options{Headers: all, Keys: httplimit.KeyConfig{Header: "X-Client-ID", UnknownIdentity: httplimit.UnknownIdentityOwnKey}},
 			[]string{"X-Client-ID", "client-1"}},
-		{"unlisted identity", Options{Headers: all, Keys: KeyConfig{Header: "X-Client-ID"}}, []string{"X-Client-ID", "client-1"}},
-		{"trusted proxy", Options{Headers: all, Keys: KeyConfig{TrustedProxies: []string{"192.0.2.0/24", "2001:db8::/32"}}},
+		{"unlisted identity", httplimit.Options{Headers: all, Keys: httplimit.KeyConfig{Header: "X-Client-ID"}}, []string{"X-Client-ID", "client-1"}},
+		{"trusted proxy", httplimit.Options{Headers: all, Keys: httplimit.KeyConfig{TrustedProxies: []string{"192.0.2.0/24", "2001:db8::/32"}}},
 			[]string{"X-Forwarded-For", "198.51.100.7, 2001:db8::99"}},
-		{"trusted proxy, X-Real-IP", Options{Headers: all, Keys: KeyConfig{TrustedProxies: []string{"192.0.2.0/24", "2001:db8::/32"}, ForwardedHeader: XRealIP}},
+		{"trusted proxy, X-Real-IP", httplimit.Options{Headers: all, Keys: httplimit.KeyConfig{TrustedProxies: []string{"192.0.2.0/24", "2001:db8::/32"}, ForwardedHeader: httplimit.XRealIP}},
 			[]string{"X-Real-IP", "2001:db8:1::7"}},
-		{"default headers", Options{}, nil},
+		{"default headers", httplimit.Options{}, nil},
 	} {
 		tc.opts.Rules = rules
 		mw, err := New(Config{Options: tc.opts})
@@ -77,7 +78,7 @@ func TestCaseB28MiddlewareAllocs(t *testing.T) {
 				if n := allocs(h, ctx); n != 0 {
 					t.Errorf("%s, peer %s, %s allowed: %v allocs per request, want 0", tc.name, ip, path, n)
 				}
-				if ctx.Response.StatusCode() != 200 || len(ctx.Response.Header.Peek("X-RateLimit-Remaining")) == 0 && tc.opts.Headers != 0 {
+				if ctx.Response.StatusCode() != 200 || len(ctx.Response.Header.Peek("X-RateLimit-Remaining")) == 0 && tc.opts.Headers != (httplimit.HeaderConfig{OmitXRateLimit: true}) {
 					t.Errorf("%s, %s %s: status %d, headers %q", tc.name, ip, path, ctx.Response.StatusCode(), ctx.Response.Header.Header())
 				}
 			}
@@ -99,7 +100,7 @@ func TestCaseB28MiddlewareAllocs(t *testing.T) {
 		},
 		"alias": func(ctx *fasthttp.RequestCtx, _ []byte) []byte { return ctx.Request.Header.Peek("X-Api-Key") },
 	} {
-		mw, err := New(Config{Options: Options{Rules: rules, Keys: KeyConfig{UnknownIdentity: UnknownIdentityOwnKey}}, KeyFunc: kf})
+		mw, err := New(Config{Options: httplimit.Options{Rules: rules, Keys: httplimit.KeyConfig{UnknownIdentity: httplimit.UnknownIdentityOwnKey}}, KeyFunc: kf})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +112,7 @@ func TestCaseB28MiddlewareAllocs(t *testing.T) {
 	}
 
 	// The allowed path adds nothing to a handler that allocates itself.
-	mw, err := New(Config{Options: Options{Rules: rules, Clock: shardlimit.NewManualClock(mwtest.T0.Add(time.Second))}})
+	mw, err := New(Config{Options: httplimit.Options{Rules: rules, Clock: shardlimit.NewManualClock(mwtest.T0.Add(time.Second))}})
 	if err != nil {
 		t.Fatal(err)
 	}

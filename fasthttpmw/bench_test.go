@@ -7,6 +7,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/shardlimit/shardlimit/httplimit"
 	"github.com/shardlimit/shardlimit/internal/mwtest"
 )
 
@@ -22,12 +23,12 @@ func benchCtx(ip, path string) *fasthttp.RequestCtx {
 // benchHandler is the application: it writes a short body.
 func benchHandler(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("ok") }
 
-func benchMW(b *testing.B, headers HeaderSet) *Middleware {
+func benchMW(b *testing.B, headers httplimit.HeaderConfig) *Middleware {
 	rules := mwtest.MustRules(b, `{"rules": [
 		{"name": "open", "path": "/open", "limit": 1000000000, "window": "1h"},
 		{"name": "shut", "path": "/shut", "limit": 1, "window": "1h"}
 	]}`)
-	mw, err := New(Config{Options: Options{Rules: rules, Headers: headers}})
+	mw, err := New(Config{Options: httplimit.Options{Rules: rules, Headers: headers}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -53,23 +54,23 @@ func BenchmarkBareHandler(b *testing.B) {
 func BenchmarkAllowed(b *testing.B) {
 	for _, ip := range []string{"192.0.2.1", "2001:db8::1"} {
 		b.Run(ip, func(b *testing.B) {
-			runBench(b, benchMW(b, 0).Wrap(benchHandler), benchCtx(ip, "/open"))
+			runBench(b, benchMW(b, httplimit.HeaderConfig{}).Wrap(benchHandler), benchCtx(ip, "/open"))
 		})
 	}
 	b.Run("all-headers", func(b *testing.B) {
-		runBench(b, benchMW(b, HeaderXRateLimit|HeaderIETF|HeaderVerbose|HeaderRetryAfter).Wrap(benchHandler), benchCtx("192.0.2.1", "/open"))
+		runBench(b, benchMW(b, httplimit.HeaderConfig{IETF: true, Verbose: true}).Wrap(benchHandler), benchCtx("192.0.2.1", "/open"))
 	})
 }
 
 // BenchmarkDenied is the 429 path (existing key over its limit).
 func BenchmarkDenied(b *testing.B) {
-	runBench(b, benchMW(b, 0).Wrap(benchHandler), benchCtx("192.0.2.1", "/shut"))
+	runBench(b, benchMW(b, httplimit.HeaderConfig{}).Wrap(benchHandler), benchCtx("192.0.2.1", "/shut"))
 }
 
 // BenchmarkAllowedParallel is the allowed path from many goroutines, each
 // with its own ctx and client.
 func BenchmarkAllowedParallel(b *testing.B) {
-	h := benchMW(b, 0).Wrap(benchHandler)
+	h := benchMW(b, httplimit.HeaderConfig{}).Wrap(benchHandler)
 	b.ReportAllocs()
 	var n atomic.Int32
 	b.RunParallel(func(pb *testing.PB) {

@@ -38,6 +38,7 @@ func TestSpoofedForwardedForIgnored(t *testing.T) { mwtest.SpoofedForwardedFor(t
 func TestTrustedProxyChain(t *testing.T)          { mwtest.TrustedChain(t, harness) }
 func TestForwardedHeaderOnly(t *testing.T)        { mwtest.ForwardedHeader(t, harness) }
 func TestReloadKeepsCounters(t *testing.T)        { mwtest.ReloadKeepsCounters(t, harness) }
+func TestReloadIsAtomic(t *testing.T)             { mwtest.ReloadIsAtomic(t, harness) }
 func TestDryRun(t *testing.T)                     { mwtest.DryRun(t, harness) }
 func TestHooks(t *testing.T)                      { mwtest.Hooks(t, harness) }
 func TestEmptyKeys(t *testing.T)                  { mwtest.EmptyKeys(t, harness) }

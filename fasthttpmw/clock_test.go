@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/httplimit"
 	"github.com/shardlimit/shardlimit/internal/mwtest"
 )
 
@@ -57,7 +58,7 @@ func TestDecisionsUseTheLimitersClock(t *testing.T) {
 	ctx.Init(&req, &net.TCPAddr{IP: net.ParseIP("192.0.2.1"), Port: 40000}, nil)
 
 	spy := &clockSpy{clocks: map[string]shardlimit.Clock{}}
-	mw, err := New(Config{Options: Options{
+	mw, err := New(Config{Options: httplimit.Options{
 		Rules: mwtest.MustRules(t, `{"rules": [
 			{"name": "a", "path": "/a", "limit": 10, "window": "1m"},
 			{"name": "b", "path": "/b", "algorithm": "sliding_log", "limit": 10, "window": "1m"}

@@ -9,19 +9,20 @@ import (
 
 	"github.com/shardlimit/shardlimit"
 	"github.com/shardlimit/shardlimit/fasthttpmw"
+	"github.com/shardlimit/shardlimit/httplimit"
 )
 
 // Clients keyed by address: IPv6 ones by their /64, so two addresses of one
 // network share a budget. The clock is fixed so the output is
 // deterministic; a server leaves Options.Clock nil (a system clock).
 func Example() {
-	rules, err := fasthttpmw.ParseRules([]byte(`{"rules": [
+	rules, err := httplimit.ParseRules([]byte(`{"rules": [
 		{"name": "api", "prefix": "/api", "algorithm": "sliding_log", "limit": 2, "window": "10s"}
 	]}`))
 	if err != nil {
 		panic(err)
 	}
-	mw, err := fasthttpmw.New(fasthttpmw.Config{Options: fasthttpmw.Options{
+	mw, err := fasthttpmw.New(fasthttpmw.Config{Options: httplimit.Options{
 		Rules: rules,
 		Clock: shardlimit.NewManualClock(time.Unix(1_734_480_000, 0)),
 	}})

@@ -2,29 +2,35 @@
 // github.com/valyala/fasthttp: a decorator func(next fasthttp.RequestHandler)
 // fasthttp.RequestHandler that limits each client per route, with tiers,
 // overrides, rules reloadable at runtime and the usual rate-limit headers.
+// What it shares with package httpmw (the net/http middleware) lives in
+// package httplimit: the Options every field of which is documented there,
+// the rule sets and their JSON form (httplimit.LoadRules), the Decision
+// given to hooks, and how requests are answered; Config adds the hooks that
+// take a *fasthttp.RequestCtx.
+//
+//	rules, err := httplimit.LoadRules("rules.json")
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	mw, err := fasthttpmw.New(fasthttpmw.Config{Options: httplimit.Options{
+//		Rules:   rules,
+//		Keys:    httplimit.KeyConfig{Header: "X-Client-ID"},
+//		Headers: httplimit.HeaderConfig{IETF: true}, // adds RateLimit-Policy and RateLimit
+//	}})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	defer mw.Close()
+//	log.Fatal(fasthttp.ListenAndServe("127.0.0.1:8080", mw.Wrap(handler)))
 //
 // Each request is matched to at most one rule; its client key (address or
-// identity, see KeyConfig) is decided by that rule's shardlimit.Limiter at
-// the middleware clock's now, read when the middleware runs: Options.Clock,
-// else a shardlimit.SystemClock which the limiters' janitors share. Not at
-// ctx.Time(): that is the wall time fasthttp read when the request started,
-// stale behind slow middleware in front and subject to wall-clock steps,
-// which would let a janitor on another clock evict keys mid-window (see
-// Options.Clock). For an admitted request the middleware writes the
-// selected fields and calls next; for a denied one it answers 429 Too Many
-// Requests with Retry-After, Content-Type text/plain and a one-line body,
-// or calls Config.Denied. Requests that match no rule pass untouched.
-// Other answers: 500 for a negative cost (Config.Cost), 400 for a missing
-// identity under EmptyKeyReject, 503 for a failed decision under FailClosed
-// (the default; Result.Err is ErrTooManyKeys when a rule's table is full
-// under shardlimit.RejectNewKeys, ErrClosed after Close).
-//
-// Client identities (KeyConfig.Header, Config.KeyFunc) are whatever the
-// client sends. Use them as keys or to grant tiers only when they are
-// authenticated upstream (API keys validated before this middleware): by
-// default an identity that no tier or override lists is ignored and the
-// request keyed by its address, so minting identities buys no budget
-// (KeyConfig.UnknownIdentity).
+// identity, see httplimit.KeyConfig) is decided by that rule's
+// shardlimit.Limiter at the middleware clock's now, read when the
+// middleware runs: Options.Clock, else a shardlimit.SystemClock which the
+// limiters' janitors share. Not at ctx.Time(): that is the wall time
+// fasthttp read when the request started, stale behind slow middleware in
+// front and subject to wall-clock steps, which would let a janitor on
+// another clock evict keys mid-window (see Options.Clock).
 //
 // The allowed path allocates nothing for a known client: the key is built in
 // a pooled buffer, header values are formatted into it and copied into the
@@ -33,14 +39,6 @@
 // ctx.Time(), a server whose handlers do not either can set
 // fasthttp.Server.LazyRequestTime and skip the server's own time.Now per
 // request.
-//
-//	rules, err := fasthttpmw.LoadRules("rules.json")
-//	mw, err := fasthttpmw.New(fasthttpmw.Config{Options: fasthttpmw.Options{
-//		Rules: rules,
-//		Keys:  fasthttpmw.KeyConfig{Header: "X-Client-ID"},
-//	}})
-//	defer mw.Close()
-//	fasthttp.ListenAndServe(":8080", mw.Wrap(handler))
 package fasthttpmw
 
 import (
@@ -50,22 +48,25 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/shardlimit/shardlimit"
-	"github.com/shardlimit/shardlimit/internal/httplimit"
+	"github.com/shardlimit/shardlimit/httplimit"
+	"github.com/shardlimit/shardlimit/internal/mwengine"
 )
 
-// Config configures a Middleware. The embedded Options are shared with
-// package httpmw; the hooks below receive the fasthttp request. Hooks run on
-// the request's goroutine and must be safe for concurrent use.
+// Config configures a Middleware. The embedded httplimit.Options (rules,
+// keys, response fields, algorithm, clock, error policy; see go doc
+// httplimit.Options) are shared with package httpmw; the hooks below
+// receive the fasthttp request. Hooks run on the request's goroutine and
+// must be safe for concurrent use.
 type Config struct {
-	Options
+	httplimit.Options
 
 	// KeyFunc, if set, returns the client identity: either dst with the
-	// identity appended (dst has room for KeyConfig.MaxKeyBytes, so this
-	// does not allocate) or a slice of request memory such as
+	// identity appended (dst has room for httplimit.KeyConfig.MaxKeyBytes,
+	// so this does not allocate) or a slice of request memory such as
 	// ctx.Request.Header.Peek(...). The result must stay valid until the
-	// handler returns; the middleware copies what it keeps.
-	// An empty result is treated per KeyConfig.EmptyKey, one that no tier
-	// or override lists per KeyConfig.UnknownIdentity (by default like an
+	// handler returns; the middleware copies what it keeps. An empty
+	// result is treated per KeyConfig.EmptyKey, one that no tier or
+	// override lists per KeyConfig.UnknownIdentity (by default like an
 	// empty one). It is an error to set both KeyFunc and KeyConfig.Header.
 	KeyFunc func(ctx *fasthttp.RequestCtx, dst []byte) []byte
 
@@ -83,27 +84,30 @@ type Config struct {
 	// Denied, if set, answers denied requests instead of the default 429
 	// body. When it is called the rate-limit fields (including Retry-After)
 	// are set and the status is 429; it may change anything.
-	Denied func(ctx *fasthttp.RequestCtx, d Decision)
+	Denied func(ctx *fasthttp.RequestCtx, d httplimit.Decision)
 }
 
 // Middleware limits requests to the handlers it wraps. All methods are safe
 // for concurrent use; one Middleware may wrap any number of handlers, which
 // then share its rules and counters.
 type Middleware struct {
-	e       *httplimit.Engine
+	e       *mwengine.Engine
 	header  string
 	keyFunc func(*fasthttp.RequestCtx, []byte) []byte
 	skip    func(*fasthttp.RequestCtx) bool
 	cost    func(*fasthttp.RequestCtx) int
-	denied  func(*fasthttp.RequestCtx, Decision)
+	denied  func(*fasthttp.RequestCtx, httplimit.Decision)
 	clock   shardlimit.Clock
 	fwd     string // the forwarding header believed from trusted proxies
 }
 
-// New validates cfg and returns a Middleware with cfg.Rules in force. Errors
-// wrap shardlimit.ErrInvalidConfig. Close releases its limiters.
+// New validates cfg (see httplimit.Options.Validate) and returns a
+// Middleware with cfg.Rules in force. Errors wrap
+// shardlimit.ErrInvalidConfig; nil Rules, or rules without a single rule
+// that do not say limiting is off, wrap httplimit.ErrNoRules too. Close
+// releases its limiters.
 func New(cfg Config) (*Middleware, error) {
-	e, err := httplimit.NewEngine(cfg.Options, cfg.KeyFunc != nil)
+	e, err := mwengine.New(cfg.Options, cfg.KeyFunc != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -121,17 +125,27 @@ func New(cfg Config) (*Middleware, error) {
 
 // Wrap returns next limited by m: the decorator
 // func(next fasthttp.RequestHandler) fasthttp.RequestHandler.
+//
+// Wrap panics if m is nil or was not built by New (New returned an error
+// that was ignored), so that such a server fails when it is set up rather
+// than on its first request.
 func (m *Middleware) Wrap(next fasthttp.RequestHandler) fasthttp.RequestHandler {
+	if m == nil || m.e == nil {
+		panic("fasthttpmw: Wrap on a Middleware that New did not build (was New's error ignored?)")
+	}
 	return func(ctx *fasthttp.RequestCtx) { m.serve(ctx, next) }
 }
 
-// Reload replaces the rules in force, keeping the counters of rules whose
-// name, algorithm, window and buckets are unchanged. An invalid r returns an
-// error wrapping shardlimit.ErrInvalidConfig and changes nothing.
-func (m *Middleware) Reload(r *Rules) error { return m.e.Reload(r) }
+// Reload replaces the rules in force by r, atomically for requests, keeping
+// the counters of rules whose name, algorithm, window and buckets are
+// unchanged and of rules that come back (see "Reloading rules" in package
+// httplimit). An invalid r, or one without rules that does not say
+// limiting is off, returns an error wrapping shardlimit.ErrInvalidConfig
+// and changes nothing. Reload after Close returns shardlimit.ErrClosed.
+func (m *Middleware) Reload(r *httplimit.Rules) error { return m.e.Reload(r) }
 
 // Stats returns the middleware's counters.
-func (m *Middleware) Stats() Stats { return m.e.Stats() }
+func (m *Middleware) Stats() httplimit.Stats { return m.e.Stats() }
 
 // RuleStats returns the limiter counters of each rule in force, by name.
 func (m *Middleware) RuleStats() map[string]shardlimit.Stats { return m.e.RuleStats() }
@@ -149,12 +163,12 @@ func (m *Middleware) serve(ctx *fasthttp.RequestCtx, next fasthttp.RequestHandle
 	// Fields are set one by one: a composite literal of this size is built
 	// in a temporary and copied in 16-byte moves that read 8-byte stores,
 	// which stalls store forwarding (pprof put 6% of the allowed path there).
-	var q httplimit.Request[[]byte]
+	var q mwengine.Request[[]byte]
 	q.Method, q.Path, q.Cost = ctx.Method(), ctx.Path(), 1
 	peer := peerAddr(ctx)
 	q.Client = peer
 	if m.e.Trusts(peer) {
-		q.Client = httplimit.ClientAddr(m.e, peer, ctx.Request.Header.PeekAll(m.fwd))
+		q.Client = mwengine.ClientAddr(m.e, peer, ctx.Request.Header.PeekAll(m.fwd))
 	}
 	switch {
 	case m.header != "":
@@ -167,53 +181,26 @@ func (m *Middleware) serve(ctx *fasthttp.RequestCtx, next fasthttp.RequestHandle
 		q.Cost = m.cost(ctx)
 	}
 	q.Now = m.clock.Now() // not ctx.Time(): see Options.Clock
-	var d httplimit.Decision
-	httplimit.Decide(m.e, sc, &q, &d)
-	switch d.Action() {
-	case httplimit.ActionPass, httplimit.ActionErrorPass:
+	var o mwengine.Outcome
+	mwengine.Decide(m.e, sc, &q, &o)
+	rp := m.e.Reply(sc, &o, m.denied != nil)
+	h := &ctx.Response.Header
+	setFields(h, &sc.Fields)
+	switch {
+	case rp.Next:
 		m.e.PutScratch(sc)
 		next(ctx)
-		return
-	case httplimit.ActionBadCost:
+	case rp.Hook:
 		m.e.PutScratch(sc)
-		m.plain(ctx, fasthttp.StatusInternalServerError, httplimit.BodyBadCost)
-		return
-	case httplimit.ActionNoIdentity:
+		ctx.SetStatusCode(fasthttp.StatusTooManyRequests)
+		m.denied(ctx, o.Decision)
+	default:
+		ctx.SetStatusCode(rp.Status)
+		h.SetContentTypeBytes(contentType)
+		h.SetCanonical(nosniffKey, nosniff)
+		ctx.SetBody(rp.Body) // copies
 		m.e.PutScratch(sc)
-		m.plain(ctx, fasthttp.StatusBadRequest, httplimit.BodyNoIdentity)
-		return
-	case httplimit.ActionError:
-		m.e.PutScratch(sc)
-		m.plain(ctx, fasthttp.StatusServiceUnavailable, httplimit.BodyUnavailable)
-		return
 	}
-	var fs httplimit.Fields
-	fs.Buf = sc.Val[:0]
-	m.e.FormatFields(&fs, &d)
-	setFields(&ctx.Response.Header, &fs)
-	sc.Val = fs.Buf
-	if d.Action() != httplimit.ActionDeny {
-		m.e.PutScratch(sc)
-		next(ctx)
-		return
-	}
-	ctx.SetStatusCode(fasthttp.StatusTooManyRequests)
-	if m.denied != nil {
-		m.e.PutScratch(sc)
-		m.denied(ctx, d)
-		return
-	}
-	ctx.SetContentType(httplimit.ContentType)
-	sc.Val = httplimit.AppendDenyBody(sc.Val[:0], &d)
-	ctx.SetBody(sc.Val)
-	m.e.PutScratch(sc)
-}
-
-// plain answers with status and a text/plain body.
-func (m *Middleware) plain(ctx *fasthttp.RequestCtx, status int, body string) {
-	ctx.SetStatusCode(status)
-	ctx.SetContentType(httplimit.ContentType)
-	ctx.SetBodyString(body)
 }
 
 // peerAddr returns the TCP peer's address, or the invalid Addr for a peer
@@ -226,19 +213,27 @@ func peerAddr(ctx *fasthttp.RequestCtx) netip.Addr {
 	return netip.Addr{}
 }
 
-// fieldKeys are httplimit.FieldNames as byte slices.
-var fieldKeys = func() (k [httplimit.NumFields][]byte) {
-	for i, name := range httplimit.FieldNames {
+// fieldKeys are mwengine.FieldNames as byte slices.
+var fieldKeys = func() (k [mwengine.NumFields][]byte) {
+	for i, name := range mwengine.FieldNames {
 		k[i] = []byte(name)
 	}
 	return k
 }()
 
+// The fields of the answers the middleware writes itself, as byte slices
+// (never modified).
+var (
+	contentType = []byte(mwengine.ContentType)
+	nosniffKey  = []byte("X-Content-Type-Options")
+	nosniff     = []byte(mwengine.NoSniff)
+)
+
 // setFields sets the fields fs in h, replacing any of the same names (a
 // handler's, or an outer middleware's). SetCanonical copies each value into
 // the header's reused storage and skips normalising the names, which are
 // canonical already.
-func setFields(h *fasthttp.ResponseHeader, fs *httplimit.Fields) {
+func setFields(h *fasthttp.ResponseHeader, fs *mwengine.Fields) {
 	for i := range fs.Len() {
 		h.SetCanonical(fieldKeys[fs.Field(i)], fs.Value(i))
 	}

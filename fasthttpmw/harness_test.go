@@ -1,12 +1,15 @@
 package fasthttpmw
 
 import (
+	"errors"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/httplimit"
 	"github.com/shardlimit/shardlimit/internal/mwtest"
 )
 
@@ -40,7 +43,7 @@ func start(t *testing.T, s mwtest.Setup) *mwtest.Target {
 		cfg.Skip = func(ctx *fasthttp.RequestCtx) bool { return string(ctx.Path()) == s.SkipPath }
 	}
 	if s.CustomDenied {
-		cfg.Denied = func(ctx *fasthttp.RequestCtx, d Decision) {
+		cfg.Denied = func(ctx *fasthttp.RequestCtx, d httplimit.Decision) {
 			ctx.Response.Header.Set("X-Denied-By", "custom")
 			ctx.SetBodyString("custom denied\n")
 		}
@@ -78,4 +81,23 @@ func start(t *testing.T, s mwtest.Setup) *mwtest.Target {
 func okHandler(ctx *fasthttp.RequestCtx) {
 	ctx.SetContentType("text/plain; charset=utf-8")
 	ctx.SetBodyString("ok\n")
+}
+
+// TestNewWithoutRules checks that New refuses a config without rules with
+// ErrNoRules, and that Wrap on the nil Middleware it returned panics when
+// the server is set up, not on its first request.
+func TestNewWithoutRules(t *testing.T) {
+	for _, rules := range []*httplimit.Rules{nil, {}} {
+		mw, err := New(Config{Options: httplimit.Options{Rules: rules}})
+		if !errors.Is(err, httplimit.ErrNoRules) || !errors.Is(err, shardlimit.ErrInvalidConfig) || mw != nil {
+			t.Fatalf("New with rules %v: %v, %v; want ErrNoRules", rules, mw, err)
+		}
+	}
+	var mw *Middleware
+	defer func() {
+		if recover() == nil {
+			t.Error("Wrap on a nil Middleware did not panic")
+		}
+	}()
+	mw.Wrap(okHandler)
 }

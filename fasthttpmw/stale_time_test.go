@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/httplimit"
 	"github.com/shardlimit/shardlimit/internal/mwtest"
 )
 
@@ -28,8 +29,8 @@ func TestStaleRequestTimesDoNotMultiplyTheLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("load test; skipped with -short")
 	}
-	rules := &Rules{Rules: []Rule{{Name: "r", Path: "/x", Algorithm: shardlimit.SlidingLog, Limit: 10, Window: time.Second}}}
-	mw, err := New(Config{Options: Options{Rules: rules}})
+	rules := &httplimit.Rules{Rules: []httplimit.Rule{{Name: "r", Path: "/x", Algorithm: shardlimit.SlidingLog, Limit: 10, Window: time.Second}}}
+	mw, err := New(Config{Options: httplimit.Options{Rules: rules}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/shardlimit/shardlimit/httplimit"
 	"github.com/shardlimit/shardlimit/internal/mwtest"
 )
 
@@ -21,17 +22,17 @@ func TestAllocs(t *testing.T) {
 		{"name": "open", "path": "/open", "limit": 1000000000, "window": "1m"},
 		{"name": "shut", "path": "/shut", "limit": 1, "window": "1h"}
 	]}`)
-	all := HeaderXRateLimit | HeaderIETF | HeaderVerbose | HeaderRetryAfter
+	all := httplimit.HeaderConfig{IETF: true, Verbose: true}
 	for _, tc := range []struct {
 		name    string
-		headers HeaderSet
+		headers httplimit.HeaderConfig
 		want    [2]float64 // allowed, denied
 	}{
-		{"default headers", 0, [2]float64{2, 2}},
+		{"default headers", httplimit.HeaderConfig{}, [2]float64{2, 2}},
 		{"all headers", all, [2]float64{2, 2}},
-		{"no headers", HeaderNone, [2]float64{0, 1}},
+		{"no headers", httplimit.HeaderConfig{OmitXRateLimit: true, OmitRetryAfter: true}, [2]float64{0, 1}},
 	} {
-		mw, err := New(Config{Options: Options{Rules: rules, Headers: tc.headers}})
+		mw, err := New(Config{Options: httplimit.Options{Rules: rules, Headers: tc.headers}})
 		if err != nil {
 			t.Fatal(err)
 		}

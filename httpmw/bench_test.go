@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/shardlimit/shardlimit/httplimit"
 	"github.com/shardlimit/shardlimit/internal/mwtest"
 )
 
@@ -29,7 +30,7 @@ func runBench(b *testing.B, h http.Handler, path string) {
 }
 
 func benchMW(b *testing.B) *Middleware {
-	mw, err := New(Config{Options: Options{Rules: mwtest.MustRules(b, `{"rules": [
+	mw, err := New(Config{Options: httplimit.Options{Rules: mwtest.MustRules(b, `{"rules": [
 		{"name": "open", "path": "/open", "limit": 1000000000, "window": "1h"},
 		{"name": "shut", "path": "/shut", "limit": 1, "window": "1h"}
 	]}`)}})

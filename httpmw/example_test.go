@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/httplimit"
 	"github.com/shardlimit/shardlimit/httpmw"
 )
 
@@ -14,7 +15,7 @@ import (
 // identity the rules do not list ("anonymous") is keyed by the client's
 // address. The clock is fixed so the output is deterministic.
 func Example() {
-	rules, err := httpmw.ParseRules([]byte(`{
+	rules, err := httplimit.ParseRules([]byte(`{
 		"rules": [{"name": "foo", "path": "/foo", "algorithm": "fixed_window", "limit": 2, "window": "1m"}],
 		"tiers": [{"name": "gold", "clients": ["client-1"], "rules": [
 			{"name": "gold-foo", "path": "/foo", "algorithm": "fixed_window", "limit": 10, "window": "1m"}
@@ -23,10 +24,10 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	mw, err := httpmw.New(httpmw.Config{Options: httpmw.Options{
+	mw, err := httpmw.New(httpmw.Config{Options: httplimit.Options{
 		Rules:   rules,
-		Keys:    httpmw.KeyConfig{Header: "X-Client-ID"},
-		Headers: httpmw.HeaderXRateLimit | httpmw.HeaderIETF | httpmw.HeaderRetryAfter,
+		Keys:    httplimit.KeyConfig{Header: "X-Client-ID"},
+		Headers: httplimit.HeaderConfig{IETF: true}, // adds RateLimit-Policy and RateLimit to the X-RateLimit trio
 		Clock:   shardlimit.NewManualClock(time.Unix(1_734_480_015, 0)),
 	}})
 	if err != nil {

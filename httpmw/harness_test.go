@@ -1,11 +1,14 @@
 package httpmw
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"testing"
 
+	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/httplimit"
 	"github.com/shardlimit/shardlimit/internal/mwtest"
 )
 
@@ -37,7 +40,7 @@ func start(t *testing.T, s mwtest.Setup) *mwtest.Target {
 		cfg.Skip = func(r *http.Request) bool { return r.URL.Path == s.SkipPath }
 	}
 	if s.CustomDenied {
-		cfg.Denied = func(w http.ResponseWriter, r *http.Request, d Decision) {
+		cfg.Denied = func(w http.ResponseWriter, r *http.Request, d httplimit.Decision) {
 			w.Header().Set("X-Denied-By", "custom")
 			w.WriteHeader(http.StatusTooManyRequests)
 			_, _ = w.Write([]byte("custom denied\n"))
@@ -69,4 +72,23 @@ func start(t *testing.T, s mwtest.Setup) *mwtest.Target {
 func okHandler(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = w.Write([]byte("ok\n"))
+}
+
+// TestNewWithoutRules checks that New refuses a config without rules with
+// ErrNoRules, and that Wrap on the nil Middleware it returned panics when
+// the server is set up, not on its first request.
+func TestNewWithoutRules(t *testing.T) {
+	for _, rules := range []*httplimit.Rules{nil, {}} {
+		mw, err := New(Config{Options: httplimit.Options{Rules: rules}})
+		if !errors.Is(err, httplimit.ErrNoRules) || !errors.Is(err, shardlimit.ErrInvalidConfig) || mw != nil {
+			t.Fatalf("New with rules %v: %v, %v; want ErrNoRules", rules, mw, err)
+		}
+	}
+	var mw *Middleware
+	defer func() {
+		if recover() == nil {
+			t.Error("Wrap on a nil Middleware did not panic")
+		}
+	}()
+	mw.Wrap(http.HandlerFunc(okHandler))
 }

@@ -1,47 +1,42 @@
 // Package httpmw is shardlimit's rate-limiting middleware for net/http: a
 // decorator func(http.Handler) http.Handler that limits each client per
 // route, with tiers, overrides, rules reloadable at runtime and the usual
-// rate-limit headers. It shares its rules, key extraction and header
-// formatting with package fasthttpmw.
+// rate-limit headers. What it shares with package fasthttpmw lives in
+// package httplimit: the Options every field of which is documented there,
+// the rule sets and their JSON form (httplimit.LoadRules), the Decision
+// given to hooks, and how requests are answered; Config adds the hooks that
+// take an *http.Request.
+//
+//	rules, err := httplimit.LoadRules("rules.json")
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	mw, err := httpmw.New(httpmw.Config{Options: httplimit.Options{
+//		Rules:   rules,
+//		Keys:    httplimit.KeyConfig{Header: "X-Client-ID"},
+//		Headers: httplimit.HeaderConfig{IETF: true}, // adds RateLimit-Policy and RateLimit
+//	}})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	defer mw.Close()
+//	log.Fatal(http.ListenAndServe("127.0.0.1:8080", mw.Wrap(mux)))
 //
 // Each request is matched to at most one rule; its client key (address or
-// identity, see KeyConfig) is decided by that rule's shardlimit.Limiter at
-// the middleware clock's now, read when the middleware runs: Options.Clock,
-// else a shardlimit.SystemClock which the limiters' janitors share, so
-// decisions and evictions agree and wall-clock steps do not matter (see
-// Options.Clock). For an admitted request the middleware sets
-// the selected fields on the ResponseWriter's header and calls next; for a
-// denied one it answers 429 Too Many Requests with Retry-After, Content-Type
-// text/plain and a one-line body, or calls Config.Denied. Requests that
-// match no rule pass untouched. Other answers: 500 for a negative cost
-// (Config.Cost), 400 for a missing identity under EmptyKeyReject, 503 for a
-// failed decision under FailClosed (the default; Result.Err is
-// ErrTooManyKeys when a rule's table is full under
-// shardlimit.RejectNewKeys, ErrClosed after Close).
-//
-// Client identities (KeyConfig.Header, Config.KeyFunc) are whatever the
-// client sends. Use them as keys or to grant tiers only when they are
-// authenticated upstream (API keys validated before this middleware): by
-// default an identity that no tier or override lists is ignored and the
-// request keyed by its address, so minting identities buys no budget
-// (KeyConfig.UnknownIdentity).
+// identity, see httplimit.KeyConfig) is decided by that rule's
+// shardlimit.Limiter at the middleware clock's now, read when the
+// middleware runs: Options.Clock, else a shardlimit.SystemClock which the
+// limiters' janitors share, so decisions and evictions agree and
+// wall-clock steps do not matter (see Options.Clock).
 //
 // For a known client the middleware allocates twice per limited request,
 // however many fields it writes: one string holding every field value and
 // one array backing every field's []string (net/http header values must be
-// strings).
+// strings, and the varying ones cannot be cached).
 //
 // Paths are matched after cleaning (as http.ServeMux cleans them: "//foo"
 // and "/a/../foo" match rules for "/foo"), so a router that does not clean
 // paths cannot be used to slip past an exact-path rule.
-//
-//	rules, err := httpmw.LoadRules("rules.json")
-//	mw, err := httpmw.New(httpmw.Config{Options: httpmw.Options{
-//		Rules: rules,
-//		Keys:  httpmw.KeyConfig{Header: "X-Client-ID"},
-//	}})
-//	defer mw.Close()
-//	http.ListenAndServe(":8080", mw.Wrap(mux))
 package httpmw
 
 import (
@@ -51,19 +46,22 @@ import (
 	"strings"
 
 	"github.com/shardlimit/shardlimit"
-	"github.com/shardlimit/shardlimit/internal/httplimit"
+	"github.com/shardlimit/shardlimit/httplimit"
+	"github.com/shardlimit/shardlimit/internal/mwengine"
 )
 
-// Config configures a Middleware. The embedded Options are shared with
-// package fasthttpmw; the hooks below receive the net/http request. Hooks
-// run on the request's goroutine and must be safe for concurrent use.
+// Config configures a Middleware. The embedded httplimit.Options (rules,
+// keys, response fields, algorithm, clock, error policy; see go doc
+// httplimit.Options) are shared with package fasthttpmw; the hooks below
+// receive the net/http request. Hooks run on the request's goroutine and
+// must be safe for concurrent use.
 type Config struct {
-	Options
+	httplimit.Options
 
 	// KeyFunc, if set, returns the client identity. An empty result is
-	// treated per KeyConfig.EmptyKey, one that no tier or override lists
-	// per KeyConfig.UnknownIdentity (by default like an empty one). It is
-	// an error to set both KeyFunc and KeyConfig.Header.
+	// treated per httplimit.KeyConfig.EmptyKey, one that no tier or
+	// override lists per KeyConfig.UnknownIdentity (by default like an
+	// empty one). It is an error to set both KeyFunc and KeyConfig.Header.
 	KeyFunc func(r *http.Request) string
 
 	// Skip, if set and returning true, passes the request to next without
@@ -81,27 +79,30 @@ type Config struct {
 	// When it is called the rate-limit fields (including Retry-After) are
 	// set on w.Header() but nothing is written: it must write the status
 	// (usually http.StatusTooManyRequests) and body itself.
-	Denied func(w http.ResponseWriter, r *http.Request, d Decision)
+	Denied func(w http.ResponseWriter, r *http.Request, d httplimit.Decision)
 }
 
 // Middleware limits requests to the handlers it wraps. All methods are safe
 // for concurrent use; one Middleware may wrap any number of handlers, which
 // then share its rules and counters.
 type Middleware struct {
-	e       *httplimit.Engine
+	e       *mwengine.Engine
 	header  string
 	keyFunc func(*http.Request) string
 	skip    func(*http.Request) bool
 	cost    func(*http.Request) int
-	denied  func(http.ResponseWriter, *http.Request, Decision)
+	denied  func(http.ResponseWriter, *http.Request, httplimit.Decision)
 	clock   shardlimit.Clock
 	fwd     string // the forwarding header believed from trusted proxies
 }
 
-// New validates cfg and returns a Middleware with cfg.Rules in force. Errors
-// wrap shardlimit.ErrInvalidConfig. Close releases its limiters.
+// New validates cfg (see httplimit.Options.Validate) and returns a
+// Middleware with cfg.Rules in force. Errors wrap
+// shardlimit.ErrInvalidConfig; nil Rules, or rules without a single rule
+// that do not say limiting is off, wrap httplimit.ErrNoRules too. Close
+// releases its limiters.
 func New(cfg Config) (*Middleware, error) {
-	e, err := httplimit.NewEngine(cfg.Options, cfg.KeyFunc != nil)
+	e, err := mwengine.New(cfg.Options, cfg.KeyFunc != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -119,17 +120,27 @@ func New(cfg Config) (*Middleware, error) {
 
 // Wrap returns next limited by m: the decorator
 // func(http.Handler) http.Handler.
+//
+// Wrap panics if m is nil or was not built by New (New returned an error
+// that was ignored), so that such a server fails when it is set up rather
+// than on its first request.
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
+	if m == nil || m.e == nil {
+		panic("httpmw: Wrap on a Middleware that New did not build (was New's error ignored?)")
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
 }
 
-// Reload replaces the rules in force, keeping the counters of rules whose
-// name, algorithm, window and buckets are unchanged. An invalid r returns an
-// error wrapping shardlimit.ErrInvalidConfig and changes nothing.
-func (m *Middleware) Reload(r *Rules) error { return m.e.Reload(r) }
+// Reload replaces the rules in force by r, atomically for requests, keeping
+// the counters of rules whose name, algorithm, window and buckets are
+// unchanged and of rules that come back (see "Reloading rules" in package
+// httplimit). An invalid r, or one without rules that does not say
+// limiting is off, returns an error wrapping shardlimit.ErrInvalidConfig
+// and changes nothing. Reload after Close returns shardlimit.ErrClosed.
+func (m *Middleware) Reload(r *httplimit.Rules) error { return m.e.Reload(r) }
 
 // Stats returns the middleware's counters.
-func (m *Middleware) Stats() Stats { return m.e.Stats() }
+func (m *Middleware) Stats() httplimit.Stats { return m.e.Stats() }
 
 // RuleStats returns the limiter counters of each rule in force, by name.
 func (m *Middleware) RuleStats() map[string]shardlimit.Stats { return m.e.RuleStats() }
@@ -144,12 +155,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	sc := m.e.GetScratch()
-	var q httplimit.Request[string] // fields set one by one, as in fasthttpmw
+	var q mwengine.Request[string] // fields set one by one, as in fasthttpmw
 	q.Method, q.Path, q.Cost = r.Method, cleanPath(r.URL.Path), 1
 	peer := peerAddr(r.RemoteAddr)
 	q.Client = peer
 	if m.e.Trusts(peer) {
-		q.Client = httplimit.ClientAddr(m.e, peer, r.Header[m.fwd])
+		q.Client = mwengine.ClientAddr(m.e, peer, r.Header[m.fwd])
 	}
 	switch {
 	case m.header != "":
@@ -161,61 +172,28 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		q.Cost = m.cost(r)
 	}
 	q.Now = m.clock.Now()
-	var d httplimit.Decision
-	httplimit.Decide(m.e, sc, &q, &d)
-	switch d.Action() {
-	case httplimit.ActionPass, httplimit.ActionErrorPass:
+	var o mwengine.Outcome
+	mwengine.Decide(m.e, sc, &q, &o)
+	rp := m.e.Reply(sc, &o, m.denied != nil)
+	h := w.Header()
+	switch {
+	case rp.Next:
+		setFields(h, &sc.Fields, 0)
 		m.e.PutScratch(sc)
 		next.ServeHTTP(w, r)
-		return
-	case httplimit.ActionBadCost:
+	case rp.Hook:
+		setFields(h, &sc.Fields, 0)
 		m.e.PutScratch(sc)
-		plain(w, http.StatusInternalServerError, httplimit.BodyBadCost)
-		return
-	case httplimit.ActionNoIdentity:
+		m.denied(w, r, o.Decision)
+	default:
+		// The answer's own fields share the rate-limit fields' allocation.
+		own := setFields(h, &sc.Fields, 2)
+		own[0], own[1] = mwengine.ContentType, mwengine.NoSniff
+		h["Content-Type"], h["X-Content-Type-Options"] = own[0:1:1], own[1:2:2]
+		w.WriteHeader(rp.Status)
+		_, _ = w.Write(rp.Body) // the client may have gone; nothing to do
 		m.e.PutScratch(sc)
-		plain(w, http.StatusBadRequest, httplimit.BodyNoIdentity)
-		return
-	case httplimit.ActionError:
-		m.e.PutScratch(sc)
-		plain(w, http.StatusServiceUnavailable, httplimit.BodyUnavailable)
-		return
 	}
-	var fs httplimit.Fields
-	fs.Buf = sc.Val[:0]
-	m.e.FormatFields(&fs, &d)
-	sc.Val = fs.Buf
-	h := w.Header()
-	if d.Action() != httplimit.ActionDeny {
-		setFields(h, &fs, 0)
-		m.e.PutScratch(sc)
-		next.ServeHTTP(w, r)
-		return
-	}
-	if m.denied != nil {
-		setFields(h, &fs, 0)
-		m.e.PutScratch(sc)
-		m.denied(w, r, d)
-		return
-	}
-	// The 429's own fields share the rate-limit fields' allocation.
-	own := setFields(h, &fs, 2)
-	own[0], own[1] = httplimit.ContentType, "nosniff"
-	h["Content-Type"], h["X-Content-Type-Options"] = own[0:1:1], own[1:2:2]
-	body := httplimit.AppendDenyBody(sc.Val[:0], &d)
-	w.WriteHeader(http.StatusTooManyRequests)
-	_, _ = w.Write(body) // the client may have gone; nothing to do
-	sc.Val = body
-	m.e.PutScratch(sc)
-}
-
-// plain answers with status and a text/plain body.
-func plain(w http.ResponseWriter, status int, body string) {
-	h := w.Header()
-	h.Set("Content-Type", httplimit.ContentType)
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_, _ = w.Write([]byte(body))
 }
 
 // first returns vs[0], or "".
@@ -228,7 +206,7 @@ func first(vs []string) string {
 
 // peerAddr parses http.Request.RemoteAddr ("ip:port", or a bare address as
 // some test harnesses set it); the invalid Addr if it is neither.
-func peerAddr(s string) netip.Addr { return httplimit.ParseRemoteAddr(s) }
+func peerAddr(s string) netip.Addr { return mwengine.ParseRemoteAddr(s) }
 
 // cleanPath returns p cleaned like http.ServeMux does (rooted, no "." or
 // ".." elements, no repeated slashes, a trailing slash kept), allocating
@@ -276,7 +254,7 @@ func isClean(p string) bool {
 // twice whatever the number of fields: one string holding every value and
 // one array backing every field's []string (each capped at one element, so
 // a handler's Add to one field cannot overwrite the next).
-func setFields(h http.Header, fs *httplimit.Fields, extra int) []string {
+func setFields(h http.Header, fs *mwengine.Fields, extra int) []string {
 	n := fs.Len()
 	if n+extra == 0 {
 		return nil
@@ -287,7 +265,7 @@ func setFields(h http.Header, fs *httplimit.Fields, extra int) []string {
 	for i := range n {
 		end := fs.End(i)
 		vals[i] = all[start:end]
-		h[httplimit.FieldNames[fs.Field(i)]] = vals[i : i+1 : i+1]
+		h[mwengine.FieldNames[fs.Field(i)]] = vals[i : i+1 : i+1]
 		start = end
 	}
 	return vals[n:]

@@ -8,6 +8,7 @@ import (
 
 	"github.com/shardlimit/shardlimit"
 	"github.com/shardlimit/shardlimit/fasthttpmw"
+	"github.com/shardlimit/shardlimit/httplimit"
 	"github.com/ulule/limiter/v3"
 	ulfasthttp "github.com/ulule/limiter/v3/drivers/middleware/fasthttp"
 	"github.com/ulule/limiter/v3/drivers/store/memory"
@@ -65,13 +66,13 @@ func ulule(_ testing.TB, limit int) (fasthttp.RequestHandler, func()) {
 // headers (X-RateLimit-* and Retry-After) and the default key (the client
 // IP), janitor disabled.
 func ours(tb testing.TB, alg shardlimit.Algorithm, limit int) (fasthttp.RequestHandler, func()) {
-	rules, err := fasthttpmw.ParseRules(fmt.Appendf(nil,
+	rules, err := httplimit.ParseRules(fmt.Appendf(nil,
 		`{"rules":[{"name":"all","prefix":"/","algorithm":%q,"limit":%d,"window":%q}]}`,
 		alg.String(), limit, window.String()))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	m, err := fasthttpmw.New(fasthttpmw.Config{Options: fasthttpmw.Options{
+	m, err := fasthttpmw.New(fasthttpmw.Config{Options: httplimit.Options{
 		Rules:   rules,
 		Limiter: shardlimit.Config{JanitorInterval: -1},
 	}})

@@ -76,7 +76,7 @@ func main() {
 	case errors.Is(err, errInterrupted):
 		os.Exit(130)
 	case errors.Is(err, flag.ErrHelp):
-		os.Exit(2)
+		// -h: the usage went to stderr; status 0, as the flag package's own.
 	default:
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
 		os.Exit(2)

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"os"
+	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,10 +15,17 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/shardlimit/shardlimit/fasthttpmw"
+	"github.com/shardlimit/shardlimit/httplimit"
 )
 
 // TestMain fails the package if a test leaves a goroutine running.
 func TestMain(m *testing.M) {
+	if args, ok := os.LookupEnv("LOADGEN_ARGS"); ok {
+		// Run as the command itself: see TestExitStatus.
+		os.Args = append([]string{os.Args[0]}, strings.Fields(args)...)
+		main()
+		os.Exit(0)
+	}
 	// fasthttp's process-wide Date refresher (started by the test servers)
 	// never stops, by design; every other goroutine, the generator's and
 	// the client's connection cleaner included, must be gone.
@@ -44,13 +54,13 @@ func (s *syncBuffer) String() string {
 
 // server describes a test server.
 type server struct {
-	rules   string               // JSON rules
-	headers fasthttpmw.HeaderSet // 0: the demo's set
-	delay   time.Duration        // added to every answer
+	rules   string                  // JSON rules
+	headers *httplimit.HeaderConfig // nil: the demo's
+	delay   time.Duration           // added to every answer
 }
 
 // demoHeaders are the fields the demo server writes.
-const demoHeaders = fasthttpmw.HeaderXRateLimit | fasthttpmw.HeaderIETF | fasthttpmw.HeaderVerbose | fasthttpmw.HeaderRetryAfter
+var demoHeaders = httplimit.HeaderConfig{IETF: true, Verbose: true}
 
 // start runs a fasthttp server limited by fasthttpmw with s's rules and
 // X-Client-ID identities (else the address), on an ephemeral loopback port;
@@ -60,17 +70,17 @@ const demoHeaders = fasthttpmw.HeaderXRateLimit | fasthttpmw.HeaderIETF | fastht
 // down at the end of the test. It returns the server's URL.
 func (s server) start(t *testing.T) string {
 	t.Helper()
-	rules, err := fasthttpmw.ParseRules([]byte(s.rules))
+	rules, err := httplimit.ParseRules([]byte(s.rules))
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := s.headers
-	if h == 0 {
-		h = demoHeaders
+	h := demoHeaders
+	if s.headers != nil {
+		h = *s.headers
 	}
-	mw, err := fasthttpmw.New(fasthttpmw.Config{Options: fasthttpmw.Options{
+	mw, err := fasthttpmw.New(fasthttpmw.Config{Options: httplimit.Options{
 		Rules:   rules,
-		Keys:    fasthttpmw.KeyConfig{Header: "X-Client-ID", UnknownIdentity: fasthttpmw.UnknownIdentityOwnKey},
+		Keys:    httplimit.KeyConfig{Header: "X-Client-ID", UnknownIdentity: httplimit.UnknownIdentityOwnKey},
 		Headers: h,
 	}})
 	if err != nil {
@@ -134,4 +144,34 @@ func stream(t *testing.T, r *Report, client, route string) StreamReport {
 	}
 	t.Fatalf("no stream %s %s in the report", client, route)
 	return StreamReport{}
+}
+
+// TestExitStatus runs the test binary as the command (TestMain calls main
+// when LOADGEN_ARGS is set) and checks its exit status: 0 for -h, which
+// prints the usage, 2 for a bad flag.
+func TestExitStatus(t *testing.T) {
+	for _, tc := range []struct {
+		args   string
+		status int
+		stderr string
+	}{
+		{"-h", 0, "-url"},
+		{"-help", 0, "-url"},
+		{"-bogus", 2, "flag provided but not defined"},
+	} {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), "LOADGEN_ARGS="+tc.args)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		status := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			status = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if status != tc.status || !strings.Contains(stderr.String(), tc.stderr) {
+			t.Errorf("%s: exit status %d, stderr %q; want %d and %q", tc.args, status, stderr.String(), tc.status, tc.stderr)
+		}
+	}
 }

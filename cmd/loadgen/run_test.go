@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardlimit/shardlimit/fasthttpmw"
+	"github.com/shardlimit/shardlimit/httplimit"
 )
 
 // checkSent fails unless s sent about rate x d requests (within 10%, at
@@ -167,18 +167,18 @@ func TestWindowSources(t *testing.T) {
 	const rules = `{"rules": [{"name": "x", "path": "/x", "algorithm": "sliding_log", "limit": 3, "window": "2s"}]}`
 	for _, c := range []struct {
 		name    string
-		headers fasthttpmw.HeaderSet
+		headers httplimit.HeaderConfig
 		flag    time.Duration
 		from    string
 		ms      int64
 	}{
-		{"policy", fasthttpmw.HeaderXRateLimit | fasthttpmw.HeaderIETF, 0, fromPolicy, 2000},
-		{"flag", fasthttpmw.HeaderXRateLimit, 500 * time.Millisecond, fromFlag, 500},
-		{"none", fasthttpmw.HeaderXRateLimit, 0, "", 0},
+		{"policy", httplimit.HeaderConfig{IETF: true}, 0, fromPolicy, 2000},
+		{"flag", httplimit.HeaderConfig{}, 500 * time.Millisecond, fromFlag, 500},
+		{"none", httplimit.HeaderConfig{}, 0, "", 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			url := server{rules: rules, headers: c.headers}.start(t)
+			url := server{rules: rules, headers: &c.headers}.start(t)
 			cfg := testConfig(url, "a:/x=10/s", 600*time.Millisecond)
 			cfg.Window = c.flag
 			r := mustRun(t, context.Background(), cfg)
@@ -199,7 +199,7 @@ func TestWindowSources(t *testing.T) {
 // still ends on time.
 func TestSlowServer(t *testing.T) {
 	t.Parallel()
-	url := server{rules: `{"rules": []}`, delay: 150 * time.Millisecond}.start(t)
+	url := server{rules: `{"limiting": "off"}`, delay: 150 * time.Millisecond}.start(t)
 	cfg := testConfig(url, "a:/slow=40/s", time.Second)
 	cfg.Concurrency = 2
 	start := time.Now()

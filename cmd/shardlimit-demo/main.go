@@ -13,13 +13,19 @@
 // header, which only sorts the clients the rules list into their tiers:
 // without it, or with an identity the rules do not list, requests are
 // keyed by their address (IPv4 /32, IPv6 /64), so made-up identities share
-// their address's budget (fasthttpmw.UnknownIdentityAnonymous). The header
+// their address's budget (httplimit.UnknownIdentityAnonymous). The header
 // is not authenticated here: anyone may claim to be client-1. A real
 // service validates its API keys before the limiter.
 //
 // The seed rules (rules.json beside this file, embedded in the binary):
 // client-1 may call /foo 10 times a minute (fixed window) and /bar 5 times a
 // minute (sliding log); client-2 20 and 10; any other address 5 and 2.
+//
+// Limited responses carry every rate-limit field the middleware can write:
+// X-RateLimit-Limit, -Remaining and -Reset (seconds to go), the IETF
+// RateLimit-Policy and RateLimit fields (draft-ietf-httpapi-ratelimit-headers-11)
+// and the verbose X-RateLimit-Window-Ms and X-RateLimit-Strategy; a 429
+// adds Retry-After and a one-line text body.
 //
 // Counters live in memory unless -redis names a Redis server: then several
 // demo servers sharing that Redis hold one cluster-wide limit per client and
@@ -57,8 +63,11 @@
 //	-redis-prefix  start of every Redis key (default shardlimit:demo:)
 //	-flush         how often counts are exchanged with Redis (default 50ms)
 //
-// SIGHUP reloads the rules file, keeping the counters of unchanged rules;
-// SIGINT and SIGTERM shut the server down gracefully.
+// SIGHUP reloads the rules file, keeping the counters of unchanged rules
+// (and of rules that come back within their window); a file that does not
+// parse, or holds no rule without saying "limiting": "off", is refused and
+// the rules in force stay. SIGINT and SIGTERM shut the server down
+// gracefully.
 package main
 
 import (
@@ -82,17 +91,19 @@ import (
 
 	"github.com/shardlimit/shardlimit"
 	"github.com/shardlimit/shardlimit/fasthttpmw"
+	"github.com/shardlimit/shardlimit/httplimit"
 	shardsync "github.com/shardlimit/shardlimit/sync"
 )
 
 //go:embed rules.json
 var seedRules []byte
 
+// main runs the demo; it exits with status 0 after a clean shutdown or
+// -h (the usage goes to stderr), 2 after any other error.
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, nil); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "shardlimit-demo:", err)
-		}
+	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, nil)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "shardlimit-demo:", err)
 		os.Exit(2)
 	}
 }
@@ -133,11 +144,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 		h = &hooks{}
 	}
 	log := newLogger(stderr)
-	load := func() (*fasthttpmw.Rules, error) {
+	load := func() (*httplimit.Rules, error) {
 		if *rulesPath == "" {
-			return fasthttpmw.ParseRules(seedRules)
+			return httplimit.ParseRules(seedRules)
 		}
-		return fasthttpmw.LoadRules(*rulesPath)
+		return httplimit.LoadRules(*rulesPath)
 	}
 	rules, err := load()
 	if err != nil {
@@ -223,7 +234,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 				err = mw.Reload(r)
 			}
 			if err != nil {
-				log.Error("SIGHUP: rules not reloaded", "err", err)
+				fmt.Fprintf(stderr, "SIGHUP: rules not reloaded: %v\n", err)
+			} else if r.Limiting == httplimit.LimitingOff {
+				fmt.Fprintf(stdout, "SIGHUP: rules reloaded from %s: limiting is off, as the file says\n", src)
 			} else {
 				fmt.Fprintf(stdout, "SIGHUP: rules reloaded from %s (%d rules)\n", src, mw.Stats().Rules)
 			}
@@ -238,17 +251,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 // keyed by X-Client-ID, everyone else by address; the X-RateLimit trio, the
 // IETF fields, the verbose pair and Retry-After. With sh, every rule's
 // limiter shares its counts through Redis.
-func newMiddleware(rules *fasthttpmw.Rules, alg shardlimit.Algorithm, clock shardlimit.Clock, sh *redisSync) (*fasthttpmw.Middleware, error) {
-	keys := fasthttpmw.KeyConfig{
+func newMiddleware(rules *httplimit.Rules, alg shardlimit.Algorithm, clock shardlimit.Clock, sh *redisSync) (*fasthttpmw.Middleware, error) {
+	keys := httplimit.KeyConfig{
 		Header: "X-Client-ID",
 		// The header is not authenticated: an identity the rules do not
 		// list is keyed by address, so rotating identities buys no budget.
-		UnknownIdentity: fasthttpmw.UnknownIdentityAnonymous,
+		UnknownIdentity: httplimit.UnknownIdentityAnonymous,
 	}
-	o := fasthttpmw.Options{
+	o := httplimit.Options{
 		Rules:            rules,
 		Keys:             keys,
-		Headers:          fasthttpmw.HeaderXRateLimit | fasthttpmw.HeaderIETF | fasthttpmw.HeaderVerbose | fasthttpmw.HeaderRetryAfter,
+		Headers:          httplimit.HeaderConfig{IETF: true, Verbose: true}, // beside X-RateLimit-* and Retry-After
 		DefaultAlgorithm: alg,
 		Clock:            clock,
 	}

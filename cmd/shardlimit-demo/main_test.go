@@ -7,6 +7,7 @@ import (
 	"flag"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,6 +25,12 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if args, ok := os.LookupEnv("SHARDLIMIT_DEMO_ARGS"); ok {
+		// Run as the command itself: see TestExitStatus.
+		os.Args = append([]string{os.Args[0]}, strings.Fields(args)...)
+		main()
+		os.Exit(0)
+	}
 	// fasthttp's process-wide Date refresher never stops, by design.
 	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"))
 }
@@ -246,9 +253,46 @@ func TestDemoReloadFile(t *testing.T) {
 		t.Errorf("stderr %q", d.stderr)
 	}
 	mwtest.Check(t, "/baz after a refused reload", c.Get("/baz"), 404, mwtest.H{mwtest.XLimit: "3", mwtest.XRemaining: "1"})
+
+	// A file without rules is refused unless it says limiting is off.
+	mwtest.Check(t, "/baz #3", c.Get("/baz"), 404, mwtest.H{mwtest.XLimit: "3", mwtest.XRemaining: "0"})
+	for _, empty := range []string{``, `{}`, `{"rules": []}`} {
+		if err := os.WriteFile(path, []byte(empty), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.sighup(t); err == nil {
+			t.Fatalf("rules file %q accepted", empty)
+		}
+		mwtest.Check(t, "/baz after an empty file", c.Get("/baz"), 429, mwtest.H{mwtest.XLimit: "3"})
+	}
+	if !strings.Contains(d.stderr.String(), `no rules in the rule set; to turn limiting off on purpose, say so: {"limiting": "off"}`) {
+		t.Errorf("stderr %q does not say how to turn limiting off", d.stderr)
+	}
+	if err := os.WriteFile(path, []byte(`{"limiting": "off"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.sighup(t); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(d.stdout.String(), "limiting is off") {
+		t.Errorf("stdout %q", d.stdout)
+	}
+	mwtest.Check(t, "/baz, limiting off", c.Get("/baz"), 404, mwtest.H{mwtest.XLimit: mwtest.Absent})
+	// Back on within the window: the counters are kept.
+	if err := os.WriteFile(path, []byte(raised), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.sighup(t); err != nil {
+		t.Fatal(err)
+	}
+	mwtest.Check(t, "/baz back on", c.Get("/baz"), 429, mwtest.H{mwtest.XLimit: "3"})
 }
 
 func TestDemoFlags(t *testing.T) {
+	emptyRules := filepath.Join(t.TempDir(), "empty.json")
+	if err := os.WriteFile(emptyRules, []byte(`{"rules": []}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -261,6 +305,7 @@ func TestDemoFlags(t *testing.T) {
 		{[]string{"-redis", "no-port"}, "-redis"},
 		{[]string{"-redis", "127.0.0.1:1", "-flush", "0s"}, "-flush"},
 		{[]string{"-redis", "127.0.0.1:1", "-redis-prefix", "a{b"}, "brace"},
+		{[]string{"-rules", emptyRules}, `"limiting": "off"`},
 	} {
 		var out, errOut syncBuffer
 		err := run(context.Background(), tc.args, &out, &errOut, &hooks{signals: make(chan os.Signal)})
@@ -275,6 +320,36 @@ func TestDemoFlags(t *testing.T) {
 	for _, f := range []string{"-addr", "-rules", "-algorithm", "-redis", "-redis-prefix", "-flush"} {
 		if !strings.Contains(errOut.String(), f) {
 			t.Errorf("usage does not mention %s:\n%s", f, errOut.String())
+		}
+	}
+}
+
+// TestExitStatus runs the test binary as the command (TestMain calls main
+// when SHARDLIMIT_DEMO_ARGS is set) and checks its exit status: 0 for -h, which
+// prints the usage, 2 for a bad flag.
+func TestExitStatus(t *testing.T) {
+	for _, tc := range []struct {
+		args   string
+		status int
+		stderr string
+	}{
+		{"-h", 0, "-redis-prefix"},
+		{"-help", 0, "-redis-prefix"},
+		{"-bogus", 2, "flag provided but not defined"},
+	} {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), "SHARDLIMIT_DEMO_ARGS="+tc.args)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		status := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			status = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if status != tc.status || !strings.Contains(stderr.String(), tc.stderr) {
+			t.Errorf("%s: exit status %d, stderr %q; want %d and %q", tc.args, status, stderr.String(), tc.status, tc.stderr)
 		}
 	}
 }

@@ -147,10 +147,14 @@ func TestDemoTwoServersShareRedis(t *testing.T) {
 		// Other clients and routes have budgets of their own.
 		mwtest.Check(t, "B client-2 /foo", cb.Get("/foo", "X-Client-ID", "client-2"), 200, mwtest.H{mwtest.XLimit: "20", mwtest.XRemaining: "19"})
 		mwtest.Check(t, "A client-1 /bar", ca.Get("/bar", "X-Client-ID", "client-1"), 200, mwtest.H{mwtest.XLimit: "5", mwtest.XRemaining: "4", mwtest.XStrategy: "sliding_log"})
+		mwtest.Check(t, "A anonymous /foo", ca.Get("/foo"), 200, mwtest.H{mwtest.XLimit: "5", mwtest.XRemaining: "4"})
 		flush(t, a, b)
 		wantSum(t, rc, prefix+"client-2-foo:", 1)
 		wantSum(t, rc, prefix+"client-1-bar:", 1)
 		wantSum(t, rc, foo, 11)
+		// Keys are readable in Redis: the identity, or the address.
+		wantSum(t, rc, prefix+"client-1-foo:{id:client-1}:", 11)
+		wantSum(t, rc, prefix+"anon-foo:{ip:127.0.0.1}:", 1)
 	})
 
 	t.Run("gcra exact", func(t *testing.T) {

@@ -2,6 +2,7 @@ package mwtest
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,7 +11,8 @@ import (
 	"time"
 
 	"github.com/shardlimit/shardlimit"
-	"github.com/shardlimit/shardlimit/internal/httplimit"
+	"github.com/shardlimit/shardlimit/httplimit"
+	"github.com/shardlimit/shardlimit/internal/mwengine"
 )
 
 // deniedLog records OnDenied decisions.
@@ -58,7 +60,7 @@ func SeedRules(t *testing.T, h Harness, path string) {
 	tg := h.Start(t, Setup{Options: httplimit.Options{
 		Rules:    rules,
 		Keys:     httplimit.KeyConfig{Header: "X-Client-ID"},
-		Headers:  httplimit.HeaderXRateLimit | httplimit.HeaderIETF | httplimit.HeaderVerbose | httplimit.HeaderRetryAfter,
+		Headers:  httplimit.HeaderConfig{IETF: true, Verbose: true},
 		Clock:    clock,
 		OnDenied: denied.add,
 	}})
@@ -92,7 +94,7 @@ func SeedRules(t *testing.T, h Harness, path string) {
 		r := c.Get(tc.route, hdr...)
 		Check(t, name+" over the limit", r, 429, H{XLimit: strconv.Itoa(tc.limit), XRemaining: "0", RetryAfter: tc.ra})
 		d := denied.last(t)
-		if want, _ := httplimit.RetryAfterSeconds(d.Result.RetryAfter); r.Header.Get(RetryAfter) != strconv.FormatInt(want, 10) {
+		if want, _ := mwengine.RetryAfterSeconds(d.Result.RetryAfter); r.Header.Get(RetryAfter) != strconv.FormatInt(want, 10) {
 			t.Errorf("%s: Retry-After %q, core's retry-after %v", name, r.Header.Get(RetryAfter), d.Result.RetryAfter)
 		}
 		if !strings.Contains(r.Body, "Too Many Requests") {
@@ -231,6 +233,50 @@ func ReloadKeepsCounters(t *testing.T, h Harness) {
 	if st := tg.Stats(); st.Rules != 4 {
 		t.Errorf("Stats.Rules = %d, want 4", st.Rules)
 	}
+
+	// Rules that come back within their window find their counters: gone,
+	// and c with its first algorithm.
+	clock.At(Sec(20))
+	back := MustRules(t, `{"rules": [
+		{"name": "a", "path": "/a", "algorithm": "fixed_window", "limit": 10, "window": "1m"},
+		{"name": "c", "path": "/c", "algorithm": "fixed_window", "limit": 2, "window": "1m"},
+		{"name": "gone", "path": "/gone", "limit": 1, "window": "1m"}
+	]}`)
+	if err := tg.Reload(back); err != nil {
+		t.Fatal(err)
+	}
+	expectStep(t, "gone came back: still used", c.Get("/gone"), D(40))
+	expectStep(t, "c came back: 1 used", c.Get("/c"), A(0))
+
+	// A rule set without rules is refused; the rules stay in force.
+	for _, js := range []string{`{}`, `{"rules": []}`} {
+		if err := tg.Reload(MustRulesUnchecked(t, js)); !errors.Is(err, httplimit.ErrNoRules) {
+			t.Errorf("Reload(%s) = %v, want ErrNoRules", js, err)
+		}
+	}
+	Check(t, "a after refused empty reloads", c.Get("/a"), 200, H{XLimit: "10", XRemaining: "4"})
+	expectStep(t, "gone after refused empty reloads", c.Get("/gone"), D(40))
+
+	// Limiting off on purpose: nothing limited; back on: counters kept.
+	if err := tg.Reload(MustRules(t, `{"limiting": "off"}`)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		Check(t, fmt.Sprintf("limiting off #%d", i+1), c.Get("/gone"), 200, H{XLimit: Absent, RetryAfter: Absent})
+	}
+	if st := tg.Stats(); st.Rules != 0 {
+		t.Errorf("limiting off: Stats.Rules = %d", st.Rules)
+	}
+	clock.At(Sec(30))
+	if err := tg.Reload(back); err != nil {
+		t.Fatal(err)
+	}
+	expectStep(t, "gone back on: still used", c.Get("/gone"), D(30))
+	Check(t, "a back on: 6 used", c.Get("/a"), 200, H{XLimit: "10", XRemaining: "3"})
+
+	// A window later the counters are those of fresh clients anyway.
+	clock.At(Sec(60))
+	expectStep(t, "gone in the next window", c.Get("/gone"), A(0))
 }
 
 // DryRun checks shadow mode: nothing is refused, the fields are written
@@ -247,8 +293,8 @@ func DryRun(t *testing.T, h Harness) {
 	if st := tg.Stats(); st.WouldDeny != 2 || st.Allowed != 2 || st.Denied != 2 {
 		t.Errorf("Stats %+v, want 2 allowed, 2 denied, 2 would-deny", st)
 	}
-	if denied.len() != 2 || !denied.last(t).DryRun {
-		t.Errorf("OnDenied saw %d decisions (last DryRun %v), want 2 dry-run ones", denied.len(), denied.last(t).DryRun)
+	if denied.len() != 2 || denied.last(t).Action != httplimit.ActionDryRunDeny {
+		t.Errorf("OnDenied saw %d decisions (last %v), want 2 dry-run ones", denied.len(), denied.last(t).Action)
 	}
 }
 
@@ -320,7 +366,7 @@ func EmptyKeys(t *testing.T, h Harness) {
 			c = NewClient(t, tg.URL, 1)
 			r := c.Get("/")
 			Check(t, "reject", r, 400, H{XLimit: Absent})
-			if r.Body != httplimit.BodyNoIdentity {
+			if r.Body != mwengine.BodyNoIdentity {
 				t.Errorf("reject body %q", r.Body)
 			}
 			expectStep(t, "with a key", c.Get("/", "X-Api-Key", "k1"), A(1))
@@ -383,7 +429,7 @@ func UnknownIdentities(t *testing.T, h Harness) {
 			c = NewClient(t, tg.URL, 1)
 			r := c.Get("/", from("192.0.2.1", "rot1")...)
 			Check(t, "reject rot1", r, 400, H{XLimit: Absent})
-			if r.Body != httplimit.BodyNoIdentity {
+			if r.Body != mwengine.BodyNoIdentity {
 				t.Errorf("reject body %q", r.Body)
 			}
 			Check(t, "reject: tier client", c.Get("/", from("192.0.2.1", "client-1")...), 200, H{XLimit: "5", XRemaining: "4"})
@@ -403,7 +449,7 @@ func UnknownIdentities(t *testing.T, h Harness) {
 // closed middleware answers per its policy.
 func Failures(t *testing.T, h Harness) {
 	for _, p := range []httplimit.ErrorPolicy{httplimit.FailClosed, httplimit.FailOpen} {
-		t.Run(fmt.Sprintf("policy=%d", p), func(t *testing.T) {
+		t.Run(fmt.Sprintf("policy=%v", p), func(t *testing.T) {
 			tg := h.Start(t, Setup{Options: httplimit.Options{
 				Rules:   OneRule(t, "fixed_window", 2, "1m", 0, ""),
 				Keys:    httplimit.KeyConfig{TrustedProxies: Loopback},
@@ -416,7 +462,7 @@ func Failures(t *testing.T, h Harness) {
 			r := c.Get("/", XFF("192.0.2.2")...)
 			if p == httplimit.FailClosed {
 				Check(t, "table full", r, 503, H{XLimit: Absent, RetryAfter: Absent})
-				if r.Body != httplimit.BodyUnavailable {
+				if r.Body != mwengine.BodyUnavailable {
 					t.Errorf("503 body %q", r.Body)
 				}
 			} else {
@@ -443,14 +489,37 @@ func Failures(t *testing.T, h Harness) {
 	}
 }
 
-// HeaderSets checks HeaderNone, the verbose pair and IETF policy names.
+// HeaderSets checks that HeaderConfig only adds fields unless told to omit
+// some: the IETF pair comes beside the X-RateLimit trio and Retry-After,
+// omitting both the trio and Retry-After leaves no field at all, and the
+// verbose pair and IETF policy names are as configured.
 func HeaderSets(t *testing.T, h Harness) {
 	t.Run("none", func(t *testing.T) {
-		tg := h.Start(t, Setup{Options: httplimit.Options{Rules: OneRule(t, "fixed_window", 1, "1m", 0, ""), Headers: httplimit.HeaderNone, Clock: NewClock()}})
+		tg := h.Start(t, Setup{Options: httplimit.Options{Rules: OneRule(t, "fixed_window", 1, "1m", 0, ""), Headers: httplimit.HeaderConfig{OmitXRateLimit: true, OmitRetryAfter: true}, Clock: NewClock()}})
 		c := NewClient(t, tg.URL, 1)
 		none := H{XLimit: Absent, XRemaining: Absent, XReset: Absent, RL: Absent, RLPolicy: Absent, RetryAfter: Absent, XStrategy: Absent}
 		Check(t, "200", c.Get("/"), 200, none)
 		Check(t, "429", c.Get("/"), 429, none)
+	})
+	t.Run("ietf adds", func(t *testing.T) {
+		tg := h.Start(t, Setup{Options: httplimit.Options{
+			Rules:   OneRule(t, "fixed_window", 1, "1m", 0, ""),
+			Headers: httplimit.HeaderConfig{IETF: true},
+			Clock:   NewClock(),
+		}})
+		c := NewClient(t, tg.URL, 1)
+		Check(t, "200", c.Get("/"), 200, H{XLimit: "1", XRemaining: "0", XReset: "60", RLPolicy: `"default";q=1;w=60`, RL: `"default";r=0;t=60`, RetryAfter: Absent})
+		Check(t, "429", c.Get("/"), 429, H{XLimit: "1", XRemaining: "0", XReset: "60", RLPolicy: `"default";q=1;w=60`, RL: `"default";r=0;t=60`, RetryAfter: "60"})
+	})
+	t.Run("no retry-after", func(t *testing.T) {
+		tg := h.Start(t, Setup{Options: httplimit.Options{
+			Rules:   OneRule(t, "fixed_window", 1, "1m", 0, ""),
+			Headers: httplimit.HeaderConfig{OmitRetryAfter: true},
+			Clock:   NewClock(),
+		}})
+		c := NewClient(t, tg.URL, 1)
+		Check(t, "200", c.Get("/"), 200, H{XLimit: "1", XRemaining: "0"})
+		Check(t, "429", c.Get("/"), 429, H{XLimit: "1", XRemaining: "0", XReset: "60", RetryAfter: Absent})
 	})
 	t.Run("ietf+verbose", func(t *testing.T) {
 		tg := h.Start(t, Setup{Options: httplimit.Options{
@@ -458,9 +527,8 @@ func HeaderSets(t *testing.T, h Harness) {
 				{"name": "a", "path": "/a", "algorithm": "gcra", "limit": 10, "window": "90s", "policy": "per-\"a\""},
 				{"name": "b", "path": "/b", "algorithm": "sliding_counter", "limit": 4, "window": "1500ms", "buckets": 3}
 			]}`),
-			Headers:    httplimit.HeaderIETF | httplimit.HeaderVerbose,
-			PolicyName: "api",
-			Clock:      NewClock(),
+			Headers: httplimit.HeaderConfig{IETF: true, Verbose: true, PolicyName: "api", OmitXRateLimit: true},
+			Clock:   NewClock(),
 		}})
 		c := NewClient(t, tg.URL, 1)
 		Check(t, "/a", c.Get("/a"), 200, H{XLimit: Absent, RLPolicy: `"per-\"a\"";q=10;w=90`, XWindowMs: "90000", XStrategy: "gcra"})

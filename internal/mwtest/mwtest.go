@@ -10,6 +10,7 @@
 package mwtest
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -21,7 +22,7 @@ import (
 	"time"
 
 	"github.com/shardlimit/shardlimit"
-	"github.com/shardlimit/shardlimit/internal/httplimit"
+	"github.com/shardlimit/shardlimit/httplimit"
 )
 
 // T0 is the cases' origin (CASES.md C1): a Unix instant that is a multiple of
@@ -178,7 +179,8 @@ var (
 
 // Check asserts r's status and headers, and the invariants every response
 // must keep (CASES.md C8, C9): integer fields, remaining within [0, limit],
-// Retry-After only on 429 and a positive integer.
+// Retry-After only on 429 and a positive integer, the middleware's own
+// answers text/plain and nosniff.
 func Check(t *testing.T, step string, r Resp, status int, want H) {
 	t.Helper()
 	if r.Status != status {
@@ -227,8 +229,17 @@ func CheckInvariants(t *testing.T, step string, r Resp) {
 	if has && (len(ra) != 1 || !delaySeconds.MatchString(ra[0])) {
 		t.Errorf("%s: Retry-After %q is not RFC 9110 delay-seconds", step, ra)
 	}
-	if r.Status == http.StatusTooManyRequests && !strings.HasPrefix(h.Get("Content-Type"), "text/plain") && h.Get("X-Denied-By") == "" {
-		t.Errorf("%s: 429 Content-Type %q", step, h.Get("Content-Type"))
+	switch r.Status {
+	case http.StatusTooManyRequests, http.StatusBadRequest, http.StatusInternalServerError, http.StatusServiceUnavailable:
+		// Answered by the middleware (the applications of the tests
+		// never answer these), unless by a custom denied handler.
+		if h.Get("X-Denied-By") != "" {
+			break
+		}
+		if !strings.HasPrefix(h.Get("Content-Type"), "text/plain") || h.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s: %d with Content-Type %q, X-Content-Type-Options %q; want text/plain, nosniff",
+				step, r.Status, h.Get("Content-Type"), h.Get("X-Content-Type-Options"))
+		}
 	}
 }
 
@@ -252,6 +263,17 @@ func MustRules(t testing.TB, js string) *httplimit.Rules {
 		t.Fatalf("rules: %v", err)
 	}
 	return r
+}
+
+// MustRulesUnchecked decodes rules JSON without validating it, for rule
+// sets a test expects Reload to refuse.
+func MustRulesUnchecked(t testing.TB, js string) *httplimit.Rules {
+	t.Helper()
+	var r httplimit.Rules
+	if err := json.Unmarshal([]byte(js), &r); err != nil {
+		t.Fatalf("rules: %v", err)
+	}
+	return &r
 }
 
 // OneRule returns rules with one catch-all rule "r" of the algorithm named

@@ -1,0 +1,170 @@
+package shardlimit
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// limiter is what the four limiters share: the key table and the decision
+// paths, bound to one algorithm's record type E and operations. Each
+// algorithm's limiter type embeds it and adds the hot decision methods
+// (decisions_gen.go).
+type limiter[E any] struct {
+	tab      table[E]
+	alg      algorithm[E]
+	relimit  relimiter[E] // nil if the algorithm's state is not encoded for a limit
+	cfg      Config       // immutable but for Limit, which is defLimit
+	defLimit atomic.Int64
+	clock    Clock
+	nano     nanoClock // the clock's allocation-free form, if it has one
+	tl       timeline  // where the instants of the N-forms are placed
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	stop      chan struct{}
+	done      chan struct{}
+}
+
+// init sets up l, whose zero value it requires, for alg, whose keys keep
+// stride side words (sync state laid out by y included; y nil unless
+// shared), and starts its janitor. cfg has its defaults filled in.
+func (l *limiter[E]) init(cfg Config, alg algorithm[E], stride int, y *syncLayout) {
+	l.alg, l.cfg, l.clock = alg, cfg, cfg.Clock
+	l.relimit, _ = alg.(relimiter[E])
+	l.nano, _ = cfg.Clock.(nanoClock)
+	l.tl = newTimeline()
+	if sc, ok := cfg.Clock.(*systemClock); ok {
+		// Share the clock's timeline, so Allow and AllowN(time.Now())
+		// place instants alike even if the wall clock stepped between.
+		l.tl = sc.tl
+	}
+	l.defLimit.Store(int64(cfg.Limit))
+	l.tab.init(cfg, stride, alg, y)
+	if cfg.JanitorInterval > 0 {
+		l.stop = make(chan struct{})
+		l.done = make(chan struct{})
+		go l.janitor(cfg.JanitorInterval)
+	}
+}
+
+// now returns the limiter's Clock reading on its timeline.
+func (l *limiter[E]) now() int64 {
+	if l.nano != nil {
+		return l.nano.unixNano()
+	}
+	return l.tl.instant(l.clock.Now())
+}
+
+// decideStored decides cost n > 0 at t for key, whose hash is h, if key is
+// stored: the hot path, one lock and one lookup. It reports false, deciding
+// nothing, if the call is invalid or the key is not stored (decideKey
+// handles both).
+func decideStored[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int, mode decideMode) (verdict, bool) {
+	if n <= 0 || t < 0 || len(key) == 0 || len(key) > l.tab.maxKeyBytes || l.closed.Load() {
+		return verdict{}, false
+	}
+	s := l.tab.shardFor(h)
+	s.mu.Lock()
+	slot, ok := s.home(h), false
+	// Most keys sit at their home position: check it before the probe loop.
+	if r := &s.recs[slot]; len(key) <= inlineKey && int(r.klen) == len(key) &&
+		r.tag == tagOf(h) && string(r.key[:len(key)]) == string(key) {
+		ok = true
+	} else {
+		slot, ok = find(s, h, key)
+	}
+	if !ok {
+		s.mu.Unlock()
+		return verdict{}, false
+	}
+	v := l.alg.decide(s, s.rec(slot), l.tab.posSide(s, slot), t, n, mode)
+	if v.allowed() {
+		s.allowed++
+	} else {
+		s.denied++
+	}
+	if y := l.tab.sync; y != nil {
+		markTouched(s, y, slot, l.tab.sideOf(s, slot))
+	}
+	s.mu.Unlock()
+	return v, true
+}
+
+// decideKey decides cost n at t for key, whose hash is h, on every path
+// but decideStored's: invalid calls, new keys, peeks (mode without
+// consume) and costs of 0. Its Result is always full.
+func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int, mode decideMode) Result {
+	if n < 0 || t < 0 || len(key) == 0 || len(key) > l.tab.maxKeyBytes || l.closed.Load() {
+		return l.invalid(n, t)
+	}
+	s := l.tab.shardFor(h)
+	s.mu.Lock()
+	var v verdict
+	slot, ok := find(s, h, key)
+	keep := mode&consume != 0 && n > 0
+	switch {
+	case ok && keep:
+		// Stored since decideStored looked (a concurrent first request).
+		v = l.alg.decide(s, s.rec(slot), l.tab.posSide(s, slot), t, n, consume|full)
+		if y := l.tab.sync; y != nil {
+			markTouched(s, y, slot, l.tab.sideOf(s, slot))
+		}
+	case ok:
+		// A peek works on a copy: it changes nothing.
+		s.scratch = *s.rec(slot)
+		copy(s.scratchSd, l.tab.sideOf(s, slot))
+		v = l.alg.decide(s, &s.scratch, s.scratchSd, t, n, full)
+	case !keep || n > int(s.defLimit):
+		// Nothing would be stored: answer from a fresh key's state.
+		l.alg.init(&s.scratch, max(t, s.floor), s.defLimit)
+		clear(s.scratchSd)
+		v = l.alg.decide(s, &s.scratch, s.scratchSd, t, n, full)
+	default:
+		first := max(t, s.floor)
+		var err error
+		if slot, err = insert(&l.tab, s, h, key, first); err != nil {
+			lim := int(s.defLimit) // guarded by mu
+			s.mu.Unlock()
+			return Result{Limit: lim, Err: err}
+		}
+		l.alg.init(s.rec(slot), first, s.defLimit)
+		v = l.alg.decide(s, s.rec(slot), l.tab.posSide(s, slot), t, n, consume|full)
+		if y := l.tab.sync; y != nil {
+			markTouched(s, y, slot, l.tab.sideOf(s, slot))
+		}
+	}
+	if keep {
+		if v.allowed() {
+			s.allowed++
+		} else {
+			s.denied++
+		}
+	}
+	s.mu.Unlock()
+	return v.result()
+}
+
+// invalid returns the error result for a call that failed validation.
+func (l *limiter[E]) invalid(n int, t int64) Result {
+	switch {
+	case l.closed.Load():
+		return Result{Err: ErrClosed}
+	case n < 0:
+		return Result{Err: ErrInvalidCost}
+	case t < 0:
+		return Result{Err: ErrInvalidTime}
+	}
+	return Result{Err: ErrInvalidKey}
+}
+
+//go:generate go run ./internal/gen/decisions
+
+// The hot decisions (Allow, AllowAt, AllowN and their []byte twins) are
+// methods of each algorithm's limiter type in decisions_gen.go, written
+// from one template: each hashes its key and places its instant, then
+// takes decideStored's path for a stored key and decideKey's for the rest.
+
+func (l *limiter[E]) Peek(key string, now time.Time, n int) Result {
+	return decideKey(l, key, l.tab.hash(key), l.tl.instant(now), n, 0)
+}

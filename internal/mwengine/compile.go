@@ -1,0 +1,270 @@
+package mwengine
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/httplimit"
+)
+
+// rule is a compiled Rule. Fields are immutable once the rule is published
+// (l.lim is safe for concurrent use).
+type rule struct {
+	name     string
+	tier     string
+	alg      shardlimit.Algorithm
+	limit    int
+	window   time.Duration
+	buckets  int // resolved; 0 for algorithms without buckets
+	methods  []string
+	path     string
+	prefix   bool
+	l        *limiter
+	sfName   []byte // the IETF policy name as a structured-field string
+	strategy string
+
+	// Field values that depend only on the rule, formatted once.
+	limitDigits []byte // limit
+	policyW     []byte // ";w=" and the window in seconds, rounded up
+	policy      []byte // the RateLimit-Policy value for limit
+	windowMs    []byte // the window in milliseconds, rounded up
+}
+
+// id returns the identity of the limiter r needs.
+func (r *rule) id() limiterID {
+	return limiterID{name: r.name, alg: r.alg, window: r.window, buckets: r.buckets}
+}
+
+// ruleAllows reports whether rule r applies to method.
+func ruleAllows[S byteseq](r *rule, method S) bool {
+	if len(r.methods) == 0 {
+		return true
+	}
+	for _, m := range r.methods {
+		if string(method) == m {
+			return true
+		}
+	}
+	return false
+}
+
+// tier is a compiled tier: its rules indexed for matching.
+type tier struct {
+	name     string
+	exact    map[string][]*rule // by path; method-specific rules first; nil if few
+	few      []exactPath        // exact's content when at most maxScanPaths paths
+	prefixes []*rule            // longest first; method-specific first
+}
+
+// exactPath is the rules of one exact path, method-specific ones first.
+type exactPath struct {
+	path  string
+	rules []*rule
+}
+
+// maxScanPaths is the most exact paths of a tier that matching compares one
+// by one (most of them differ from the request path in length) before
+// hashing the request path into a map pays.
+const maxScanPaths = 8
+
+// exactRules returns t's rules for exact path path, or nil.
+func exactRules[S byteseq](t *tier, path S) []*rule {
+	if t.exact != nil {
+		return t.exact[string(path)]
+	}
+	for i := range t.few {
+		if p := &t.few[i]; len(p.path) == len(path) && p.path == string(path) {
+			return p.rules
+		}
+	}
+	return nil
+}
+
+// netTier is a tier reached through a client network.
+type netTier struct {
+	net  netip.Prefix
+	tier *tier
+}
+
+// ruleSet is one compiled Rules value, published atomically.
+type ruleSet struct {
+	def   *tier
+	byID  map[string]*tier // listed identities: their tier, nil if only an override names them
+	nets  []netTier
+	rules map[string]*rule // by name
+}
+
+// matchTier returns t's rule for method and path, or nil.
+func matchTier[S byteseq](t *tier, method, path S) *rule {
+	for _, r := range exactRules(t, path) {
+		if ruleAllows(r, method) {
+			return r
+		}
+	}
+	for _, r := range t.prefixes {
+		if prefixMatch(path, r.path) && ruleAllows(r, method) {
+			return r
+		}
+	}
+	return nil
+}
+
+// prefixMatch reports whether path is p or below p ("/api" matches "/api"
+// and "/api/x", not "/apix"; "/api/" and "/" match everything they start).
+func prefixMatch[S byteseq](path S, p string) bool {
+	if len(path) < len(p) || string(path[:len(p)]) != p {
+		return false
+	}
+	return len(path) == len(p) || p[len(p)-1] == '/' || path[len(p)] == '/'
+}
+
+// lookupID returns the tier of identity id (nil if none) and whether a
+// tier or an override lists id.
+func lookupID[S byteseq](set *ruleSet, id S) (*tier, bool) {
+	if len(id) == 0 || len(set.byID) == 0 {
+		return nil, false
+	}
+	t, ok := set.byID[string(id)]
+	return t, ok
+}
+
+// matchFrom returns the rule for a request whose identity's tier is idTier
+// (nil if none), or nil.
+func matchFrom[S byteseq](set *ruleSet, idTier *tier, client netip.Addr, method, path S) *rule {
+	t := idTier
+	if t == nil && len(set.nets) > 0 && client.IsValid() {
+		a := client.Unmap().WithZone("")
+		for _, nt := range set.nets {
+			if nt.net.Contains(a) {
+				t = nt.tier
+				break
+			}
+		}
+	}
+	if t == nil {
+		t = set.def
+	}
+	if r := matchTier(t, method, path); r != nil || t == set.def {
+		return r
+	}
+	return matchTier(set.def, method, path)
+}
+
+// compileTier indexes rules (already validated) of the tier named name,
+// taking their compiled forms from byName.
+func compileTier(name string, rules []httplimit.Rule, byName map[string]*rule) *tier {
+	t := &tier{name: name, exact: map[string][]*rule{}}
+	for _, ru := range rules {
+		r := byName[ru.Name]
+		if !r.prefix {
+			t.exact[r.path] = append(t.exact[r.path], r)
+		} else {
+			t.prefixes = append(t.prefixes, r)
+		}
+	}
+	specificFirst := func(a, b *rule) int {
+		return cmp.Compare(min(len(b.methods), 1), min(len(a.methods), 1))
+	}
+	for _, rs := range t.exact {
+		slices.SortStableFunc(rs, specificFirst)
+	}
+	if len(t.exact) <= maxScanPaths {
+		for path, rs := range t.exact {
+			t.few = append(t.few, exactPath{path: path, rules: rs})
+		}
+		slices.SortFunc(t.few, func(a, b exactPath) int { return strings.Compare(a.path, b.path) })
+		t.exact = nil
+	}
+	slices.SortStableFunc(t.prefixes, func(a, b *rule) int {
+		if c := cmp.Compare(len(b.path), len(a.path)); c != 0 {
+			return c
+		}
+		return specificFirst(a, b)
+	})
+	return t
+}
+
+// newRule returns the compiled form of ru (validated) without a limiter.
+func (e *Engine) newRule(tierName string, ru httplimit.Rule) *rule {
+	r := &rule{name: ru.Name, tier: tierName, alg: ru.Algorithm, limit: ru.Limit, window: ru.Window}
+	if r.alg == 0 {
+		r.alg = e.defAlg
+	}
+	if r.alg == shardlimit.SlidingCounter {
+		r.buckets = cmp.Or(ru.Buckets, shardlimit.DefaultBuckets)
+	}
+	for _, m := range ru.Methods {
+		r.methods = append(r.methods, strings.ToUpper(m))
+	}
+	if ru.Path != "" {
+		r.path = ru.Path
+	} else {
+		r.path, r.prefix = cmp.Or(ru.Prefix, "/"), true
+	}
+	r.sfName = appendSFString(nil, cmp.Or(ru.Policy, e.hdr.PolicyName))
+	r.strategy = r.alg.String()
+	r.limitDigits = appendInt(nil, int64(r.limit))
+	r.policyW = appendInt([]byte(";w="), CeilSeconds(r.window))
+	r.policy = appendPolicyItem(nil, r, r.limit)
+	ms := int64(r.window / time.Millisecond)
+	if r.window%time.Millisecond != 0 {
+		ms++
+	}
+	r.windowMs = appendInt(nil, ms)
+	return r
+}
+
+// limiterConfig returns the limiter configuration of r.
+func (e *Engine) limiterConfig(r *rule) shardlimit.Config {
+	cfg := e.tmpl
+	cfg.Algorithm = r.alg
+	cfg.Limit = r.limit
+	cfg.Window = r.window
+	cfg.Buckets = r.buckets
+	cfg.MaxKeyBytes = e.keys.maxKeyLen()
+	cfg.Clock = e.clock
+	switch {
+	case cfg.MaxKeys == 0:
+		cfg.MaxKeys = httplimit.DefaultMaxKeys
+	case cfg.MaxKeys < 0:
+		cfg.MaxKeys = 0
+	}
+	return cfg
+}
+
+// overrideKeys returns, per rule name, the key -> limit map of r's
+// overrides. A rule-specific override beats an every-rule one for the same
+// key.
+func (e *Engine) overrideKeys(r *httplimit.Rules, rules map[string]*rule) map[string]map[string]int {
+	out := map[string]map[string]int{}
+	add := func(rule string, o httplimit.Override) {
+		var key []byte
+		if o.ID != "" {
+			key = appendIDKey(&e.keys, nil, o.ID)
+		} else {
+			a, _ := netip.ParseAddr(o.IP) // validated
+			key = e.keys.appendAddrKey(nil, a)
+		}
+		if out[rule] == nil {
+			out[rule] = map[string]int{}
+		}
+		out[rule][string(key)] = o.Limit
+	}
+	for _, o := range r.Overrides {
+		if o.Rule == "" {
+			for name := range rules {
+				add(name, o)
+			}
+		}
+	}
+	for _, o := range r.Overrides {
+		if o.Rule != "" {
+			add(o.Rule, o)
+		}
+	}
+	return out
+}

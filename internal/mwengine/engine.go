@@ -1,0 +1,343 @@
+// Package mwengine is the framework-independent core of shardlimit's HTTP
+// middleware: rule matching, client keys, the per-request decision, and the
+// answer to give (status, rate-limit fields, body). Packages fasthttpmw and
+// httpmw are thin adapters around it that only read their framework's
+// request and write its response; what users configure and read lives in
+// package httplimit.
+package mwengine
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/httplimit"
+)
+
+// Outcome is one request's decision: the public Decision and the compiled
+// rule it was decided by (nil if none), which Reply formats the fields of.
+type Outcome struct {
+	httplimit.Decision
+	r *rule
+}
+
+// Request is what a middleware extracts from its framework's request for
+// Decide. S is string for net/http and []byte for fasthttp; the values must
+// stay valid until Decide returns and are never retained.
+type Request[S byteseq] struct {
+	// Method and Path are the request method and path (decoded, cleaned).
+	Method, Path S
+	// Identity is the client identity (key header or key function); empty
+	// if none. Decide ignores one that no tier or override lists, unless
+	// KeyConfig.UnknownIdentity is UnknownIdentityOwnKey.
+	Identity S
+	// Client is the client address (see ClientAddr); invalid if unknown.
+	Client netip.Addr
+	// Now is the decision instant: Engine.Clock().Now(), read when the
+	// middleware runs (see Options.Clock).
+	Now time.Time
+	// Cost is the request's cost in units.
+	Cost int
+}
+
+// Scratch holds one request's buffers. Get one from Engine.GetScratch and
+// return it with PutScratch once nothing refers to its buffers.
+type Scratch struct {
+	Key    []byte // the key being built
+	ID     []byte // room for a key function's identity (pass ID[:0]; never store the result back)
+	Fields Fields // the rate-limit fields Reply formats
+	Body   []byte // the 429 body Reply formats
+
+	stripe uint32 // the gate stripe this request takes (see gate)
+}
+
+// maxScratch is the capacity above which a buffer grown by an unusual
+// request is dropped instead of pooled.
+const maxScratch = 4096
+
+// Engine is the shared middleware core: compiled rules, one limiter per
+// rule, key extraction and response formatting. All methods are safe for
+// concurrent use.
+type Engine struct {
+	keys       keyer
+	hdr        httplimit.HeaderConfig // PolicyName resolved
+	defAlg     shardlimit.Algorithm
+	tmpl       shardlimit.Config
+	clock      shardlimit.Clock // of every decision and every rule limiter
+	dryRun     bool
+	onError    httplimit.ErrorPolicy
+	onDenied   func(httplimit.Decision)
+	newLimiter func(rule string, cfg shardlimit.Config) (shardlimit.Limiter, error)
+
+	// gate makes Reload atomic for requests: a decision holds a read lock
+	// from loading set to the limiter's answer; Reload holds the write
+	// lock while it changes the limits of limiters in use and publishes
+	// the new set, and Close while it unpublishes it.
+	gate gate
+	set  atomic.Pointer[ruleSet] // nil after Close; stored under gate
+
+	mu      sync.Mutex // serialises Reload and Close; guards closed and retired
+	closed  bool
+	retired map[limiterID]*limiter // limiters of rules the rules in force lack
+
+	wouldDeny, errs, badCost, noID atomic.Uint64
+
+	stripes atomic.Uint32 // stripe of the next Scratch built
+	pool    sync.Pool
+}
+
+// New validates o and returns an engine with o.Rules in force. keyFunc
+// tells whether the middleware has a key function (an identity source
+// besides o.Keys.Header). Errors wrap shardlimit.ErrInvalidConfig (see
+// httplimit.Options.Validate). Close stops the limiters' janitors.
+func New(o httplimit.Options, keyFunc bool) (*Engine, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	keys, err := newKeyer(o.Keys, keyFunc)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		keys:       keys,
+		hdr:        o.Headers,
+		defAlg:     o.DefaultAlgorithm,
+		tmpl:       o.Limiter,
+		clock:      o.Clock,
+		dryRun:     o.DryRun,
+		onError:    o.OnError,
+		onDenied:   o.OnDenied,
+		newLimiter: o.NewLimiter,
+		retired:    map[limiterID]*limiter{},
+	}
+	if e.hdr.PolicyName == "" {
+		e.hdr.PolicyName = httplimit.DefaultPolicyName
+	}
+	if e.defAlg == 0 {
+		e.defAlg = shardlimit.FixedWindow
+	}
+	if e.clock == nil {
+		// One clock for every limiter and decision (Options.Clock).
+		e.clock = shardlimit.SystemClock()
+	}
+	n := keys.maxKeyLen()
+	e.pool.New = func() any {
+		return &Scratch{
+			Key: make([]byte, 0, n), ID: make([]byte, 0, n),
+			Fields: Fields{Buf: make([]byte, 0, 256)}, Body: make([]byte, 0, 128),
+			stripe: e.stripes.Add(1),
+		}
+	}
+	if err := e.Reload(o.Rules); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Clock returns the clock requests are to be decided by (Request.Now):
+// Options.Clock, or the shardlimit.SystemClock that New created. It is
+// the Config.Clock of every rule's limiter, so their janitors judge
+// idleness by the same clock.
+func (e *Engine) Clock() shardlimit.Clock { return e.clock }
+
+// IdentityHeader returns the canonical name of the key header, or "".
+func (e *Engine) IdentityHeader() string { return e.keys.header }
+
+// Trusts reports whether peer is a trusted proxy, whose ForwardedHeader is
+// to be read with ClientAddr.
+func (e *Engine) Trusts(peer netip.Addr) bool { return e.keys.trusts(peer) }
+
+// ForwardedHeader returns the canonical name of the one forwarding header
+// read from trusted proxies: httplimit.XForwardedFor or XRealIP.
+func (e *Engine) ForwardedHeader() string { return e.keys.fwdHeader }
+
+// ClientAddr returns the client address of a request from trusted proxy
+// peer, given every line of its ForwardedHeader (see
+// KeyConfig.ForwardedHeader). It does not allocate.
+func ClientAddr[S byteseq](e *Engine, peer netip.Addr, lines []S) netip.Addr {
+	return forwardedClient(&e.keys, peer, lines)
+}
+
+// GetScratch returns a request's buffers from the engine's pool.
+func (e *Engine) GetScratch() *Scratch { return e.pool.Get().(*Scratch) }
+
+// PutScratch returns sc to the pool.
+func (e *Engine) PutScratch(sc *Scratch) {
+	if cap(sc.Key) > maxScratch || cap(sc.ID) > maxScratch || cap(sc.Fields.Buf) > maxScratch || cap(sc.Body) > maxScratch {
+		return
+	}
+	e.pool.Put(sc)
+}
+
+// Decide decides request q into o, overwriting it, and builds the request's
+// key in sc.Key. It consumes the request's cost from the matched rule's
+// limiter unless the cost is negative, and never allocates for a known
+// client on a matched rule. The whole decision is taken under one rule set:
+// a concurrent Reload waits for it, or it waits for the Reload. It calls
+// Options.OnDenied for denials, after the decision. q and o are pointers
+// only so that neither is copied: Decide keeps neither.
+func Decide[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) {
+	*o = Outcome{}
+	o.Time, o.Cost = q.Now, q.Cost
+	l := e.gate.rlock(sc.stripe)
+	decideLocked(e, sc, q, o)
+	l.RUnlock()
+	switch o.Action {
+	case httplimit.ActionBadCost:
+		e.badCost.Add(1)
+	case httplimit.ActionNoIdentity:
+		e.noID.Add(1)
+	case httplimit.ActionFailClosed, httplimit.ActionFailOpen:
+		e.errs.Add(1)
+	case httplimit.ActionDryRunDeny:
+		e.wouldDeny.Add(1)
+		fallthrough
+	case httplimit.ActionDeny:
+		if e.onDenied != nil {
+			e.onDenied(o.Decision)
+		}
+	}
+}
+
+// decideLocked is Decide's work under the gate's read lock.
+func decideLocked[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) {
+	set := e.set.Load()
+	if set == nil {
+		o.Result.Err = shardlimit.ErrClosed
+		e.failed(o)
+		return
+	}
+	id := q.Identity
+	idTier, listed := lookupID(set, id)
+	if !listed && e.keys.unknownID == httplimit.UnknownIdentityAnonymous {
+		id = id[:0] // keyed as a request without identity
+	}
+	r := matchFrom(set, idTier, q.Client, q.Method, q.Path)
+	if r == nil {
+		o.Action = httplimit.ActionNoRule
+		return
+	}
+	o.r, o.Rule, o.Tier, o.Algorithm, o.Window = r, r.name, r.tier, r.alg, r.window
+	if q.Cost < 0 {
+		o.Action = httplimit.ActionBadCost
+		return
+	}
+	key, ok := buildKey(&e.keys, sc.Key[:0], id, q.Client)
+	sc.Key = key
+	if !ok {
+		o.Action = httplimit.ActionNoIdentity
+		return
+	}
+	o.Result = r.l.lim.AllowBytesN(key, q.Now, q.Cost)
+	switch {
+	case o.Result.Err != nil:
+		e.failed(o)
+	case o.Result.Allowed:
+		o.Action = httplimit.ActionAllow
+	case e.dryRun:
+		o.Action = httplimit.ActionDryRunDeny
+	default:
+		o.Action = httplimit.ActionDeny
+	}
+}
+
+// buildKey appends the key of a request with identity id from client to
+// dst; false when the request has no identity under EmptyKeyReject.
+func buildKey[S byteseq](k *keyer, dst []byte, id S, client netip.Addr) ([]byte, bool) {
+	switch {
+	case len(id) > 0:
+		return appendIDKey(k, dst, id), true
+	case k.identity && k.emptyKey == httplimit.EmptyKeyReject:
+		return dst, false
+	case k.identity && k.emptyKey == httplimit.EmptyKeyShared, !usableAddr(client):
+		return append(dst, keyShared...), true
+	}
+	return k.appendAddrKey(dst, client), true
+}
+
+// failed completes a decision whose Result.Err is set.
+func (e *Engine) failed(o *Outcome) {
+	if e.onError == httplimit.FailOpen {
+		o.Action = httplimit.ActionFailOpen
+	} else {
+		o.Action = httplimit.ActionFailClosed
+	}
+	o.r = nil // no rate-limit fields for a failed decision
+}
+
+// build returns a new limiter for rule: Options.NewLimiter's, else
+// shardlimit.New's.
+func (e *Engine) build(rule string, cfg shardlimit.Config) (shardlimit.Limiter, error) {
+	if e.newLimiter == nil {
+		return shardlimit.New(cfg)
+	}
+	lim, err := e.newLimiter(rule, cfg)
+	if err == nil && lim == nil {
+		err = errors.New("NewLimiter returned a nil limiter")
+	}
+	return lim, err
+}
+
+// Close closes every rule's limiter, stopping their janitors. Afterwards
+// decisions fail with shardlimit.ErrClosed (answered per OnError). It is
+// idempotent and returns nil.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	e.gate.lock()
+	old := e.set.Swap(nil)
+	e.gate.unlock()
+	if old != nil {
+		for _, r := range old.rules {
+			r.l.lim.Close()
+		}
+	}
+	for id, l := range e.retired {
+		l.lim.Close()
+		delete(e.retired, id)
+	}
+	return nil
+}
+
+// Stats returns the engine's counters.
+func (e *Engine) Stats() httplimit.Stats {
+	st := httplimit.Stats{
+		WouldDeny:  e.wouldDeny.Load(),
+		Errors:     e.errs.Load(),
+		BadCost:    e.badCost.Load(),
+		NoIdentity: e.noID.Load(),
+	}
+	if set := e.set.Load(); set != nil {
+		st.Rules = len(set.rules)
+		for _, r := range set.rules {
+			ls := r.l.lim.Stats()
+			st.Allowed += ls.Allowed
+			st.Denied += ls.Denied
+			st.Keys += ls.Keys
+		}
+	}
+	return st
+}
+
+// RuleStats returns the limiter counters of each rule in force, by rule
+// name.
+func (e *Engine) RuleStats() map[string]shardlimit.Stats {
+	out := map[string]shardlimit.Stats{}
+	if set := e.set.Load(); set != nil {
+		for name, r := range set.rules {
+			out[name] = r.l.lim.Stats()
+		}
+	}
+	return out
+}
+
+// errNoRules is Reload's error for nil rules.
+var errNoRules = fmt.Errorf("%w: %w: nil rules", shardlimit.ErrInvalidConfig, httplimit.ErrNoRules)

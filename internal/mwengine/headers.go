@@ -1,0 +1,383 @@
+package mwengine
+
+import (
+	"math/bits"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/httplimit"
+)
+
+// Field identifies a response header field the middleware writes.
+type Field uint8
+
+// The fields, in the order they are written.
+const (
+	FieldLimit      Field = iota // X-RateLimit-Limit
+	FieldRemaining               // X-RateLimit-Remaining
+	FieldReset                   // X-RateLimit-Reset
+	FieldPolicy                  // RateLimit-Policy (IETF draft)
+	FieldRateLimit               // RateLimit (IETF draft)
+	FieldWindowMs                // X-RateLimit-Window-Ms
+	FieldStrategy                // X-RateLimit-Strategy
+	FieldRetryAfter              // Retry-After (RFC 9110, section 10.2.3)
+	NumFields
+)
+
+// FieldNames are the fields' names in canonical MIME form (how both Go
+// frameworks spell them; names are case-insensitive on the wire), indexed by
+// Field.
+var FieldNames = [NumFields]string{
+	FieldLimit:      "X-Ratelimit-Limit",
+	FieldRemaining:  "X-Ratelimit-Remaining",
+	FieldReset:      "X-Ratelimit-Reset",
+	FieldPolicy:     "Ratelimit-Policy",
+	FieldRateLimit:  "Ratelimit",
+	FieldWindowMs:   "X-Ratelimit-Window-Ms",
+	FieldStrategy:   "X-Ratelimit-Strategy",
+	FieldRetryAfter: "Retry-After",
+}
+
+// CeilSeconds returns d in whole seconds rounded up; 0 for d <= 0.
+func CeilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
+}
+
+// RetryAfterSeconds returns the Retry-After value for retry-after d: d in
+// whole seconds rounded up and at least 1, and false for shardlimit.Never
+// (no wait can succeed: the field is omitted).
+func RetryAfterSeconds(d time.Duration) (int64, bool) {
+	if d == shardlimit.Never {
+		return 0, false
+	}
+	return max(1, CeilSeconds(d)), true
+}
+
+// Fields are the rate-limit fields of one response, formatted by
+// Engine.Reply: Len fields, the i-th named FieldNames[Field(i)] with
+// value Value(i). The values lie one after the other in Buf, so a
+// middleware can copy them all at once (net/http: one string for all).
+type Fields struct {
+	// Buf holds the values, concatenated. Reply appends to it.
+	Buf []byte
+	n   int
+	f   [NumFields]Field
+	end [NumFields]int
+}
+
+// Len returns the number of fields.
+func (fs *Fields) Len() int { return fs.n }
+
+// Field returns the i-th field, for 0 <= i < Len().
+func (fs *Fields) Field(i int) Field { return fs.f[i] }
+
+// End returns where the i-th field's value ends in Buf; it starts where the
+// previous one ends (the first at 0).
+func (fs *Fields) End(i int) int { return fs.end[i] }
+
+// Value returns the i-th field's value, a slice of Buf.
+func (fs *Fields) Value(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = fs.end[i-1]
+	}
+	return fs.Buf[start:fs.end[i]]
+}
+
+// reset empties fs, keeping Buf's capacity.
+func (fs *Fields) reset() {
+	fs.Buf, fs.n = fs.Buf[:0], 0
+}
+
+// add records field f, whose value ends at end.
+func (fs *Fields) add(f Field, end int) {
+	fs.f[fs.n], fs.end[fs.n] = f, end
+	fs.n++
+}
+
+// formatFields formats the rate-limit fields of o (those HeaderConfig
+// selects; Retry-After only for ActionDeny), in the order of their Field
+// values, into fs, appending the values to fs.Buf. fs must be a zero Fields
+// but for Buf, which may bring capacity but no content. It formats nothing
+// for a decision without a rule.
+func (e *Engine) formatFields(fs *Fields, o *Outcome) {
+	r := o.r
+	if r == nil {
+		return
+	}
+	res := &o.Result
+	reset := CeilSeconds(res.ResetAfter)
+	b := fs.Buf
+	if !e.hdr.OmitXRateLimit {
+		b = r.appendLimit(b, res.Limit)
+		fs.add(FieldLimit, len(b))
+		b = appendInt(b, int64(res.Remaining))
+		fs.add(FieldRemaining, len(b))
+		v := reset
+		if e.hdr.ResetUnix {
+			// The reset instant R = now + ResetAfter, in Unix seconds
+			// rounded up.
+			ns := o.Time.UnixNano() + int64(res.ResetAfter)
+			v = ns / 1e9
+			if ns%1e9 > 0 {
+				v++
+			}
+		}
+		b = appendInt(b, v)
+		fs.add(FieldReset, len(b))
+	}
+	if e.hdr.IETF {
+		// Lists of one item each: the rule's one policy.
+		if res.Limit == r.limit {
+			b = append(b, r.policy...)
+		} else {
+			b = appendPolicyItem(b, r, res.Limit)
+		}
+		fs.add(FieldPolicy, len(b))
+		b = appendServiceItem(b, r, res.Remaining, reset)
+		fs.add(FieldRateLimit, len(b))
+	}
+	if e.hdr.Verbose {
+		b = append(b, r.windowMs...)
+		fs.add(FieldWindowMs, len(b))
+		b = append(b, r.strategy...)
+		fs.add(FieldStrategy, len(b))
+	}
+	if !e.hdr.OmitRetryAfter && o.Action == httplimit.ActionDeny {
+		if s, ok := RetryAfterSeconds(res.RetryAfter); ok {
+			b = appendInt(b, s)
+			fs.add(FieldRetryAfter, len(b))
+		}
+	}
+	fs.Buf = b
+}
+
+// appendPolicyItem appends r's RateLimit-Policy item for a quota of limit
+// units: "name";q=limit;w=window seconds.
+func appendPolicyItem(dst []byte, r *rule, limit int) []byte {
+	dst = append(dst, r.sfName...)
+	dst = append(dst, ";q="...)
+	dst = appendInt(dst, int64(limit))
+	return append(dst, r.policyW...)
+}
+
+// appendServiceItem appends r's RateLimit item: "name";r=remaining;t=reset.
+func appendServiceItem(dst []byte, r *rule, remaining int, reset int64) []byte {
+	dst = append(dst, r.sfName...)
+	dst = append(dst, ";r="...)
+	dst = appendInt(dst, int64(remaining))
+	dst = append(dst, ";t="...)
+	return appendInt(dst, reset)
+}
+
+// appendLimit appends limit in decimal, the rule's own without formatting.
+func (r *rule) appendLimit(dst []byte, limit int) []byte {
+	if limit == r.limit {
+		return append(dst, r.limitDigits...)
+	}
+	return appendInt(dst, int64(limit))
+}
+
+// digitPairs holds "00" to "99".
+const digitPairs = "00010203040506070809" +
+	"10111213141516171819" +
+	"20212223242526272829" +
+	"30313233343536373839" +
+	"40414243444546474849" +
+	"50515253545556575859" +
+	"60616263646566676869" +
+	"70717273747576777879" +
+	"80818283848586878889" +
+	"90919293949596979899"
+
+// pow10 holds 10^0 to 10^19.
+var pow10 = [...]uint64{1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9,
+	1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19}
+
+// appendInt appends v in decimal to dst, as strconv.AppendInt(dst, v, 10)
+// does. Non-negative values are written in place, four digits per
+// division, instead of through strconv's scratch array and copy: this is on
+// every limited response, three to six times.
+func appendInt(dst []byte, v int64) []byte {
+	if v < 0 {
+		return strconv.AppendInt(dst, v, 10)
+	}
+	u := uint64(v)
+	if u < 100 {
+		if u < 10 {
+			return append(dst, '0'+byte(u))
+		}
+		return append(dst, digitPairs[2*u], digitPairs[2*u+1])
+	}
+	// The number of digits: log10 from the bit length, corrected by one.
+	n := bits.Len64(u) * 1233 >> 12
+	if n < len(pow10) && u >= pow10[n] {
+		n++
+	}
+	dst = slices.Grow(dst, n)
+	l := len(dst)
+	dst = dst[:l+n]
+	b := dst[l:]
+	i := len(b)
+	for u >= 10000 {
+		q := u / 10000
+		r := u - q*10000
+		hi, lo := r/100*2, r%100*2
+		i -= 4
+		_ = b[i+3]
+		b[i], b[i+1], b[i+2], b[i+3] = digitPairs[hi], digitPairs[hi+1], digitPairs[lo], digitPairs[lo+1]
+		u = q
+	}
+	if u >= 100 {
+		q := u / 100
+		r := (u - q*100) * 2
+		i -= 2
+		b[i], b[i+1] = digitPairs[r], digitPairs[r+1]
+		u = q
+	}
+	if u >= 10 {
+		b[i-2], b[i-1] = digitPairs[2*u], digitPairs[2*u+1]
+	} else {
+		b[i-1] = '0' + byte(u)
+	}
+	return dst
+}
+
+// appendSFString appends s as a structured-field string (RFC 9651, section
+// 3.3.3): quoted, with '"' and '\' escaped. s is printable ASCII.
+func appendSFString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' || s[i] == '\\' {
+			dst = append(dst, '\\')
+		}
+		dst = append(dst, s[i])
+	}
+	return append(dst, '"')
+}
+
+// appendWindow appends a human-readable window: whole seconds, else whole
+// milliseconds, else nanoseconds.
+func appendWindow(dst []byte, w time.Duration) []byte {
+	switch {
+	case w%time.Second == 0:
+		return append(appendInt(dst, int64(w/time.Second)), " s"...)
+	case w%time.Millisecond == 0:
+		return append(appendInt(dst, int64(w/time.Millisecond)), " ms"...)
+	}
+	return append(appendInt(dst, int64(w)), " ns"...)
+}
+
+// Response bodies (text/plain; charset=utf-8) of the answers other than 429.
+const (
+	// BodyBadCost is the 500 body for a negative request cost.
+	BodyBadCost = "Internal Server Error: invalid request cost.\n"
+	// BodyNoIdentity is the 400 body for a request without a client
+	// identity (or with an unlisted one under UnknownIdentityAnonymous)
+	// under EmptyKeyReject.
+	BodyNoIdentity = "Bad Request: missing or unknown client identity.\n"
+	// BodyUnavailable is the 503 body for a failed decision under
+	// FailClosed.
+	BodyUnavailable = "Service Unavailable: rate limiter unavailable.\n"
+)
+
+// The bodies as written (never modified).
+var (
+	bodyBadCost     = []byte(BodyBadCost)
+	bodyNoIdentity  = []byte(BodyNoIdentity)
+	bodyUnavailable = []byte(BodyUnavailable)
+)
+
+// ContentType is the Content-Type of every body the middleware writes; each
+// is sent with X-Content-Type-Options: nosniff (NoSniff).
+const (
+	ContentType = "text/plain; charset=utf-8"
+	NoSniff     = "nosniff"
+)
+
+// Statuses of the answers the middleware writes itself.
+const (
+	StatusTooManyRequests     = 429
+	StatusBadRequest          = 400
+	StatusInternalServerError = 500
+	StatusServiceUnavailable  = 503
+)
+
+// Reply is how a middleware answers a decided request: the one mapping from
+// Action to response, so that both adapters only read requests and write
+// responses.
+type Reply struct {
+	// Next: write the fields and call the next handler.
+	Next bool
+	// Hook: a 429 that the middleware's Denied hook answers, after the
+	// fields are written.
+	Hook bool
+	// Status and Body, when neither: write the fields, then answer Status
+	// with Body, Content-Type ContentType and X-Content-Type-Options
+	// NoSniff. Body is sc.Body or a constant; it must not be modified.
+	Status int
+	Body   []byte
+}
+
+// Reply returns the answer to the request o decided and formats it into sc:
+// the rate-limit fields into sc.Fields and a 429's body into sc.Body.
+// hook tells whether the middleware has a Denied hook, which then answers
+// 429s instead.
+func (e *Engine) Reply(sc *Scratch, o *Outcome, hook bool) Reply {
+	sc.Fields.reset()
+	switch o.Action {
+	case httplimit.ActionBadCost:
+		return Reply{Status: StatusInternalServerError, Body: bodyBadCost}
+	case httplimit.ActionNoIdentity:
+		return Reply{Status: StatusBadRequest, Body: bodyNoIdentity}
+	case httplimit.ActionFailClosed:
+		return Reply{Status: StatusServiceUnavailable, Body: bodyUnavailable}
+	case httplimit.ActionDeny:
+		e.formatFields(&sc.Fields, o)
+		if hook {
+			return Reply{Hook: true}
+		}
+		sc.Body = AppendDenyBody(sc.Body[:0], o)
+		return Reply{Status: StatusTooManyRequests, Body: sc.Body}
+	}
+	e.formatFields(&sc.Fields, o) // nothing without a rule
+	return Reply{Next: true}
+}
+
+// AppendDenyBody appends the text/plain body of a 429 for d to dst, e.g.
+// "Too Many Requests: limit of 10 per 60 s reached; retry in 57 s.\n".
+func AppendDenyBody(dst []byte, d *Outcome) []byte {
+	res := &d.Result
+	dst = append(dst, "Too Many Requests: "...)
+	switch {
+	case res.RetryAfter != shardlimit.Never:
+		s, _ := RetryAfterSeconds(res.RetryAfter)
+		dst = append(dst, "limit of "...)
+		dst = appendInt(dst, int64(res.Limit))
+		dst = append(dst, " per "...)
+		dst = appendWindow(dst, d.Window)
+		dst = append(dst, " reached; retry in "...)
+		dst = appendInt(dst, s)
+		dst = append(dst, " s.\n"...)
+	case res.Limit == 0:
+		dst = append(dst, "this client may make no requests here.\n"...)
+	default:
+		dst = append(dst, "request cost "...)
+		dst = appendInt(dst, int64(d.Cost))
+		dst = append(dst, " exceeds the limit of "...)
+		dst = appendInt(dst, int64(res.Limit))
+		dst = append(dst, " per "...)
+		dst = appendWindow(dst, d.Window)
+		dst = append(dst, ".\n"...)
+	}
+	return dst
+}

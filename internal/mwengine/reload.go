@@ -1,0 +1,205 @@
+package mwengine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/httplimit"
+	"github.com/shardlimit/shardlimit/internal/netprefix"
+)
+
+// limiterID is what a limiter counts: the requests of the rule with this
+// name, under this algorithm, window and buckets. A rule gets the limiter
+// of its identity if there is one, in force or set aside, and so its
+// clients' counters.
+type limiterID struct {
+	name    string
+	alg     shardlimit.Algorithm
+	window  time.Duration
+	buckets int
+}
+
+// limiter is a rule's limiter and the limits applied to it. lim is safe for
+// concurrent use; def and overrides change only under Engine.mu, and for a
+// limiter in force also under the gate's write lock.
+type limiter struct {
+	id        limiterID
+	lim       shardlimit.Limiter
+	def       int            // the default limit applied
+	overrides map[string]int // the per-key limits applied, by key
+}
+
+// apply gives l default limit def and exactly the per-key limits want,
+// changing only what differs. A per-key limit that cannot be stored (the
+// table is full) is left out, to be tried again by the next Reload; the
+// errors say which.
+func (l *limiter) apply(def int, want map[string]int) []error {
+	var errs []error
+	if l.def != def {
+		if err := l.lim.SetDefaultLimit(def); err != nil {
+			errs = append(errs, fmt.Errorf("rule %q: %w", l.id.name, err))
+		} else {
+			l.def = def
+		}
+	}
+	for key := range l.overrides {
+		if _, keep := want[key]; keep {
+			continue
+		}
+		if err := l.lim.ClearLimit(key); err != nil {
+			errs = append(errs, fmt.Errorf("rule %q: override: %w", l.id.name, err))
+			continue
+		}
+		delete(l.overrides, key)
+	}
+	for key, lim := range want {
+		if prev, ok := l.overrides[key]; ok && prev == lim {
+			continue
+		}
+		if err := l.lim.SetLimit(key, lim); err != nil {
+			errs = append(errs, fmt.Errorf("rule %q: override: %w", l.id.name, err))
+			continue
+		}
+		l.overrides[key] = lim
+	}
+	return errs
+}
+
+// Reload replaces the rules in force by r, atomically for requests (see
+// "Reloading rules" in package httplimit): every decision is taken
+// entirely under the old rules or entirely under the new, because the
+// limits of the limiters both sets use change, and the new set is
+// published, while no decision is under way.
+//
+// A rule gets the limiter of its name, algorithm, window and buckets,
+// whether the rules in force use it or a reload set it aside, and so its
+// clients' counters; otherwise a new one. Limiters the new rules do not use
+// are set aside, their per-key limits cleared so that their janitors can
+// empty them; each Reload closes those whose every key is back to a fresh
+// key's state (Sweep), which a rule coming back could not tell from a new
+// limiter.
+//
+// An invalid r returns an error wrapping shardlimit.ErrInvalidConfig (and
+// httplimit.ErrNoRules for a rule set without rules that does not say
+// limiting is off) and leaves the rules in force untouched. Reload after
+// Close returns shardlimit.ErrClosed. If an override cannot be stored (the
+// rule's table is full) the new rules are in force without it and the
+// error, wrapping the limiter's, is returned.
+func (e *Engine) Reload(r *httplimit.Rules) error {
+	if r == nil {
+		return errNoRules
+	}
+	check := httplimit.Options{Rules: r, DefaultAlgorithm: e.defAlg}
+	if err := check.Validate(); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return shardlimit.ErrClosed
+	}
+	// The limiters a rule may take over: those in force and those set aside.
+	avail := map[limiterID]*limiter{}
+	if old := e.set.Load(); old != nil {
+		for _, or := range old.rules {
+			avail[or.l.id] = or.l
+		}
+	}
+	for id, l := range e.retired {
+		avail[id] = l
+	}
+	ns := &ruleSet{rules: map[string]*rule{}, byID: map[string]*tier{}}
+	var created []*limiter
+	used := map[limiterID]bool{}
+	build := func(tierName string, rules []httplimit.Rule) error {
+		for _, ru := range rules {
+			nr := e.newRule(tierName, ru)
+			id := nr.id()
+			if l := avail[id]; l != nil {
+				nr.l = l
+			} else {
+				lim, err := e.build(ru.Name, e.limiterConfig(nr))
+				if err != nil {
+					return fmt.Errorf("rule %q: %w", ru.Name, err)
+				}
+				nr.l = &limiter{id: id, lim: lim, def: nr.limit, overrides: map[string]int{}}
+				created = append(created, nr.l)
+			}
+			used[id] = true
+			ns.rules[ru.Name] = nr
+		}
+		return nil
+	}
+	err := build("", r.Rules)
+	for i := 0; err == nil && i < len(r.Tiers); i++ {
+		err = build(r.Tiers[i].Name, r.Tiers[i].Rules)
+	}
+	if err != nil {
+		for _, l := range created {
+			l.lim.Close()
+		}
+		return err
+	}
+	// Validated: the networks parse.
+	ns.def = compileTier("", r.Rules, ns.rules)
+	for _, t := range r.Tiers {
+		ct := compileTier(t.Name, t.Rules, ns.rules)
+		for _, c := range t.Clients {
+			ns.byID[c] = ct
+		}
+		for _, n := range t.Networks {
+			p, _ := netprefix.Parse(n)
+			ns.nets = append(ns.nets, netTier{net: p, tier: ct})
+		}
+	}
+	for _, o := range r.Overrides {
+		if _, ok := ns.byID[o.ID]; o.ID != "" && !ok {
+			ns.byID[o.ID] = nil // listed, in no tier
+		}
+	}
+	overrides := e.overrideKeys(r, ns.rules)
+
+	// New limiters serve no request yet; the others may, under the rules
+	// in force: change their limits and publish the new set with no
+	// decision under way.
+	var errs []error
+	isNew := map[*limiter]bool{}
+	for _, l := range created {
+		isNew[l] = true
+	}
+	for name, nr := range ns.rules {
+		if isNew[nr.l] {
+			errs = append(errs, nr.l.apply(nr.limit, overrides[name])...)
+		}
+	}
+	e.gate.lock()
+	for name, nr := range ns.rules {
+		if !isNew[nr.l] {
+			errs = append(errs, nr.l.apply(nr.limit, overrides[name])...)
+		}
+	}
+	e.set.Store(ns)
+	e.gate.unlock()
+
+	// No decision uses a limiter the new set lacks: set those aside, and
+	// close the ones set aside whose counters all equal fresh ones.
+	for id, l := range avail {
+		switch {
+		case used[id]:
+			delete(e.retired, id)
+		case e.retired[id] == nil:
+			errs = append(errs, l.apply(l.def, nil)...) // per-key limits are never evicted
+			e.retired[id] = l
+		}
+	}
+	now := e.clock.Now()
+	for id, l := range e.retired {
+		if l.lim.Sweep(now); l.lim.Len() == 0 {
+			l.lim.Close()
+			delete(e.retired, id)
+		}
+	}
+	return errors.Join(errs...)
+}
