@@ -322,6 +322,26 @@ func (l *limiter[E]) Forget(f *shared.Flush) {
 	}
 }
 
+// Touch brings key to instant t as a decision of cost 0 would (its windows
+// and sync rings move forward; an instant behind the key's latest changes
+// nothing) and queues it for the next Collect. It reports whether the key
+// is stored.
+func (l *limiter[E]) Touch(key string, t int64) bool {
+	h := l.tab.hash(key)
+	s := l.tab.shardFor(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	slot, ok := find(s, h, key)
+	if !ok {
+		return false
+	}
+	if rec := s.rec(slot); t > l.alg.lastSeen(rec) {
+		l.alg.decide(s, rec, l.tab.posSide(s, slot), t, 0, consume)
+	}
+	markTouched(s, l.tab.sync, slot, l.tab.sideOf(s, slot))
+	return true
+}
+
 func (l *limiter[E]) SyncStats() (dropped uint64, dirty int) {
 	for i := range l.tab.shards {
 		s := &l.tab.shards[i]

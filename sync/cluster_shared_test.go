@@ -73,15 +73,25 @@ func TestCaseB23SharedCluster(t *testing.T) {
 			t.Fatalf("counter of %s = %d, want 1", keys[i], v)
 		}
 	}
+	// The eviction watch reads INFO of every master.
+	eventually(t, 10*time.Second, func() string {
+		if ev := s.SharedStats().Eviction; ev.Policy != "noeviction" || !ev.Safe() || ev.Err != nil {
+			return fmt.Sprintf("eviction %+v", ev)
+		}
+		return ""
+	})
 	for i, m := range mons {
-		calls := 0
+		calls, infos := 0, 0
 		for _, cmd := range m.Sync(t) {
-			if name := strings.ToUpper(cmd[0]); name == "EVALSHA" || name == "EVAL" {
+			switch name := strings.ToUpper(cmd[0]); name {
+			case "EVALSHA", "EVAL":
 				calls++
+			case "INFO":
+				infos++
 			}
 		}
-		if calls == 0 {
-			t.Errorf("master %s got no script call", masters[i])
+		if calls == 0 || infos == 0 {
+			t.Errorf("master %s got %d script calls and %d INFO", masters[i], calls, infos)
 		}
 	}
 

@@ -62,25 +62,69 @@
 // its units are MaybeApplied instead of retried. DialerRetries: 1 reports a
 // refused connection at once.
 //
+// go-redis allocates what a reply's headers declare before it reads the
+// reply: a store answering *2147483647 makes it allocate 32 GiB. Dial
+// through LimitReplies to bound every reply.
+//
 // Recommended client options therefore are MaxRetries: -1,
-// ContextTimeoutEnabled: true and DialerRetries: 1.
+// ContextTimeoutEnabled: true, DialerRetries: 1 and a Dialer from
+// LimitReplies:
+//
+//	opt := &redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true, DialerRetries: 1}
+//	opt.Dialer = shardsync.LimitReplies(redis.NewDialer(opt), 0)
+//	client := redis.NewClient(opt)
+//
+// # Eviction
+//
+// Redis deletes keys before their time only when it has a maxmemory and a
+// maxmemory-policy other than noeviction. An evicted counter or state is a
+// fresh budget for every node: against a Redis of 2 MB with allkeys-lru
+// flooded with other keys, two Exact processes admitted 10 times a
+// fixed-window limit per window (every request offered) and two Shared
+// processes twice the limit. The volatile-* policies are no refuge: every
+// key of this package has a TTL, so they are evicted first.
+//
+// The safe policy is noeviction (with a Redis of the limiters' own, or a
+// maxmemory the data never reaches). A full Redis under noeviction refuses
+// writes with OOM instead (ErrRejected): Shared then decides with its local
+// counts and its floors restore the store's counters once writes work
+// again; Exact decides by its FailurePolicy; every count already written
+// stays. Both stay within the outage bound.
+//
+// Both limiters read INFO when they start and every EvictionCheck (2 s)
+// after: the policy and maxmemory (Stats.Eviction, and Eviction.Safe), and
+// the growth of evicted_keys. While it grows the limiter is Degraded, with
+// an error wrapping ErrEvicting, and decides by its FailurePolicy as during
+// an outage: Exact by its local fallback, which has recorded what this
+// process admitted through Redis (N processes: at most N times the limit
+// per window), Shared by its local counts (under FallbackLimit if set:
+// L/N per process bounds the cluster to about the limit). It becomes
+// Healthy again at the first check that finds no new eviction. Evictions
+// are not traced to keys: those of other applications' keys count too, as
+// they show that this package's can go next. A Redis that refuses INFO
+// (some managed services) is reported once in Eviction.Err and not watched.
+//
+// # Trust
+//
+// The store is trusted infrastructure: limits are only as good as the
+// counts it keeps, and whoever can write to it, or answer in its place, can
+// make any limit admit everything (forged totals, deleted keys) or nothing
+// (inflated counters), or make every decision fall back to the local
+// limiters (errors, garbage, silence). Give the limiters a store of their
+// own, or at least a Redis user whose ACL allows only the key prefix and
+// the commands they use, and a network path no client can reach.
+//
+// What a broken or hostile store cannot do, whatever it answers or
+// withholds: make a decision wait past its deadline (Shared's never wait
+// for it; Exact's wait at most ExactConfig.Timeout), make Close or
+// Shutdown wait past theirs, or make the package panic (every reply is
+// decoded with checked type assertions and range checks; what does not fit
+// is ErrBadReply). Memory is bounded only with a client that dials through
+// LimitReplies: without it one reply can make go-redis allocate gigabytes,
+// and nest arrays deeply enough to exceed the goroutine stack limit, which
+// is fatal. A store that answers slowly holds one goroutine per abandoned
+// call until the client's own timeouts end it (ContextTimeoutEnabled ends
+// it at the call's deadline).
 //
 // Redis 5 or later is required (scripts read the server clock with TIME).
 package sync
-
-import "errors"
-
-// Sentinel errors of this package. Errors returned by its functions wrap one
-// of them, a shardlimit sentinel, or the go-redis error that caused them.
-var (
-	// ErrBadReply reports a reply from the store that does not have the
-	// shape the script returns (wrong type, wrong length, out-of-range
-	// values). The command may or may not have been applied.
-	ErrBadReply = errors.New("shardlimit/sync: bad reply from store")
-	// ErrInvalidItem reports an Item that cannot be sent: TTL below one
-	// millisecond, Span out of [0, MaxSpan], or Floor negative.
-	ErrInvalidItem = errors.New("shardlimit/sync: invalid item")
-	// ErrUnavailable reports that the store could not be reached or did not
-	// answer in time.
-	ErrUnavailable = errors.New("shardlimit/sync: store unavailable")
-)

@@ -53,9 +53,11 @@ const (
 	// script in Redis.
 	Healthy State = iota
 	// Degraded: the store does not answer; the FailurePolicy decides. Exact
-	// becomes Degraded when a call fails with a transport error (timeout,
-	// refused or broken connection) and stays so, without touching Redis,
-	// until its reconnect probe succeeds.
+	// becomes Degraded when its calls keep failing with transport errors
+	// (timeout, refused or broken connection): at least three in a row, the
+	// first started ExactConfig.DegradeAfter or more before the last ended.
+	// It stays so, without touching Redis, until its reconnect probe
+	// succeeds.
 	Degraded
 )
 
@@ -72,7 +74,9 @@ func (s State) String() string {
 type StateChange struct {
 	// From and To are the states before and after the change.
 	From, To State
-	// Err is the error that made the limiter degraded (nil on recovery).
+	// Err is the error that made the limiter degraded (nil on recovery):
+	// it wraps ErrUnavailable, ErrRejected, ErrBadReply or ErrEvicting and
+	// the error that caused it.
 	Err error
 	// At is the local wall-clock time of the change.
 	At time.Time
@@ -86,7 +90,14 @@ const (
 	DefaultProbeInterval = 100 * time.Millisecond
 	// DefaultMaxProbeInterval caps the reconnect probe's delay.
 	DefaultMaxProbeInterval = 5 * time.Second
+	// DefaultDegradeAfter is how long Exact's calls must keep failing
+	// before it becomes Degraded.
+	DefaultDegradeAfter = time.Second
 )
+
+// degradeCount is how many calls in a row must fail for Exact to become
+// Degraded (and DegradeAfter pass): one slow or lost call is not an outage.
+const degradeCount = 3
 
 // ExactConfig configures an Exact limiter. Its embedded Config takes the
 // fields of shardlimit.Config with their meaning and defaults; Algorithm
@@ -100,8 +111,20 @@ type ExactConfig struct {
 	// DefaultPrefix; may not contain a brace.
 	Prefix string
 
-	// Timeout bounds each Redis call, in [1ms, 1min]. Default 50ms.
+	// Timeout bounds each Redis call, in [1ms, 1min]. Default 50ms. A call
+	// that fails (times out, cannot connect, gets an error or a reply that
+	// cannot be read) is decided by the Policy.
 	Timeout time.Duration
+
+	// DegradeAfter is how long calls must keep failing with transport
+	// errors, with no call succeeding in between, before the limiter
+	// becomes Degraded and stops calling Redis until its probe reaches it:
+	// it degrades when at least three calls in a row failed and the first
+	// of them started DegradeAfter or more before the last one ended. In
+	// [1ns, 1min]; default 1s. A short value makes one stalled moment of a
+	// loaded host an outage; a long one keeps every decision waiting up to
+	// Timeout for longer when Redis is really gone.
+	DegradeAfter time.Duration
 
 	// Policy decides while Redis fails. Default FallbackLocal.
 	Policy FailurePolicy
@@ -123,6 +146,13 @@ type ExactConfig struct {
 	// Default 5s (or ProbeInterval if that is larger).
 	MaxProbeInterval time.Duration
 
+	// EvictionCheck is how often the background goroutine reads Redis's
+	// eviction state (INFO), in [1ms, 1h]; default 2s; negative: never.
+	// While Redis's evicted_keys grows the limiter is Degraded, with an
+	// error wrapping ErrEvicting, and decides by Policy as during an
+	// outage (see the package doc on eviction).
+	EvictionCheck time.Duration
+
 	// OnStateChange, if set, is called on every change between Healthy and
 	// Degraded, in order, from the limiter's background goroutine (never
 	// from a deciding goroutine). It must not block for long and must not
@@ -136,11 +166,23 @@ type ExactStats struct {
 	Calls           uint64 // decision scripts sent to Redis
 	Errors          uint64 // of which failed (any error, including timeouts)
 	Timeouts        uint64 // of which timed out
+	BadReplies      uint64 // of which the store's reply was unreadable (ErrBadReply)
 	PolicyDecisions uint64 // decisions made by the FailurePolicy
 	Trips           uint64 // changes Healthy -> Degraded
 	Recoveries      uint64 // changes Degraded -> Healthy
 	Probes          uint64 // reconnect probes sent
 	ProbeFailures   uint64 // of which failed
+
+	// LastError is the most recent failure of a call to Redis, nil if
+	// there was none. It wraps ErrUnavailable, ErrRejected or ErrBadReply
+	// and the error that caused it. Failures that do not degrade the
+	// limiter (a reply that cannot be read, an error reply) are reported
+	// here and in Errors and BadReplies: the call is decided by the
+	// FailurePolicy.
+	LastError error
+
+	// Eviction is what the limiter knows of Redis's key eviction.
+	Eviction Eviction
 }
 
 // Exact is a shardlimit.Limiter that decides every request with one Lua
@@ -164,29 +206,37 @@ type ExactStats struct {
 // and a wait can grow by at most the step.
 //
 // Each decision is one round trip bounded by ExactConfig.Timeout, whatever
-// the client's options (see the package doc). A call that fails with a
-// transport error (timeout, refused or broken connection) makes the limiter
-// Degraded: it and every later call are decided by the FailurePolicy without
-// touching Redis, until a background probe (PING with exponential back-off)
-// reaches Redis again. A timed-out call may still have consumed its units in
-// Redis; the fallback does not know it. With a Cluster client the limiter
-// is degraded as a whole while any master is unreachable, and a transport
-// error also asks the client to reload its slot map. Errors that Redis answers (a key
-// holding foreign data, a script denied by an ACL) and unreadable replies
-// are decided by the policy too, but do not degrade the limiter. No reply
-// can make it panic.
+// the client's options (see the package doc). A call that fails is decided
+// by the FailurePolicy. When calls keep failing with transport errors
+// (timeout, refused or broken connection) for ExactConfig.DegradeAfter, at
+// least three in a row, the limiter becomes Degraded: every call is then
+// decided by the policy without touching Redis, until a background probe
+// (PING with exponential back-off) reaches Redis again. One slow call on a
+// loaded host does not degrade it. While Healthy every unit Redis admits is
+// also recorded in the local fallback, so switching to it continues from
+// this process's usage, never from a fresh budget; units the fallback
+// admits are not sent to Redis, so the window in which Redis returns may
+// admit up to the limit on top of them. A timed-out call may still have
+// consumed its units in Redis; the fallback does not know it. With a
+// Cluster client the limiter is degraded as a whole while any master is
+// unreachable, and a transport error also asks the client to reload its
+// slot map. Errors that Redis answers (a key holding foreign data, a script
+// denied by an ACL, OOM) and unreadable replies are decided by the policy
+// too, but do not degrade the limiter: they are counted in ExactStats
+// (Errors, BadReplies) and the last one is kept, with its cause, in
+// ExactStats.LastError.
 //
 // State keys (see the package doc) are written only when a request is
 // admitted, always with a TTL: the time the state still matters plus one
 // second of slack. A denial or a Peek writes nothing.
 //
 // Per-key limits (SetLimit) are kept in this process and sent with every
-// call: configure them on every process. Units admitted while degraded stay
-// local: they are not replayed into Redis on recovery.
+// call: configure them on every process.
 //
 // All methods are safe for concurrent use. Unlike the in-process limiters,
 // every decision allocates (the key and arguments sent to Redis, a goroutine
-// that bounds the call). Close stops the probe goroutine.
+// that bounds the call). Close and Shutdown stop the probe goroutine and
+// return within their deadline whatever Redis does.
 type Exact struct {
 	client   RedisClient
 	cfg      shardlimit.Config // defaults filled in; Limit is defLimit
@@ -197,12 +247,14 @@ type Exact struct {
 	window   int64         // W, microseconds
 	bucket   int64         // G, microseconds (SlidingCounter)
 	timeout  time.Duration
+	degrade  time.Duration // DegradeAfter
 	policy   FailurePolicy
 	fallback shardlimit.Limiter
 	ownFb    bool // fallback built here: Close closes it
 	probeMin time.Duration
 	probeMax time.Duration
 	onChange func(StateChange)
+	watch    *evictionWatch
 
 	// callerTime makes the scripts decide at AllowN's now instead of Redis
 	// TIME. Tests set it to replay exact instants; it is not exported.
@@ -211,25 +263,41 @@ type Exact struct {
 	mu     stdsync.RWMutex
 	limits map[string]int // own limits (SetLimit)
 
-	state   atomic.Int32
-	trip    chan error // to the background goroutine; capacity 1
+	state atomic.Int32
+	trip  chan error // to the background goroutine; capacity 1
+
 	backoff atomic.Int64
+
+	// The run of failed calls (transport errors) since the last call that
+	// reached Redis: failing is read by every call that succeeds.
+	failing  atomic.Bool
+	runMu    stdsync.Mutex
+	runStart time.Time // start of the run's first call; under runMu
+	runCalls int       // calls in the run; under runMu
 
 	allowed, denied                   atomic.Uint64
 	calls, errs, timeouts, policyDecs atomic.Uint64
+	badReplies                        atomic.Uint64
+	lastErr                           lastError
 	trips, recoveries                 atomic.Uint64
 	probes, probeFails                atomic.Uint64
 
 	// gate orders calls against Close: a call registers in inflight under
 	// gate's read lock only while the limiter is open, and Close sets
-	// closed under the write lock before waiting for inflight.
-	gate     stdsync.RWMutex
-	inflight stdsync.WaitGroup
+	// closed under the write lock before it waits for inflight to reach 0
+	// (drained is closed then).
+	gate      stdsync.RWMutex
+	inflight  atomic.Int64
+	drained   chan struct{}
+	drainOnce stdsync.Once
 
-	closed    atomic.Bool
-	closeOnce stdsync.Once
-	stop      chan struct{}
-	done      chan struct{}
+	closed     atomic.Bool
+	closeOnce  stdsync.Once
+	closeErr   error
+	loopCtx    context.Context // parent of the background goroutine's calls
+	loopCancel context.CancelFunc
+	stop       chan struct{}
+	done       chan struct{}
 }
 
 var _ shardlimit.Limiter = (*Exact)(nil)
@@ -305,6 +373,8 @@ func NewExact(client RedisClient, cfg ExactConfig) (*Exact, error) {
 	e.trip = make(chan error, 1)
 	e.stop = make(chan struct{})
 	e.done = make(chan struct{})
+	e.drained = make(chan struct{})
+	e.loopCtx, e.loopCancel = context.WithCancel(context.Background())
 	e.backoff.Store(int64(e.probeMin))
 	go e.run()
 	return e, nil
@@ -329,6 +399,10 @@ func (e *Exact) configure(cfg *ExactConfig) error {
 	if e.timeout < time.Millisecond || e.timeout > time.Minute {
 		return bad("timeout %v outside [1ms, 1m]", e.timeout)
 	}
+	e.degrade = cmp0(cfg.DegradeAfter, DefaultDegradeAfter)
+	if e.degrade < 0 || e.degrade > time.Minute {
+		return bad("degrade after %v outside [1ns, 1m]", e.degrade)
+	}
 	if cfg.Policy < FallbackLocal || cfg.Policy > FailClosed {
 		return bad("unknown failure policy %d", int(cfg.Policy))
 	}
@@ -348,6 +422,15 @@ func (e *Exact) configure(cfg *ExactConfig) error {
 		return bad("max probe interval %v outside [%v, 1h]", e.probeMax, e.probeMin)
 	}
 	e.onChange = cfg.OnStateChange
+	every := cmp0(cfg.EvictionCheck, DefaultEvictionCheck)
+	if every > time.Hour || every >= 0 && every < time.Millisecond {
+		return bad("eviction check %v outside [1ms, 1h]", every)
+	}
+	var why error
+	if !canReadEviction(e.client) {
+		why = errNoInfo
+	}
+	e.watch = newEvictionWatch(every, why)
 	return nil
 }
 
@@ -438,11 +521,15 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 	}
 	lim := e.limitFor(key)
 	if State(e.state.Load()) == Healthy {
+		start := time.Now()
 		r, err := e.remote(ctx, key, now, n, lim, consume)
 		if errors.Is(err, shardlimit.ErrClosed) {
 			return shardlimit.Result{Err: shardlimit.ErrClosed}
 		}
 		if err == nil {
+			if e.failing.Load() {
+				e.endRun()
+			}
 			if consume && r.Allowed && n > 0 && e.fallback != nil {
 				e.fallback.AllowN(key, now, n) // record this process's usage
 			}
@@ -453,7 +540,7 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 			// The caller gave up; not a sign of Redis's health.
 			return shardlimit.Result{Limit: lim, Err: cerr}
 		}
-		e.failed(err)
+		e.failed(err, start)
 	}
 	e.policyDecs.Add(1)
 	r := e.byPolicy(key, now, n, lim, consume)
@@ -513,7 +600,7 @@ func (e *Exact) remote(ctx context.Context, key string, now time.Time, n, lim in
 	e.calls.Add(1)
 	v, err := call(ctx, func() (any, error) {
 		return e.script.Run(ctx, e.client, keys, args...).Result()
-	}, e.inflight.Done)
+	}, e.end)
 	if errors.Is(err, redis.Nil) {
 		err = fmt.Errorf("%w: got nil, want an array", ErrBadReply)
 	}
@@ -533,6 +620,13 @@ func (e *Exact) begin() bool {
 	}
 	e.inflight.Add(1)
 	return true
+}
+
+// end unregisters a Redis call that has returned.
+func (e *Exact) end() {
+	if e.inflight.Add(-1) == 0 && e.closed.Load() {
+		e.drainOnce.Do(func() { close(e.drained) })
+	}
 }
 
 // decodeDecision checks the reply {allowed, remaining, reset_us, retry_us}
@@ -574,15 +668,25 @@ func decodeDecision(v any, lim, n int) (shardlimit.Result, error) {
 	return r, nil
 }
 
-// failed counts a failed call and degrades the limiter on a transport
-// error.
-func (e *Exact) failed(err error) {
+// failed counts a call started at start that failed with err, and
+// degrades the limiter when transport errors have lasted (see DegradeAfter).
+func (e *Exact) failed(err error, start time.Time) {
 	e.errs.Add(1)
 	if isTimeout(err) {
 		e.timeouts.Add(1)
 	}
-	if !transportError(err) {
-		return // Redis answered: it is reachable
+	if errors.Is(err, ErrBadReply) {
+		e.badReplies.Add(1)
+	}
+	transport := transportError(err)
+	err = storeError(err)
+	e.lastErr.set(err)
+	if !transport {
+		e.endRun() // Redis answered: it is reachable
+		return
+	}
+	if !e.sustained(start) {
+		return
 	}
 	if r, ok := e.client.(topologyReloader); ok {
 		r.ReloadState(context.Background()) // a failed-over Cluster master
@@ -594,6 +698,27 @@ func (e *Exact) failed(err error) {
 		default:
 		}
 	}
+}
+
+// sustained adds a call started at start to the run of failed calls and
+// reports whether the run is long enough to degrade the limiter.
+func (e *Exact) sustained(start time.Time) bool {
+	e.runMu.Lock()
+	defer e.runMu.Unlock()
+	if e.runCalls == 0 || start.Before(e.runStart) {
+		e.runStart = start
+	}
+	e.runCalls++
+	e.failing.Store(true)
+	return e.runCalls >= degradeCount && time.Since(e.runStart) >= e.degrade
+}
+
+// endRun ends the run of failed calls: a call reached Redis.
+func (e *Exact) endRun() {
+	e.runMu.Lock()
+	e.runCalls = 0
+	e.failing.Store(false)
+	e.runMu.Unlock()
 }
 
 // isTimeout reports whether err is a timeout.
@@ -641,48 +766,113 @@ func (e *Exact) byPolicy(key string, now time.Time, n, lim int, consume bool) sh
 // Redis while degraded, until Close.
 func (e *Exact) run() {
 	defer close(e.done)
+	// Eviction checks while Healthy; the first at once (the policy).
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	check := timer.C
+	if !e.watch.on() {
+		check = nil
+	}
 	for {
 		select {
 		case <-e.stop:
 			return
 		case err := <-e.trip:
 			e.notify(StateChange{From: Healthy, To: Degraded, Err: err, At: time.Now()})
-			if !e.probe() {
-				return
+		case <-check:
+			err := e.checkEviction()
+			if !e.watch.on() { // Redis refused INFO: never asked again
+				check = nil
 			}
-			e.notify(StateChange{From: Degraded, To: Healthy, At: time.Now()})
+			timer.Reset(e.watch.wait(time.Now()))
+			if err == nil || !e.state.CompareAndSwap(int32(Healthy), int32(Degraded)) {
+				continue
+			}
+			e.trips.Add(1)
+			e.notify(StateChange{From: Healthy, To: Degraded, Err: err, At: time.Now()})
 		}
+		if !e.probe() {
+			return
+		}
+		e.notify(StateChange{From: Degraded, To: Healthy, At: time.Now()})
+		timer.Reset(e.watch.wait(time.Now()))
 	}
 }
 
-// probe pings Redis with exponential back-off until it answers (true) or
-// the limiter is closed (false).
+// checkEviction reads Redis's eviction state and returns an error wrapping
+// ErrEvicting if it evicted keys since the previous check.
+func (e *Exact) checkEviction() error {
+	if !e.begin() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(e.loopCtx, e.timeout)
+	defer cancel()
+	return e.watch.check(ctx, func(ctx context.Context) (evictionInfo, error) {
+		v, err := call(ctx, func() (any, error) {
+			in, err := readEviction(ctx, e.client)
+			return in, err
+		}, e.end)
+		in, ok := v.(evictionInfo)
+		if err != nil || !ok {
+			return evictionInfo{}, err
+		}
+		return in, nil
+	})
+}
+
+// probe pings Redis with exponential back-off until it answers and, if
+// the limiter is degraded by eviction, a check finds that Redis evicted no
+// key since the previous one (true), or until the limiter is closed
+// (false).
 func (e *Exact) probe() bool {
 	d := e.probeMin
 	for {
 		e.backoff.Store(int64(d))
-		t := time.NewTimer(d)
-		select {
-		case <-e.stop:
-			t.Stop()
-			return false
-		case <-t.C:
-		}
-		if !e.begin() {
+		if !e.sleep(d) || !e.begin() {
 			return false
 		}
 		e.probes.Add(1)
-		ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
-		_, err := call(ctx, func() (any, error) { return e.client.Ping(ctx).Result() }, e.inflight.Done)
+		ctx, cancel := context.WithTimeout(e.loopCtx, e.timeout)
+		_, err := call(ctx, func() (any, error) { return e.client.Ping(ctx).Result() }, e.end)
 		cancel()
-		if err == nil {
-			e.backoff.Store(int64(e.probeMin))
-			e.state.Store(int32(Healthy))
-			e.recoveries.Add(1)
-			return true
+		if err != nil {
+			e.probeFails.Add(1)
+			e.lastErr.set(storeError(err))
+			d = min(2*d, e.probeMax)
+			continue
 		}
-		e.probeFails.Add(1)
-		d = min(2*d, e.probeMax)
+		if e.watch.evicting() {
+			// Still evicting until a check a full interval after the
+			// last one finds no eviction.
+			if !e.sleep(e.watch.wait(time.Now())) {
+				return false
+			}
+			if e.checkEviction() != nil {
+				d = e.probeMin
+				continue
+			}
+		}
+		e.backoff.Store(int64(e.probeMin))
+		e.endRun()
+		e.state.Store(int32(Healthy))
+		e.recoveries.Add(1)
+		return true
+	}
+}
+
+// sleep waits d and returns true, or false as soon as the limiter is
+// closed.
+func (e *Exact) sleep(d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-e.stop:
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -798,7 +988,7 @@ func (e *Exact) Reset(key string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
 	defer cancel()
 	sk := e.StateKey(key)
-	if _, err := call(ctx, func() (any, error) { return e.client.Del(ctx, sk).Result() }, e.inflight.Done); err != nil {
+	if _, err := call(ctx, func() (any, error) { return e.client.Del(ctx, sk).Result() }, e.end); err != nil {
 		return fmt.Errorf("%w: reset %q: %w", ErrUnavailable, key, err)
 	}
 	return nil
@@ -833,11 +1023,14 @@ func (e *Exact) ExactStats() ExactStats {
 		Calls:           e.calls.Load(),
 		Errors:          e.errs.Load(),
 		Timeouts:        e.timeouts.Load(),
+		BadReplies:      e.badReplies.Load(),
 		PolicyDecisions: e.policyDecs.Load(),
 		Trips:           e.trips.Load(),
 		Recoveries:      e.recoveries.Load(),
 		Probes:          e.probes.Load(),
 		ProbeFailures:   e.probeFails.Load(),
+		LastError:       e.lastErr.get(),
+		Eviction:        e.watch.stats(),
 	}
 }
 
@@ -862,21 +1055,45 @@ func (e *Exact) Config() shardlimit.Config {
 	return cfg
 }
 
-// Close stops the probe goroutine, waits for it and for Redis calls in
-// flight, and closes the fallback if NewExact built it. A call abandoned at
-// its Timeout is in flight until the client ends it: at once with
-// ContextTimeoutEnabled, else by its ReadTimeout (see the package doc). Close
-// is idempotent, always returns nil, and sends nothing to Redis; afterwards
-// decisions return ErrClosed. The Redis client stays the caller's.
+// Close is Shutdown with a deadline of one Timeout from now: every call in
+// flight was started with that bound, so with a client that ends its
+// socket calls at their context's deadline (ContextTimeoutEnabled) none is
+// left by then.
 func (e *Exact) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
+	defer cancel()
+	return e.Shutdown(ctx)
+}
+
+// Shutdown stops the background goroutine (ending a probe it has in
+// flight), waits until no Redis call is in flight or ctx is done, and
+// closes the fallback if NewExact built it. It returns within ctx's
+// deadline whatever Redis does. A call abandoned at its Timeout stays in
+// flight until the client ends it: at once with ContextTimeoutEnabled, else
+// by its ReadTimeout, never with a ReadTimeout of -1 (see the package doc);
+// if some are left when ctx is done, Shutdown returns an error wrapping
+// ErrUnavailable and ctx's error (such a call only waits for its reply:
+// nothing new is sent unless the client re-sends it, see MaxRetries in the
+// package doc). Shutdown sends nothing to Redis and is idempotent: later
+// calls, and Close, return the first one's result. Afterwards decisions
+// return ErrClosed. The Redis client stays the caller's.
+func (e *Exact) Shutdown(ctx context.Context) error {
 	e.closeOnce.Do(func() {
 		e.gate.Lock()
 		e.closed.Store(true)
 		e.gate.Unlock()
+		if e.inflight.Load() == 0 {
+			e.drainOnce.Do(func() { close(e.drained) })
+		}
 		close(e.stop)
-		<-e.done
-		e.inflight.Wait()
+		e.loopCancel()
+		<-e.done // its calls end with loopCtx
+		select {
+		case <-e.drained:
+		case <-ctx.Done():
+			e.closeErr = fmt.Errorf("%w: %d calls still in flight at shutdown: %w", ErrUnavailable, e.inflight.Load(), ctx.Err())
+		}
 		e.closeFallback()
 	})
-	return nil
+	return e.closeErr
 }

@@ -150,9 +150,10 @@ if sw and sc and sw >= id then
   used = sc
   id = sw
 end
+-- After such a step the counted window ends more than W from now: reset
+-- and retry say when it really ends, so a client retrying then is admitted.
 local stop = (id + 1) * W
 local reset = stop - now
-if reset > W then reset = W end
 local allowed, retry = 0, 0
 if n == 0 then
   allowed = 1

@@ -38,7 +38,9 @@ type SharedConfig struct {
 	// FlushInterval is how often the reconciler sends the units admitted
 	// since the last flush and reads back the cluster's totals, in
 	// [1ms, 1min]. Default 50ms. Other nodes' units reach this node's
-	// decisions at most 2*FlushInterval plus one flush's round trip late.
+	// decisions at most 2*(FlushInterval + a flush's round trip) late, for
+	// keys it decides every interval or that are near their limit (see
+	// Shared).
 	FlushInterval time.Duration
 
 	// FlushTimeout bounds each flush, in [1ms, 1min]. Default 1s.
@@ -65,6 +67,13 @@ type SharedConfig struct {
 	// with a limit of their own (SetLimit) keep it. In [0, MaxLimit].
 	FallbackLimit int
 
+	// EvictionCheck is how often the reconciler reads the store's
+	// eviction state (INFO), in [1ms, 1h]; default 2s; negative: never.
+	// While the store's evicted_keys grows the limiter is Degraded, with an
+	// error wrapping ErrEvicting (see the package doc on eviction). Only a
+	// RedisBackend can be read; another Backend's eviction is not watched.
+	EvictionCheck time.Duration
+
 	// OnStateChange, if set, is called on every change between Healthy and
 	// Degraded, in order, from the reconciler goroutine. It must not block
 	// for long and must not call Close.
@@ -78,18 +87,28 @@ type SharedStats struct {
 	FailedFlushes uint64        // of which nothing was applied
 	Items         uint64        // items sent (one per key and bucket)
 	ItemErrors    uint64        // items not applied
+	BadReplies    uint64        // of which the store's reply was unreadable (ErrBadReply)
 	LastKeys      int           // keys in the last flush
+	NearKeys      int           // of which read because near their limit (see Shared), decided or not
 	LastLatency   time.Duration // duration of the last flush
 	MaxLatency    time.Duration // longest flush
 	MaxFlushGap   time.Duration // longest time between the starts of two flushes while Healthy: FlushInterval plus the flush between and any lateness of the goroutine's timer
 	SentUnits     uint64        // units sent and applied
 	RetriedUnits  uint64        // units that provably did not reach the store, sent again later
 	UnknownUnits  uint64        // units whose reply was lost (healed by the next flush's floor)
-	DroppedUnits  uint64        // units whose bucket ended before they could be sent
+	DroppedUnits  uint64        // units whose bucket ended before they could be sent, or that the final flush of Close or Shutdown provably did not send
 	Trips         uint64        // changes Healthy -> Degraded
 	Recoveries    uint64        // changes Degraded -> Healthy
 	ClockOffset   time.Duration // store clock minus local clock, last measured
 	Pending       int           // keys waiting for the next flush
+
+	// LastError is the most recent failure of an item, a flush or a probe
+	// of the store, nil if there was none. It wraps ErrUnavailable,
+	// ErrRejected or ErrBadReply and the error that caused it.
+	LastError error
+
+	// Eviction is what the reconciler knows of the store's key eviction.
+	Eviction Eviction
 }
 
 // Shared is a shardlimit.Limiter whose counts are shared, approximately,
@@ -101,19 +120,24 @@ type SharedStats struct {
 // bucket in pipelines of at most MaxBatch, and reads back the cluster's
 // totals; at most one flush is in flight.
 //
-// Accuracy: a node reads the store's totals for the keys it decided since
-// its last flush, so for a key it decides at least once per flush interval
-// it sees the others at most D = 2*FlushInterval + d late (d a flush's round
-// trip; on a loaded machine FlushInterval stretches to what
-// SharedStats.MaxFlushGap reports), and with N nodes each offered R units/s for a key a window admits
-// at most min(N*L, L + (N-1)*R*D) units, plus units lost to store faults. A
-// key a node has not decided for a while is brought up to date by the flush
-// after its next decision, so a burst after a gap can overshoot by up to
-// what the others admitted during the gap. With one node it is exactly the
-// local algorithm. The fixed
-// window shares its window's count; the sliding counter its buckets'; the
-// sliding log keeps its exact local log and adds the other nodes' units by
-// Buckets sub-windows, weighted as the counter does (policy S2).
+// Accuracy: at every flush a node reads the store's totals of the keys it
+// decided since its last flush and of the keys near their limit, decided
+// or not: keys the other nodes admitted units of whose room left is at
+// most twice what the others admit per unit this node admits, plus one (at
+// most one more read per such key and flush). For those keys it sees the
+// others at most D = 2*(T + d) late, T the flush interval (on a loaded
+// machine, what SharedStats.MaxFlushGap reports) and d a flush's round
+// trip, at any request rate; a window then admits at most the limit L plus
+// what the other nodes admitted in the D before this node's last admission
+// in it: with N nodes each offered R units/s, min(N*L, L + (N-1)*R*D),
+// plus units lost to store faults. A key this node has not admitted in its
+// window (idle here) is brought up to date by the flush after its next
+// decision: its first decisions after the gap can overshoot by what the
+// others admitted meanwhile. With one node it is exactly the local
+// algorithm. The fixed window shares its window's count; the sliding
+// counter its buckets'; the sliding log keeps its exact local log and adds
+// the other nodes' units by Buckets sub-windows, weighted as the counter
+// does (policy S2).
 //
 // Failures: decisions never wait for the store. A flush that provably did
 // not reach the store is retried; one whose reply was lost is healed at the
@@ -122,7 +146,8 @@ type SharedStats struct {
 // node's contribution: with several nodes the others' lost units are not
 // restored); units of buckets that ended first are dropped and counted. After FailAfter failed flushes
 // in a row the limiter is Degraded, decides by Policy, and flushes with
-// back-off until the store answers.
+// back-off until the store answers. It is Degraded too while the store
+// evicts keys (see the package doc on eviction).
 //
 // All methods are safe for concurrent use. Close (or Shutdown with a
 // deadline) flushes once, stops the reconciler and closes the local limiter.
@@ -140,6 +165,7 @@ type Shared struct {
 	onChange func(StateChange)
 	size     int64 // bucket length, ns
 	span     int   // buckets per key
+	watch    *evictionWatch
 
 	defMu    stdsync.Mutex
 	defLimit int // the configured default limit (not the fallback)
@@ -147,6 +173,11 @@ type Shared struct {
 	state    atomic.Int32
 	flushMu  stdsync.Mutex // one flush at a time (the loop and Shutdown)
 	failures int           // flushes failed in a row; under flushMu
+	evicting error         // the store is evicting keys; under flushMu
+
+	// keys near their limit at the last flush, read at the next; under
+	// flushMu
+	near []string
 
 	// scratch, reused by flushes under flushMu
 	flushes []shared.Flush
@@ -155,9 +186,11 @@ type Shared struct {
 	results []ItemResult
 
 	flushCount, failedFlushes, itemCount, itemErrs atomic.Uint64
+	badReplies                                     atomic.Uint64
+	lastErr                                        lastError
 	sentUnits, retried, unknown, dropped           atomic.Uint64
 	trips, recoveries                              atomic.Uint64
-	lastKeys                                       atomic.Int64
+	lastKeys, lastNear                             atomic.Int64
 	lastLatency, maxLatency, offset                atomic.Int64
 	maxGap                                         atomic.Int64
 
@@ -224,6 +257,17 @@ func NewShared(client RedisClient, cfg SharedConfig) (*Shared, error) {
 	}
 	s.fbLimit = cfg.FallbackLimit
 	s.onChange = cfg.OnStateChange
+	every := cmp0(cfg.EvictionCheck, DefaultEvictionCheck)
+	if every > time.Hour || every >= 0 && every < time.Millisecond {
+		return nil, bad("eviction check %v outside [1ms, 1h]", every)
+	}
+	var why error
+	if _, ok := s.backend.(evictionReader); !ok {
+		why = errors.New("the Backend cannot read the store's INFO")
+	} else if rb, ok := s.backend.(*RedisBackend); ok && !canReadEviction(rb.client) {
+		why = errNoInfo
+	}
+	s.watch = newEvictionWatch(every, why)
 	tab, err := shared.NewTable(cfg.Config)
 	if err != nil {
 		return nil, err
@@ -397,7 +441,9 @@ func (s *Shared) SharedStats() SharedStats {
 		FailedFlushes: s.failedFlushes.Load(),
 		Items:         s.itemCount.Load(),
 		ItemErrors:    s.itemErrs.Load(),
+		BadReplies:    s.badReplies.Load(),
 		LastKeys:      int(s.lastKeys.Load()),
+		NearKeys:      int(s.lastNear.Load()),
 		LastLatency:   time.Duration(s.lastLatency.Load()),
 		MaxLatency:    time.Duration(s.maxLatency.Load()),
 		MaxFlushGap:   time.Duration(s.maxGap.Load()),
@@ -409,17 +455,21 @@ func (s *Shared) SharedStats() SharedStats {
 		Recoveries:    s.recoveries.Load(),
 		ClockOffset:   time.Duration(s.offset.Load()),
 		Pending:       pending,
+		LastError:     s.lastErr.get(),
+		Eviction:      s.watch.stats(),
 	}
 }
 
 // Flush sends what is pending now instead of at the next interval and
-// returns when it is done or ctx is, with an error wrapping ErrUnavailable
-// if items were sent and none was applied. It is what Close does last.
+// returns when it is done or ctx is, with an error if items were sent and
+// none was applied: it wraps ErrUnavailable, ErrRejected or ErrBadReply
+// (by the first failed item) and that item's error. It is what Close does
+// last.
 func (s *Shared) Flush(ctx context.Context) error {
 	if s.closed.Load() {
 		return shardlimit.ErrClosed
 	}
-	if err := s.flush(ctx); !errors.Is(err, errNothingSent) {
+	if err := s.flush(ctx, false); !errors.Is(err, errNothingSent) {
 		return err
 	}
 	return nil
@@ -435,7 +485,9 @@ func (s *Shared) Close() error {
 }
 
 // Shutdown is Close with the final flush bounded by ctx instead of
-// FlushTimeout. It never waits longer than ctx allows for the store.
+// FlushTimeout. It never waits longer than ctx allows for the store. Units
+// the final flush provably did not send (ctx had ended, the store refused
+// them) are counted in SharedStats.DroppedUnits.
 func (s *Shared) Shutdown(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
@@ -448,7 +500,7 @@ func (s *Shared) Shutdown(ctx context.Context) error {
 			<-s.done
 		}
 		s.loopCancel()
-		err := s.flush(ctx)
+		err := s.flush(ctx, true)
 		if errors.Is(err, errNothingSent) {
 			err = nil
 		}
@@ -483,22 +535,33 @@ func (s *Shared) run() {
 			}
 		}
 		ctx, cancel := context.WithTimeout(s.loopCtx, s.timeout)
-		err := s.flush(ctx)
-		if errors.Is(err, errNothingSent) && (State(s.state.Load()) == Degraded || s.failing()) {
+		err := s.flush(ctx, false)
+		if errors.Is(err, errNothingSent) && s.failing() {
 			// Idle while degraded, or after a failed flush whose items
 			// are all gone (their buckets ended): probe the store's clock
 			// instead, so that the state follows the store without
 			// traffic.
-			err = s.measureOffset(ctx)
+			err = storeError(s.measureOffset(ctx))
 			s.flushMu.Lock()
-			s.record(err == nil)
+			if err != nil {
+				s.lastErr.set(err)
+			}
+			s.record(err)
 			s.flushMu.Unlock()
 		} else if time.Since(lastOffset) > 10*time.Second && err == nil {
 			lastOffset = time.Now()
 			_ = s.measureOffset(ctx)
 		}
 		cancel()
-		if State(s.state.Load()) == Degraded {
+		if s.watch.on() && s.watch.wait(time.Now()) == 0 {
+			ctx, cancel := context.WithTimeout(s.loopCtx, s.timeout)
+			evErr := s.watch.check(ctx, s.backend.(evictionReader).evictionInfo)
+			cancel()
+			s.flushMu.Lock()
+			s.setEvicting(evErr)
+			s.flushMu.Unlock()
+		}
+		if s.down() {
 			backoff = min(2*backoff, max(s.interval, time.Second))
 			lastStart = time.Time{}
 		} else {
@@ -519,6 +582,14 @@ func (s *Shared) failing() bool {
 	return s.failures > 0
 }
 
+// down reports whether enough flushes failed in a row to degrade the
+// limiter.
+func (s *Shared) down() bool {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	return s.failures >= s.failMax
+}
+
 // errNothingSent is flush's answer when no key had a decision.
 var errNothingSent = errors.New("nothing to send")
 
@@ -534,12 +605,22 @@ func (s *Shared) measureOffset(ctx context.Context) error {
 	return nil
 }
 
-// flush sends every pending key once.
-func (s *Shared) flush(ctx context.Context) error {
+// flush sends every pending key once. The final flush (Shutdown's) counts
+// the units it provably did not send as dropped: nothing will retry them.
+func (s *Shared) flush(ctx context.Context, final bool) error {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	start := time.Now()
-	now := s.clock.Now().UnixNano()
+	nowTime := s.clock.Now()
+	now := nowTime.UnixNano()
+	// Keys near their limit are read every flush, decided or not, in the
+	// bucket of now.
+	s.lastNear.Store(int64(len(s.near)))
+	for _, key := range s.near {
+		s.tab.Touch(key, now)
+	}
+	clear(s.near)
+	s.near = s.near[:0]
 	s.flushes = s.flushes[:0]
 	for i := range s.tab.Shards() {
 		s.flushes = s.tab.Collect(i, s.flushes)
@@ -588,6 +669,15 @@ func (s *Shared) flush(ctx context.Context) error {
 	for lo := 0; lo < len(s.items); lo += s.maxBatch {
 		hi := min(lo+s.maxBatch, len(s.items))
 		s.results = s.backend.Add(ctx, s.items[lo:hi], s.results)
+		if len(s.results) != hi-lo {
+			// A Backend breaking its contract: which result is whose is
+			// unknown, so nothing is proven applied.
+			err := fmt.Errorf("%w: backend returned %d results for %d items", ErrBadReply, len(s.results), hi-lo)
+			s.results = sizeResults(s.results, hi-lo)
+			for i := range s.results {
+				s.results[i].Err = err
+			}
+		}
 		for i := range s.results {
 			res := &s.results[i]
 			it := &s.items[lo+i]
@@ -599,11 +689,19 @@ func (s *Shared) flush(ctx context.Context) error {
 				s.sentUnits.Add(uint64(it.Delta))
 				if it.Span > 0 || m == 1 {
 					s.tab.Apply(f, res.Totals)
+					if !final && s.nearLimit(f, res.Totals, nowTime) {
+						s.near = append(s.near, f.Key)
+					}
 				} else {
 					s.tab.Apply(&shared.Flush{Key: f.Key, Newest: it.ID}, []int64{res.Total})
 				}
 			case NotApplied:
 				s.itemErrs.Add(1)
+				firstErr = cmpErr(firstErr, res.Err)
+				if final {
+					s.dropped.Add(uint64(it.Delta))
+					continue
+				}
 				if it.Delta > 0 {
 					s.retried.Add(uint64(it.Delta))
 					s.tab.Restore(&shared.Flush{Key: f.Key, Newest: it.ID, Deltas: []uint32{it.Delta}})
@@ -613,9 +711,11 @@ func (s *Shared) flush(ctx context.Context) error {
 					// reply left short would never be healed.
 					s.tab.Restore(&shared.Flush{Key: f.Key, Newest: it.ID, Deltas: zeroDelta[:]})
 				}
-				firstErr = cmpErr(firstErr, res.Err)
 			default:
 				s.itemErrs.Add(1)
+				if errors.Is(res.Err, ErrBadReply) {
+					s.badReplies.Add(1)
+				}
 				s.unknown.Add(uint64(it.Delta))
 				firstErr = cmpErr(firstErr, res.Err)
 				// The store may or may not have these units. Sending them
@@ -635,15 +735,42 @@ func (s *Shared) flush(ctx context.Context) error {
 	if int64(d) > s.maxLatency.Load() {
 		s.maxLatency.Store(int64(d))
 	}
-	ok := applied > 0
-	if !ok {
-		s.failedFlushes.Add(1)
+	var err error
+	if firstErr != nil {
+		err = storeError(firstErr)
+		s.lastErr.set(err)
 	}
-	s.record(ok)
-	if !ok {
-		return fmt.Errorf("%w: no item of %d applied: %w", ErrUnavailable, len(s.items), firstErr)
+	if applied > 0 {
+		s.record(nil)
+		return nil
 	}
-	return nil
+	s.failedFlushes.Add(1)
+	err = fmt.Errorf("%w (no item of %d applied)", err, len(s.items))
+	s.record(err)
+	return err
+}
+
+// nearLimit reports whether key f, whose buckets' cluster totals are
+// totals (as f.Sent, oldest first), is near its limit: the other nodes
+// admitted units of it and its room left is at most what they admit, at
+// their pace so far, in twice the time this node takes to admit one, plus
+// one. Such a key is read at every flush (Touch queues it), so a node that
+// decides it seldom never decides it on a view older than two flushes:
+// without that its view is as old as its last decision.
+func (s *Shared) nearLimit(f *shared.Flush, totals []int64, now time.Time) bool {
+	if len(totals) != len(f.Sent) {
+		return false
+	}
+	var local, remote int64
+	for i, total := range totals {
+		local += int64(f.Sent[i])
+		remote += max(0, total-int64(f.Sent[i]))
+	}
+	if local == 0 || remote == 0 {
+		return false
+	}
+	r := s.core.Peek(f.Key, now, 0)
+	return r.Err == nil && int64(r.Remaining) <= (2*remote+local-1)/local+1
 }
 
 func cmpErr(first, err error) error {
@@ -653,22 +780,43 @@ func cmpErr(first, err error) error {
 	return first
 }
 
-// record updates the health after a flush or probe. Requires s.flushMu held.
-func (s *Shared) record(ok bool) {
-	if ok {
+// record updates the health after a flush or probe that failed with err
+// (nil: it succeeded). Requires s.flushMu held.
+func (s *Shared) record(err error) {
+	if err == nil {
 		s.failures = 0
-		if s.state.CompareAndSwap(int32(Degraded), int32(Healthy)) {
-			s.recoveries.Add(1)
-			s.applyFallback(false)
-			s.notify(StateChange{From: Degraded, To: Healthy, At: time.Now()})
+	} else {
+		s.failures++
+	}
+	s.update(err)
+}
+
+// setEvicting records the outcome of an eviction check: err wraps
+// ErrEvicting while the store evicts keys, nil once it has stopped.
+// Requires s.flushMu held.
+func (s *Shared) setEvicting(err error) {
+	s.evicting = err
+	s.update(err)
+}
+
+// update moves the state to what the failures and the eviction say; cause
+// is the error that changed them. Requires s.flushMu held.
+func (s *Shared) update(cause error) {
+	if s.failures >= s.failMax || s.evicting != nil {
+		if cause == nil {
+			cause = s.evicting
+		}
+		if s.state.CompareAndSwap(int32(Healthy), int32(Degraded)) {
+			s.trips.Add(1)
+			s.applyFallback(true)
+			s.notify(StateChange{From: Healthy, To: Degraded, Err: cause, At: time.Now()})
 		}
 		return
 	}
-	s.failures++
-	if s.failures >= s.failMax && s.state.CompareAndSwap(int32(Healthy), int32(Degraded)) {
-		s.trips.Add(1)
-		s.applyFallback(true)
-		s.notify(StateChange{From: Healthy, To: Degraded, Err: ErrUnavailable, At: time.Now()})
+	if s.state.CompareAndSwap(int32(Degraded), int32(Healthy)) {
+		s.recoveries.Add(1)
+		s.applyFallback(false)
+		s.notify(StateChange{From: Degraded, To: Healthy, At: time.Now()})
 	}
 }
 

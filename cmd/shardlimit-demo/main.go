@@ -37,9 +37,19 @@
 // has no such shared mode: GCRA rules are decided by sync.Exact, one Redis
 // round trip (at most 50 ms) per request, exact across servers. Each rule's
 // Redis keys start with <-redis-prefix><rule name>: so rules never share
-// counters. If Redis is down or slow, every limiter decides locally (limits
-// then hold per server) and returns to sharing when Redis answers again;
-// state changes are logged on stderr.
+// counters. If Redis is down, slow, answers garbage or evicts keys, every
+// limiter decides locally (limits then hold per server) and returns to
+// sharing when Redis is sound again. Every reply from Redis is bounded
+// (sync.LimitReplies).
+//
+// Logs go to stderr (log/slog, text), each message at most 10 times in a
+// row and then once per 10 s, so no fault and no client can flood them:
+// one line when Redis sync degrades (with the cause: unreachable, rejected,
+// bad replies, evicting keys) and one when it is healthy again; once, a
+// Redis maxmemory-policy that can evict the counters, or an INFO the
+// limiters may not run; a summary of Redis errors at most every 10 s;
+// go-redis's own log and fasthttp's connection errors (without request
+// contents) under the same budget.
 //
 //	go run ./cmd/shardlimit-demo -addr 127.0.0.1:8080 -redis 127.0.0.1:6379 &
 //	go run ./cmd/shardlimit-demo -addr 127.0.0.1:8081 -redis 127.0.0.1:6379 &
@@ -67,10 +77,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
 	"os/signal"
+	stdsync "sync"
 	"syscall"
 	"time"
 
@@ -131,6 +143,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 	if h == nil {
 		h = &hooks{}
 	}
+	log := newLogger(stderr)
 	load := func() (*httplimit.Rules, error) {
 		if *rulesPath == "" {
 			return httplimit.ParseRules(seedRules)
@@ -143,7 +156,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 	}
 	var sh *redisSync
 	if *redisAddr != "" {
-		if sh, err = newRedisSync(*redisAddr, *redisPrefix, *flush, stderr); err != nil {
+		if sh, err = newRedisSync(*redisAddr, *redisPrefix, *flush, log); err != nil {
 			return err
 		}
 		sh.built = h.limiter
@@ -166,6 +179,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 		ReadTimeout:  10 * time.Second,
 		WriteTimeout: 10 * time.Second,
 		IdleTimeout:  time.Minute,
+		// Connection errors through the log budget, without the request
+		// bytes a client chose.
+		Logger:                serverLog{log},
+		SecureErrorLogMessage: true,
 	}
 	if h.server != nil {
 		h.server(srv)
@@ -186,6 +203,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 		h.ready(ln.Addr())
 	}
 
+	stop := func() error {
+		err := shutdown(srv, served)
+		if sh != nil {
+			// Within a bound whatever Redis does: the limiters' last
+			// flushes, all at once.
+			sh.shutdown(2 * time.Second)
+		}
+		return err
+	}
 	sigs := h.signals
 	if sigs == nil {
 		sigs = make(chan os.Signal, 1)
@@ -195,13 +221,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 	for {
 		select {
 		case <-ctx.Done():
-			return shutdown(srv, served)
+			return stop()
 		case err := <-served:
 			return err
 		case sig := <-sigs:
 			if sig != syscall.SIGHUP {
 				fmt.Fprintf(stdout, "%v: shutting down\n", sig)
-				return shutdown(srv, served)
+				return stop()
 			}
 			r, err := load()
 			if err == nil {
@@ -245,31 +271,43 @@ func newMiddleware(rules *httplimit.Rules, alg shardlimit.Algorithm, clock shard
 	return fasthttpmw.New(fasthttpmw.Config{Options: o})
 }
 
-// redisSync builds the rules' limiters on one Redis client.
+// redisSync builds the rules' limiters on one Redis client and reports
+// what they see of Redis.
 type redisSync struct {
 	client *redis.Client
 	prefix string
 	flush  time.Duration
-	log    io.Writer
+	log    *slog.Logger
 	built  func(rule string, l shardlimit.Limiter) // if set, sees each limiter built
 
 	exactTimeout time.Duration // ExactConfig.Timeout; 0: DefaultTimeout
+
+	mu    stdsync.Mutex
+	lims  map[string]shardlimit.Limiter // by rule, the latest built
+	down  map[string]bool               // rules degraded
+	since time.Time                     // when the first of them degraded
+
+	stop chan struct{} // ends watch
+	done chan struct{}
 }
 
 // newRedisSync connects to the Redis at addr. A Redis that does not answer
 // is reported on log, not refused: the limiters decide locally until it
 // answers.
-func newRedisSync(addr, prefix string, flush time.Duration, log io.Writer) (*redisSync, error) {
+func newRedisSync(addr, prefix string, flush time.Duration, log *slog.Logger) (*redisSync, error) {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return nil, fmt.Errorf("-redis %q: %w", addr, err)
 	}
 	if flush < time.Millisecond || flush > time.Minute {
 		return nil, fmt.Errorf("-flush %v outside [1ms, 1m]", flush)
 	}
-	client := redis.NewClient(&redis.Options{
+	// go-redis logs a failed dial for every command while Redis is down.
+	redis.SetLogger(redisLog{log})
+	opt := &redis.Options{
 		Addr: addr,
 		// As package sync recommends: no blind re-sends of a counter
-		// increment, and deadlines that end the socket calls.
+		// increment, deadlines that end the socket calls, and replies
+		// bounded in size.
 		MaxRetries:            -1,
 		ContextTimeoutEnabled: true,
 		DialTimeout:           time.Second,
@@ -278,13 +316,19 @@ func newRedisSync(addr, prefix string, flush time.Duration, log io.Writer) (*red
 		// One dial attempt per command: go-redis's default of five, 100 ms
 		// apart, would turn a refused connection into a timeout.
 		DialerRetries: 1,
-	})
+	}
+	opt.Dialer = shardsync.LimitReplies(redis.NewDialer(opt), 0)
+	client := redis.NewClient(opt)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := client.Ping(ctx).Err(); err != nil {
-		fmt.Fprintf(log, "redis at %s not answering (%v): deciding locally until it does\n", addr, err)
+		log.Warn("redis not answering: deciding locally until it does", "addr", addr, "err", err)
 	}
-	return &redisSync{client: client, prefix: prefix, flush: flush, log: log}, nil
+	sh := &redisSync{client: client, prefix: prefix, flush: flush, log: log,
+		lims: make(map[string]shardlimit.Limiter), down: make(map[string]bool),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go sh.watch(time.Second)
+	return sh, nil
 }
 
 // newLimiter is the middleware's Options.NewLimiter: a sync.Shared for the
@@ -293,13 +337,7 @@ func newRedisSync(addr, prefix string, flush time.Duration, log io.Writer) (*red
 // Redis Cluster hash tag).
 func (sh *redisSync) newLimiter(rule string, cfg shardlimit.Config) (shardlimit.Limiter, error) {
 	prefix := sh.prefix + url.PathEscape(rule) + ":"
-	logChange := func(c shardsync.StateChange) {
-		if c.Err != nil {
-			fmt.Fprintf(sh.log, "rule %q: redis sync %s -> %s: %v\n", rule, c.From, c.To, c.Err)
-		} else {
-			fmt.Fprintf(sh.log, "rule %q: redis sync %s -> %s\n", rule, c.From, c.To)
-		}
-	}
+	logChange := func(c shardsync.StateChange) { sh.stateChange(rule, c) }
 	var l shardlimit.Limiter
 	var err error
 	if cfg.Algorithm == shardlimit.GCRA {
@@ -309,8 +347,7 @@ func (sh *redisSync) newLimiter(rule string, cfg shardlimit.Config) (shardlimit.
 			Config:        cfg,
 			Prefix:        prefix,
 			FlushInterval: sh.flush,
-			// A healthy flush takes about a millisecond; a shutdown with Redis
-			// unreachable waits this long per rule.
+			// A healthy flush takes about a millisecond.
 			FlushTimeout:  500 * time.Millisecond,
 			OnStateChange: logChange,
 		})
@@ -318,13 +355,162 @@ func (sh *redisSync) newLimiter(rule string, cfg shardlimit.Config) (shardlimit.
 	if err != nil {
 		return nil, err
 	}
+	sh.mu.Lock()
+	sh.lims[rule] = l
+	sh.mu.Unlock()
 	if sh.built != nil {
 		sh.built(rule, l)
 	}
 	return l, nil
 }
 
-func (sh *redisSync) close() { _ = sh.client.Close() }
+// stateChange logs one line when the first rule's limiter degrades, with
+// its cause, and one when the last is healthy again: one line each per
+// episode, however many rules share Redis.
+func (sh *redisSync) stateChange(rule string, c shardsync.StateChange) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if c.To == shardsync.Degraded {
+		if len(sh.down) == 0 {
+			sh.since = c.At
+			sh.log.Warn("redis sync degraded: limits decided locally", "rule", rule, "cause", cause(c.Err), "err", c.Err)
+		}
+		sh.down[rule] = true
+		return
+	}
+	if !sh.down[rule] {
+		return
+	}
+	delete(sh.down, rule)
+	if len(sh.down) == 0 {
+		sh.log.Info("redis sync healthy again", "after", c.At.Sub(sh.since).Round(time.Millisecond))
+	}
+}
+
+// cause names the kind of a store error.
+func cause(err error) string {
+	switch {
+	case errors.Is(err, shardsync.ErrEvicting):
+		return "evicting keys"
+	case errors.Is(err, shardsync.ErrBadReply):
+		return "bad reply"
+	case errors.Is(err, shardsync.ErrRejected):
+		return "rejected"
+	case errors.Is(err, shardsync.ErrUnavailable):
+		return "unavailable"
+	}
+	return "other"
+}
+
+// storeStats is what watch reads of one limiter.
+type storeStats struct {
+	errors, badReplies uint64
+	last               error
+	eviction           shardsync.Eviction
+}
+
+func statsOf(l shardlimit.Limiter) (storeStats, bool) {
+	switch l := l.(type) {
+	case *shardsync.Shared:
+		st := l.SharedStats()
+		return storeStats{st.ItemErrors, st.BadReplies, st.LastError, st.Eviction}, true
+	case *shardsync.Exact:
+		st := l.ExactStats()
+		return storeStats{st.Errors, st.BadReplies, st.LastError, st.Eviction}, true
+	}
+	return storeStats{}, false
+}
+
+// watch reads the limiters' stats every period until close and logs, once
+// each, a maxmemory-policy that can evict the counters and an INFO the
+// limiters may not run, and, at most once per logEvery, how many Redis
+// calls failed since the last such line (errors that change no state
+// included: rejected commands, unreadable replies) with the last error.
+func (sh *redisSync) watch(period time.Duration) {
+	defer close(sh.done)
+	t := time.NewTicker(period)
+	defer t.Stop()
+	var policyLogged, infoLogged bool
+	var errs, bad uint64 // as of the last summary
+	var summary time.Time
+	for {
+		select {
+		case <-sh.stop:
+			return
+		case <-t.C:
+		}
+		sh.mu.Lock()
+		var sum storeStats
+		var ev shardsync.Eviction
+		for _, l := range sh.lims {
+			st, ok := statsOf(l)
+			if !ok {
+				continue
+			}
+			sum.errors += st.errors
+			sum.badReplies += st.badReplies
+			if st.last != nil {
+				sum.last = st.last
+			}
+			if st.eviction.Policy != "" && !st.eviction.Safe() || st.eviction.Err != nil {
+				ev = st.eviction
+			}
+		}
+		sh.mu.Unlock()
+		if !policyLogged && ev.Policy != "" && !ev.Safe() {
+			policyLogged = true
+			sh.log.Warn("redis can evict the limiters' counters: use maxmemory-policy noeviction", "policy", ev.Policy, "maxmemory", ev.MaxMemory)
+		}
+		if !infoLogged && ev.Err != nil {
+			infoLogged = true
+			sh.log.Warn("redis eviction not watched", "err", ev.Err)
+		}
+		// Counters of limiters rebuilt on SIGHUP start again from 0.
+		if sum.errors < errs || sum.badReplies < bad {
+			errs, bad = sum.errors, sum.badReplies
+		}
+		if sum.errors > errs && time.Since(summary) >= logEvery {
+			sh.log.Warn("redis errors", "calls", sum.errors-errs, "bad_replies", sum.badReplies-bad, "last", sum.last)
+			errs, bad, summary = sum.errors, sum.badReplies, time.Now()
+		}
+	}
+}
+
+// shutdown shuts every limiter built down at once, within d whatever Redis
+// does.
+func (sh *redisSync) shutdown(d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	sh.mu.Lock()
+	lims := make(map[string]shardlimit.Limiter, len(sh.lims))
+	for rule, l := range sh.lims {
+		lims[rule] = l
+	}
+	sh.mu.Unlock()
+	var wg stdsync.WaitGroup
+	for rule, l := range lims {
+		wg.Go(func() {
+			var err error
+			switch l := l.(type) {
+			case *shardsync.Shared:
+				err = l.Shutdown(ctx)
+			case *shardsync.Exact:
+				err = l.Shutdown(ctx)
+			}
+			if err != nil {
+				sh.log.Warn("redis sync: shutdown incomplete", "rule", rule, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// close stops watch and closes the client.
+func (sh *redisSync) close() {
+	close(sh.stop)
+	<-sh.done
+	_ = sh.client.Close()
+}
 
 // shutdown stops srv gracefully (in-flight requests finish, for at most 5 s)
 // and waits for Serve to return.

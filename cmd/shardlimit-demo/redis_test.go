@@ -187,13 +187,14 @@ func TestDemoRedisDown(t *testing.T) {
 	}
 	mwtest.Check(t, "client-1 /foo #11", c.Get("/foo", "X-Client-ID", "client-1"), 429, mwtest.H{mwtest.RetryAfter: "60"})
 	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(d.stderr.String(), `rule "client-1-foo": redis sync healthy -> degraded`) {
+	for !strings.Contains(d.stderr.String(), `msg="redis sync degraded: limits decided locally"`) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no state change logged within 5 s; stderr:\n%s", d.stderr)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if !strings.Contains(d.stderr.String(), "redis at 127.0.0.1:1 not answering") {
+	if !strings.Contains(d.stderr.String(), `msg="redis not answering: deciding locally until it does" addr=127.0.0.1:1`) ||
+		!strings.Contains(d.stderr.String(), "cause=unavailable") {
 		t.Errorf("stderr %q", d.stderr)
 	}
 }

@@ -49,6 +49,12 @@ type Table interface {
 	// the buckets the key still keeps, so no later floor writes them to
 	// the store.
 	Forget(f *Flush)
+	// Touch brings key to instant t (Unix nanoseconds) as a decision of
+	// cost 0 would, moving its windows and sync rings forward (never
+	// back), and queues it for the next Collect, so the reconciler can
+	// read the other nodes' units of the bucket of t for a key that had no
+	// decision in it yet. It reports whether the key is stored.
+	Touch(key string, t int64) bool
 	// SyncStats returns units whose bucket ended before they were sent
 	// (dropped) and the keys with pending state (dirty).
 	SyncStats() (dropped uint64, dirty int)
