@@ -336,9 +336,10 @@ func (l *limiter[E]) Touch(key string, t int64) bool {
 		return false
 	}
 	if rec := s.rec(slot); t > l.alg.lastSeen(rec) {
-		l.alg.decide(s, rec, l.tab.posSide(s, slot), t, 0, consume)
+		l.alg.decide(s, rec, slot, t, 0, consume)
 	}
-	markTouched(s, l.tab.sync, slot, l.tab.sideOf(s, slot))
+	side, _ := l.tab.sideOf(s, slot)
+	markTouched(s, l.tab.sync, slot, side)
 	return true
 }
 

@@ -607,7 +607,11 @@ func (e *Exact) remote(ctx context.Context, key string, now time.Time, n, lim in
 	if err != nil {
 		return shardlimit.Result{}, err
 	}
-	return decodeDecision(v, lim, n)
+	r, err := decodeDecision(v, lim, n)
+	if err == nil {
+		r.Window = e.cfg.Window
+	}
+	return r, err
 }
 
 // begin registers a Redis call in flight, or returns false if the limiter
