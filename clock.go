@@ -119,10 +119,10 @@ func newTimeline() timeline {
 // the Unix epoch (the zero time.Time included, a caller's bug) or after
 // maxInstant.
 func (tl *timeline) instant(now time.Time) int64 {
-	if now == now.Round(0) {
-		// No monotonic reading (Round(0) strips one): the wall
-		// difference, which Sub would compute with an overflow check
-		// costing three times a whole decision, is the Unix time.
+	if now == now.In(now.Location()) {
+		// No monotonic reading (In strips one, keeping the location):
+		// the wall difference, which Sub would compute with an overflow
+		// check costing three times a whole decision, is the Unix time.
 		return unixNanos(now)
 	}
 	// Both carry a monotonic reading: Sub is their difference, far

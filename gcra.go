@@ -106,7 +106,16 @@ func (a *gcra) decide(s *shard[gcraRec], r *gcraRec, slot uint32, t int64, n int
 	case int64(n) > int64(lim):
 		retry = Never
 	default:
-		ntat, nrem := a.next(s, k, r, n, lim)
+		var q, rr uint64 // n emission intervals, whole ns and 1/lim ns
+		if n == 1 {
+			q, rr = s.emission(k, lim, w)
+		} else {
+			q, rr = mulDiv(uint64(n), uint64(w), uint64(lim))
+		}
+		ntat, nrem := r.tat+int64(q), uint32(uint64(r.rem)+rr)
+		if uint64(r.rem)+rr >= uint64(lim) {
+			ntat, nrem = ntat+1, uint32(uint64(r.rem)+rr-uint64(lim))
+		}
 		if d := ntat - te; d < w || (d == w && nrem == 0) {
 			allowed = true
 			tat, rem = ntat, nrem
@@ -126,23 +135,6 @@ func (a *gcra) decide(s *shard[gcraRec], r *gcraRec, slot uint32, t int64, n int
 		remaining = a.remaining(w, tat, rem, te, lim)
 	}
 	return makeVerdict(allowed, k, lim, int(remaining), a.until(tat, rem, t), retry)
-}
-
-// next returns rate k's TAT (whole ns and fraction) after n more units at
-// limit lim > 0, from the state p. It inlines into decide.
-func (a *gcra) next(s *shard[gcraRec], k int, p *gcraRec, n int, lim uint32) (int64, uint32) {
-	var q, rr uint64
-	if n == 1 {
-		q, rr = s.emission(k, lim, a.window[k])
-	} else {
-		q, rr = mulDiv(uint64(n), uint64(a.window[k]), uint64(lim))
-	}
-	nt, nr := p.tat+int64(q), uint64(p.rem)+rr
-	if nr >= uint64(lim) {
-		nr -= uint64(lim)
-		nt++
-	}
-	return nt, uint32(nr)
 }
 
 func (a *gcra) idle(s *shard[gcraRec], r *gcraRec, slot uint32, t int64) bool {

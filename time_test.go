@@ -287,8 +287,12 @@ func TestInstantsPlacedByMonotonicReading(t *testing.T) {
 	tl := newTimeline()
 	now := time.Now()
 	for _, x := range []time.Time{now, now.Add(-time.Hour), now.Add(100 * 365 * 24 * time.Hour), time.Unix(0, 0), time.Unix(1, 5)} {
-		if got, want := tl.instant(x.Round(0)), x.UnixNano(); got != want {
-			t.Fatalf("wall-only %v placed at %d, want its Unix time %d", x, got, want)
+		// Wall-only in every location: Round(0) strips the monotonic
+		// reading, UTC and In keep none.
+		for _, w := range []time.Time{x.Round(0), x.UTC(), x.In(time.FixedZone("x", 3600)), x.Round(0).Local()} {
+			if got, want := tl.instant(w), x.UnixNano(); got != want {
+				t.Fatalf("wall-only %v placed at %d, want its Unix time %d", w, got, want)
+			}
 		}
 	}
 	// As if the wall clock read an hour less at the start than the
