@@ -50,7 +50,11 @@ const (
 	// oneRate marks one rate's decision within decideRates: decide then
 	// decides the rate mode.rate() on the record it is given.
 	oneRate
-	rateShift = iota // the rate index in bits 3-4
+	// lagging marks an instant read from the limiter's CoarseClock: the
+	// true instant lies up to the clock's resolution after it, so the
+	// sliding log stamps units that much later (never early).
+	lagging
+	rateShift = iota // the rate index in bits 4-5
 )
 
 // rate returns the index of the rate mode decides.

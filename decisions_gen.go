@@ -6,10 +6,10 @@ import "time"
 
 func (l *fixedLimiter) Allow(key string) bool {
 	h, t := l.tab.hash(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
+	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume|l.lag); ok {
 		return v.allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
+	return decideKey(&l.limiter, key, h, t, 1, consume|l.lag).Allowed
 }
 
 func (l *fixedLimiter) AllowAt(key string, now time.Time) bool {
@@ -28,12 +28,20 @@ func (l *fixedLimiter) AllowN(key string, now time.Time, n int) Result {
 	return decideKey(&l.limiter, key, h, t, n, consume)
 }
 
+func (l *fixedLimiter) AllowNow(key string, n int) Result {
+	h, t := l.tab.hash(key), l.now()
+	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full|l.lag); ok {
+		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
+	}
+	return decideKey(&l.limiter, key, h, t, n, consume|l.lag)
+}
+
 func (l *fixedLimiter) AllowBytes(key []byte) bool {
 	h, t := l.tab.hashBytes(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
+	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume|l.lag); ok {
 		return v.allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
+	return decideKey(&l.limiter, key, h, t, 1, consume|l.lag).Allowed
 }
 
 func (l *fixedLimiter) AllowBytesAt(key []byte, now time.Time) bool {
@@ -52,12 +60,20 @@ func (l *fixedLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 	return decideKey(&l.limiter, key, h, t, n, consume)
 }
 
+func (l *fixedLimiter) AllowBytesNow(key []byte, n int) Result {
+	h, t := l.tab.hashBytes(key), l.now()
+	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full|l.lag); ok {
+		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
+	}
+	return decideKey(&l.limiter, key, h, t, n, consume|l.lag)
+}
+
 func (l *logLimiter) Allow(key string) bool {
 	h, t := l.tab.hash(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
+	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume|l.lag); ok {
 		return v.allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
+	return decideKey(&l.limiter, key, h, t, 1, consume|l.lag).Allowed
 }
 
 func (l *logLimiter) AllowAt(key string, now time.Time) bool {
@@ -76,12 +92,20 @@ func (l *logLimiter) AllowN(key string, now time.Time, n int) Result {
 	return decideKey(&l.limiter, key, h, t, n, consume)
 }
 
+func (l *logLimiter) AllowNow(key string, n int) Result {
+	h, t := l.tab.hash(key), l.now()
+	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full|l.lag); ok {
+		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
+	}
+	return decideKey(&l.limiter, key, h, t, n, consume|l.lag)
+}
+
 func (l *logLimiter) AllowBytes(key []byte) bool {
 	h, t := l.tab.hashBytes(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
+	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume|l.lag); ok {
 		return v.allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
+	return decideKey(&l.limiter, key, h, t, 1, consume|l.lag).Allowed
 }
 
 func (l *logLimiter) AllowBytesAt(key []byte, now time.Time) bool {
@@ -100,12 +124,20 @@ func (l *logLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 	return decideKey(&l.limiter, key, h, t, n, consume)
 }
 
+func (l *logLimiter) AllowBytesNow(key []byte, n int) Result {
+	h, t := l.tab.hashBytes(key), l.now()
+	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full|l.lag); ok {
+		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
+	}
+	return decideKey(&l.limiter, key, h, t, n, consume|l.lag)
+}
+
 func (l *counterLimiter) Allow(key string) bool {
 	h, t := l.tab.hash(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
+	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume|l.lag); ok {
 		return v.allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
+	return decideKey(&l.limiter, key, h, t, 1, consume|l.lag).Allowed
 }
 
 func (l *counterLimiter) AllowAt(key string, now time.Time) bool {
@@ -124,12 +156,20 @@ func (l *counterLimiter) AllowN(key string, now time.Time, n int) Result {
 	return decideKey(&l.limiter, key, h, t, n, consume)
 }
 
+func (l *counterLimiter) AllowNow(key string, n int) Result {
+	h, t := l.tab.hash(key), l.now()
+	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full|l.lag); ok {
+		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
+	}
+	return decideKey(&l.limiter, key, h, t, n, consume|l.lag)
+}
+
 func (l *counterLimiter) AllowBytes(key []byte) bool {
 	h, t := l.tab.hashBytes(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
+	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume|l.lag); ok {
 		return v.allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
+	return decideKey(&l.limiter, key, h, t, 1, consume|l.lag).Allowed
 }
 
 func (l *counterLimiter) AllowBytesAt(key []byte, now time.Time) bool {
@@ -148,12 +188,20 @@ func (l *counterLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 	return decideKey(&l.limiter, key, h, t, n, consume)
 }
 
+func (l *counterLimiter) AllowBytesNow(key []byte, n int) Result {
+	h, t := l.tab.hashBytes(key), l.now()
+	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full|l.lag); ok {
+		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
+	}
+	return decideKey(&l.limiter, key, h, t, n, consume|l.lag)
+}
+
 func (l *gcraLimiter) Allow(key string) bool {
 	h, t := l.tab.hash(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
+	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume|l.lag); ok {
 		return v.allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
+	return decideKey(&l.limiter, key, h, t, 1, consume|l.lag).Allowed
 }
 
 func (l *gcraLimiter) AllowAt(key string, now time.Time) bool {
@@ -172,12 +220,20 @@ func (l *gcraLimiter) AllowN(key string, now time.Time, n int) Result {
 	return decideKey(&l.limiter, key, h, t, n, consume)
 }
 
+func (l *gcraLimiter) AllowNow(key string, n int) Result {
+	h, t := l.tab.hash(key), l.now()
+	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full|l.lag); ok {
+		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
+	}
+	return decideKey(&l.limiter, key, h, t, n, consume|l.lag)
+}
+
 func (l *gcraLimiter) AllowBytes(key []byte) bool {
 	h, t := l.tab.hashBytes(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
+	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume|l.lag); ok {
 		return v.allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
+	return decideKey(&l.limiter, key, h, t, 1, consume|l.lag).Allowed
 }
 
 func (l *gcraLimiter) AllowBytesAt(key []byte, now time.Time) bool {
@@ -194,4 +250,12 @@ func (l *gcraLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
 	}
 	return decideKey(&l.limiter, key, h, t, n, consume)
+}
+
+func (l *gcraLimiter) AllowBytesNow(key []byte, n int) Result {
+	h, t := l.tab.hashBytes(key), l.now()
+	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full|l.lag); ok {
+		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
+	}
+	return decideKey(&l.limiter, key, h, t, n, consume|l.lag)
 }

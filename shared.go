@@ -195,7 +195,7 @@ func newShared(c any) (shared.Table, error) {
 		return l, nil
 	case SlidingLog:
 		y := &syncLayout{off: 0, m: int(n) + 1, bucket: w / n}
-		a := newSlidingLog(&rs, y)
+		a := newSlidingLog(&rs, cfg.Clock, y)
 		l := &logLimiter{}
 		l.init(cfg, &rs, a, a.stride, 0, y)
 		return l, nil

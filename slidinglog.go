@@ -34,6 +34,7 @@ type slidingLog struct {
 	rates  int
 	window [MaxRates]int64 // W of each rate, ns, longest first
 	unit   int64           // timestamp resolution, ns
+	ahead  int64           // how late units are stamped: the clock's resolution (CoarseClock)
 	sync   *syncLayout     // nil unless shared (one rate): other nodes' units by bucket
 	stride int             // side words per key: the sync state's, 0 unless shared
 }
@@ -67,14 +68,14 @@ func NewSlidingLog(cfg Config) (Limiter, error) {
 	}
 	rs := newRateSet(cfg)
 	l := &logLimiter{}
-	l.init(cfg, &rs, newSlidingLog(&rs, nil), 0, rs.n-1, nil)
+	l.init(cfg, &rs, newSlidingLog(&rs, cfg.Clock, nil), 0, rs.n-1, nil)
 	return l, nil
 }
 
-// newSlidingLog returns the log of rs's rates, shared through y if y is not
-// nil.
-func newSlidingLog(rs *rateSet, y *syncLayout) *slidingLog {
-	a := &slidingLog{rates: rs.n, window: rs.window, unit: logUnit(rs.window[0]), sync: y}
+// newSlidingLog returns the log of rs's rates for clock c, shared through
+// y if y is not nil.
+func newSlidingLog(rs *rateSet, c Clock, y *syncLayout) *slidingLog {
+	a := &slidingLog{rates: rs.n, window: rs.window, unit: logUnit(rs.window[0]), ahead: clockResolution(c), sync: y}
 	if y != nil {
 		a.stride = y.words()
 	}
@@ -109,6 +110,17 @@ func (a *slidingLog) stamp(t int64) uint32 {
 	return uint32((t + a.unit - 1) / a.unit)
 }
 
+// late returns how much later than the instant decided at a unit decided
+// in mode is stamped: the clock's resolution for an instant read from a
+// CoarseClock (mode&lagging), so its stamp is an upper bound of the true
+// instant.
+func (a *slidingLog) late(mode decideMode) int64 {
+	if mode&lagging != 0 {
+		return a.ahead
+	}
+	return 0
+}
+
 // age returns how many units before tq (= t/unit, rounded down) the entry
 // e was stamped; -1 for an entry stamped in the current unit but rounded up.
 func age(tq int64, e uint32) int32 {
@@ -132,13 +144,13 @@ func (a *slidingLog) expiredUpTo(t, w int64) int64 {
 
 // advance brings r to instant te, its latest, dropping the timestamps that
 // have expired in the longest window, and moves the rates' skips in extra
-// past those expired in theirs. Every stamp is below r.last+unit, so all
-// have expired from r.last+W+unit on: no scan then.
+// past those expired in theirs. Every stamp is below r.last+ahead+unit, so
+// all have expired from r.last+W+ahead+unit on: no scan then.
 func (a *slidingLog) advance(s *shard[logRec], r *logRec, extra []logRec, te int64) {
 	count := r.count
 	switch {
 	case r.count == 0:
-	case te-r.last >= a.window[0]+a.unit:
+	case te-r.last >= a.window[0]+a.ahead+a.unit:
 		r.head, r.count = 0, 0
 	default:
 		buf := s.rings.ring(r.ref, r.cap)
@@ -217,7 +229,7 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, slot uint32, t int64, n
 	allowed := n == 0 || int64(n) <= int64(lim) && used+int64(n) <= int64(lim)
 	pushed := false // this decision's units are in the ring
 	if allowed && n > 0 && consumed && k == 0 {
-		if !a.push(s, key, te, uint32(n), lim0) {
+		if !a.push(s, key, te+a.late(mode), uint32(n), lim0) {
 			return verdict{word: verdictFull} // no memory for the timestamps
 		}
 		pushed = true
@@ -228,7 +240,7 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, slot uint32, t int64, n
 	if mode&full == 0 {
 		return verdict{word: b2u(allowed)}
 	}
-	rem, reset, retry := a.numbers(s, key, k, skip, side, t, te, n, lim, allowed, pushed)
+	rem, reset, retry := a.numbers(s, key, k, skip, side, t, te, a.late(mode), n, lim, allowed, pushed)
 	return makeVerdict(allowed, k, lim, int(max(0, rem)), reset, retry)
 }
 
@@ -237,8 +249,8 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, slot uint32, t int64, n
 // admitted the request or not) under limit lim: the rate counts the ring's
 // entries after its first skip, plus the other nodes' units when side
 // holds a shared key's sync state. Admitted units not pushed (a peek, or a
-// rate after the first) count as if stamped at te.
-func (a *slidingLog) numbers(s *shard[logRec], r *logRec, k int, skip uint32, side []uint32, t, te int64, n int, lim uint32, allowed, pushed bool) (rem int64, reset, retry time.Duration) {
+// rate after the first) count as if stamped at te+late (see late).
+func (a *slidingLog) numbers(s *shard[logRec], r *logRec, k int, skip uint32, side []uint32, t, te, late int64, n int, lim uint32, allowed, pushed bool) (rem int64, reset, retry time.Duration) {
 	// ResetAfter is measured from t rounded up to the timestamp resolution,
 	// the instant a unit admitted at t is stamped with, so a fresh unit's
 	// reset is exactly W and a whole-second window reads as whole seconds.
@@ -278,7 +290,7 @@ func (a *slidingLog) numbers(s *shard[logRec], r *logRec, k int, skip uint32, si
 	case skip < r.count:
 		reset = until(a.expiry(te, buf[wrap(r.head+skip, r.cap)], w), t, tu)
 	case allowed && n > 0:
-		reset = until(a.expiry(te, a.stamp(te), w), t, tu)
+		reset = until(a.expiry(te, a.stamp(te+late), w), t, tu)
 	}
 	return int64(lim) - used, reset, retry
 }
@@ -346,7 +358,17 @@ func (a *slidingLog) push(s *shard[logRec], r *logRec, t int64, n, lim uint32) b
 		}
 	}
 	buf := s.rings.ring(r.ref, r.cap)
-	e := a.stamp(t) // t never goes back, so the ring stays in time order
+	e := a.stamp(t)
+	if r.count > 0 {
+		// The decided instants never go back, but a unit stamped late (a
+		// coarse clock's reading) can be followed by one stamped on
+		// time: keep the ring in time order, which the expiry scan and
+		// RetryAfter rely on, by counting this unit as long as the newest
+		// (at most a resolution longer).
+		if newest := buf[wrap(r.head+r.count-1, r.cap)]; int32(e-newest) < 0 {
+			e = newest
+		}
+	}
 	i := wrap(r.head+r.count, r.cap)
 	for range n {
 		buf[i] = e
@@ -394,7 +416,7 @@ func (a *slidingLog) idle(s *shard[logRec], r *logRec, slot uint32, t int64) boo
 			return false
 		}
 	}
-	if r.count == 0 || t-r.last >= a.window[0]+a.unit {
+	if r.count == 0 || t-r.last >= a.window[0]+a.ahead+a.unit {
 		return true
 	}
 	newest := s.rings.ring(r.ref, r.cap)[wrap(r.head+r.count-1, r.cap)]

@@ -45,6 +45,15 @@ func (l spyLimiter) AllowBytesN(key []byte, now time.Time, n int) shardlimit.Res
 	return l.Limiter.AllowBytesN(key, now, n)
 }
 
+// AllowBytesNow decides at the limiter's own clock: the spy records that
+// clock's reading.
+func (l spyLimiter) AllowBytesNow(key []byte, n int) shardlimit.Result {
+	l.s.mu.Lock()
+	l.s.nows = append(l.s.nows, l.Limiter.Config().Clock.Now())
+	l.s.mu.Unlock()
+	return l.Limiter.AllowBytesNow(key, n)
+}
+
 // TestDecisionsUseTheLimitersClock checks that, without Options.Clock, a
 // request is decided at the instant the rule limiters' own clock (the one
 // their janitors judge idleness by) reads when the middleware runs: not at

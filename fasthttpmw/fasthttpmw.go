@@ -26,7 +26,7 @@
 // Each request is matched to at most one rule; its client key (address or
 // identity, see httplimit.KeyConfig) is decided by that rule's
 // shardlimit.Limiter at the middleware clock's now, read when the
-// middleware runs: Options.Clock, else a shardlimit.SystemClock which the
+// middleware runs: Options.Clock, else shardlimit.DefaultClock(), which the
 // limiters' janitors share. Not at ctx.Time(): that is the wall time
 // fasthttp read when the request started, stale behind slow middleware in
 // front and subject to wall-clock steps, which would let a janitor on
@@ -35,8 +35,8 @@
 // The allowed path allocates nothing for a known client: the key is built in
 // a pooled buffer, header values are formatted into it and copied into the
 // response's reused header storage. It reads the clock once per request
-// (one monotonic clock read with the default clock); as it never calls
-// ctx.Time(), a server whose handlers do not either can set
+// (one atomic load with the default clock); as it never calls ctx.Time(), a
+// server whose handlers do not either can set
 // fasthttp.Server.LazyRequestTime and skip the server's own time.Now per
 // request.
 package fasthttpmw
@@ -180,7 +180,7 @@ func (m *Middleware) serve(ctx *fasthttp.RequestCtx, next fasthttp.RequestHandle
 	if m.cost != nil {
 		q.Cost = m.cost(ctx)
 	}
-	q.Now = m.clock.Now() // not ctx.Time(): see Options.Clock
+	q.Now, q.Clocked = m.clock.Now(), true // not ctx.Time(): see Options.Clock
 	var o mwengine.Outcome
 	mwengine.Decide(m.e, sc, &q, &o)
 	rp := m.e.Reply(sc, &o, m.denied != nil)

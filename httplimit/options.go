@@ -85,18 +85,21 @@ type Options struct {
 	NewLimiter func(rule string, cfg shardlimit.Config) (shardlimit.Limiter, error)
 
 	// Clock is the one clock of the middleware: each request is decided at
-	// Clock.Now() read when the middleware runs, and it is the Config.Clock
-	// of every rule's limiter (those NewLimiter builds too), whose janitor
-	// judges by it which keys are idle. Nil (the default) means one
-	// shardlimit.SystemClock created by New: wall time then plus monotonic
-	// time since, so a wall-clock step (NTP, an operator) moves neither
-	// decisions nor janitors. Set it in tests (shardlimit.ManualClock).
+	// the clock's reading when the middleware runs, and it is the
+	// Config.Clock of every rule's limiter (those NewLimiter builds too),
+	// whose janitor judges by it which keys are idle. Nil (the default)
+	// means shardlimit.DefaultClock(): a CoarseClock of 1 ms shared by the
+	// process, read with one atomic load; like every shardlimit clock it is
+	// wall time at its start plus monotonic time since, so a wall-clock step
+	// (NTP, an operator) moves neither decisions nor janitors, and the
+	// sliding log stamps units at the upper bound of each reading, so it
+	// stays exact in real time. Set it in tests (shardlimit.ManualClock).
 	//
 	// Requests are not decided at the time the server read them (fasthttp's
-	// ctx.Time()): behind slow middleware that instant can be long past,
-	// and it is wall time, which steps; a janitor on another clock would
-	// then evict keys whose window has not ended for the decisions, handing
-	// their clients fresh budgets.
+	// ctx.Time()): that is a reading of another clock, wall time, which
+	// steps, and a janitor on another clock would evict keys whose window
+	// has not ended for the decisions, handing their clients fresh budgets.
+	// The coarse clock costs as little as reading ctx.Time().
 	Clock shardlimit.Clock
 
 	// DryRun (shadow mode) counts every request and writes the usual

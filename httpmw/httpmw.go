@@ -25,7 +25,7 @@
 // Each request is matched to at most one rule; its client key (address or
 // identity, see httplimit.KeyConfig) is decided by that rule's
 // shardlimit.Limiter at the middleware clock's now, read when the
-// middleware runs: Options.Clock, else a shardlimit.SystemClock which the
+// middleware runs: Options.Clock, else shardlimit.DefaultClock(), which the
 // limiters' janitors share, so decisions and evictions agree and
 // wall-clock steps do not matter (see Options.Clock).
 //
@@ -171,7 +171,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if m.cost != nil {
 		q.Cost = m.cost(r)
 	}
-	q.Now = m.clock.Now()
+	q.Now, q.Clocked = m.clock.Now(), true
 	var o mwengine.Outcome
 	mwengine.Decide(m.e, sc, &q, &o)
 	rp := m.e.Reply(sc, &o, m.denied != nil)

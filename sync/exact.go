@@ -469,6 +469,18 @@ func (e *Exact) AllowNContext(ctx context.Context, key string, now time.Time, n 
 	return e.decide(ctx, key, now, n, true)
 }
 
+// AllowNow is AllowN at the configured Clock (used only by the local
+// fallback).
+func (e *Exact) AllowNow(key string, n int) shardlimit.Result {
+	return e.decide(context.Background(), key, e.cfg.Clock.Now(), n, true)
+}
+
+// AllowBytesNow is AllowNow for a []byte key. It allocates the key's
+// string and never retains key.
+func (e *Exact) AllowBytesNow(key []byte, n int) shardlimit.Result {
+	return e.AllowNow(string(key), n)
+}
+
 // AllowBytes is Allow for a []byte key. It allocates the key's string.
 func (e *Exact) AllowBytes(key []byte) bool {
 	return e.Allow(string(key))

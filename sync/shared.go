@@ -373,6 +373,23 @@ func (s *Shared) AllowBytesN(key []byte, now time.Time, n int) shardlimit.Result
 	return s.core.AllowBytesN(key, now, n)
 }
 
+// AllowNow is AllowN at the limiter's Clock. See shardlimit.Limiter.
+func (s *Shared) AllowNow(key string, n int) shardlimit.Result {
+	if s.degraded() {
+		return s.byPolicy(key, s.clock.Now(), n)
+	}
+	return s.core.AllowNow(key, n)
+}
+
+// AllowBytesNow is AllowNow for a []byte key; it does not allocate for a
+// stored key and never retains key.
+func (s *Shared) AllowBytesNow(key []byte, n int) shardlimit.Result {
+	if s.degraded() {
+		return s.byPolicy(string(key), s.clock.Now(), n)
+	}
+	return s.core.AllowBytesNow(key, n)
+}
+
 // Peek reports what AllowN(key, now, n) would decide, consuming nothing.
 func (s *Shared) Peek(key string, now time.Time, n int) shardlimit.Result {
 	return s.core.Peek(key, now, n)

@@ -40,6 +40,11 @@ type Request[S byteseq] struct {
 	// Now is the decision instant: Engine.Clock().Now(), read when the
 	// middleware runs (see Options.Clock).
 	Now time.Time
+	// Clocked says Now was just read from Engine.Clock(): the limiter then
+	// decides at its own reading of that clock (AllowBytesNow), so with a
+	// CoarseClock the sliding log stamps units at the upper bound of the
+	// instant the reading stands for.
+	Clocked bool
 	// Cost is the request's cost in units.
 	Cost int
 }
@@ -122,7 +127,7 @@ func New(o httplimit.Options, keyFunc bool) (*Engine, error) {
 	}
 	if e.clock == nil {
 		// One clock for every limiter and decision (Options.Clock).
-		e.clock = shardlimit.SystemClock()
+		e.clock = shardlimit.DefaultClock()
 	}
 	n := keys.maxKeyLen()
 	e.pool.New = func() any {
@@ -139,7 +144,7 @@ func New(o httplimit.Options, keyFunc bool) (*Engine, error) {
 }
 
 // Clock returns the clock requests are to be decided by (Request.Now):
-// Options.Clock, or the shardlimit.SystemClock that New created. It is
+// Options.Clock, or shardlimit.DefaultClock(). It is
 // the Config.Clock of every rule's limiter, so their janitors judge
 // idleness by the same clock.
 func (e *Engine) Clock() shardlimit.Clock { return e.clock }
@@ -232,7 +237,11 @@ func decideLocked[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) 
 		o.Action = httplimit.ActionNoIdentity
 		return
 	}
-	o.Result = r.l.lim.AllowBytesN(key, q.Now, q.Cost)
+	if q.Clocked {
+		o.Result = r.l.lim.AllowBytesNow(key, q.Cost)
+	} else {
+		o.Result = r.l.lim.AllowBytesN(key, q.Now, q.Cost)
+	}
 	switch {
 	case o.Result.Err != nil:
 		e.failed(o)
