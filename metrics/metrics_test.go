@@ -99,25 +99,7 @@ func scenario(t *testing.T) (shardlimit.Limiter, *httpmw.Middleware, *httpmw.Mid
 }
 
 // wantText is what WriteText writes after scenario.
-const wantText = `# HELP shardlimit_limiter_info Always 1: a limiter (for HTTP middleware, a rule) with its algorithm and where its counts live: local (this process), shared (sync.Shared: this process, shared through a store) or exact (sync.Exact: the store).
-# TYPE shardlimit_limiter_info gauge
-shardlimit_limiter_info{limiter="anon-bar",algorithm="sliding_log",store="local"} 1
-shardlimit_limiter_info{limiter="client-1-foo",algorithm="fixed_window",store="local"} 1
-shardlimit_limiter_info{limiter="login",algorithm="sliding_log",store="local"} 1
-shardlimit_limiter_info{limiter="shadow",algorithm="fixed_window",store="local"} 1
-# HELP shardlimit_limit Default limit of the limiter's keys (those without a limit of their own), in requests or cost units per window.
-# TYPE shardlimit_limit gauge
-shardlimit_limit{limiter="anon-bar"} 2
-shardlimit_limit{limiter="client-1-foo"} 3
-shardlimit_limit{limiter="login"} 2
-shardlimit_limit{limiter="shadow"} 1
-# HELP shardlimit_window_seconds Window of the limiter's limit, in seconds.
-# TYPE shardlimit_window_seconds gauge
-shardlimit_window_seconds{limiter="anon-bar"} 60
-shardlimit_window_seconds{limiter="client-1-foo"} 60
-shardlimit_window_seconds{limiter="login"} 60
-shardlimit_window_seconds{limiter="shadow"} 3600
-# HELP shardlimit_decisions_total Rate-limit decisions of positive cost, by outcome: allowed, denied, or would_deny (denied, but let through by the middleware's dry run).
+const wantText = `# HELP shardlimit_decisions_total Rate-limit decisions of positive cost, by outcome: allowed, denied, or would_deny (denied, but let through by the middleware's dry run).
 # TYPE shardlimit_decisions_total counter
 shardlimit_decisions_total{limiter="anon-bar",outcome="allowed"} 2
 shardlimit_decisions_total{limiter="anon-bar",outcome="denied"} 2
@@ -129,24 +111,24 @@ shardlimit_decisions_total{limiter="shadow",outcome="allowed"} 1
 shardlimit_decisions_total{limiter="shadow",outcome="would_deny"} 1
 # HELP shardlimit_errors_total Requests an HTTP middleware rule matched but did not decide, by kind: too_many_keys (the rule's table was full), invalid (key or instant refused), closed (limiter closed), other (the limiter's own error), answered per the error policy; bad_cost (negative cost, answered 500); no_identity (no client identity, answered 400).
 # TYPE shardlimit_errors_total counter
-shardlimit_errors_total{limiter="anon-bar",kind="bad_cost"} 0
-shardlimit_errors_total{limiter="anon-bar",kind="closed"} 0
-shardlimit_errors_total{limiter="anon-bar",kind="invalid"} 0
-shardlimit_errors_total{limiter="anon-bar",kind="no_identity"} 0
-shardlimit_errors_total{limiter="anon-bar",kind="other"} 0
-shardlimit_errors_total{limiter="anon-bar",kind="too_many_keys"} 0
-shardlimit_errors_total{limiter="client-1-foo",kind="bad_cost"} 0
-shardlimit_errors_total{limiter="client-1-foo",kind="closed"} 0
-shardlimit_errors_total{limiter="client-1-foo",kind="invalid"} 0
-shardlimit_errors_total{limiter="client-1-foo",kind="no_identity"} 0
-shardlimit_errors_total{limiter="client-1-foo",kind="other"} 0
-shardlimit_errors_total{limiter="client-1-foo",kind="too_many_keys"} 0
-shardlimit_errors_total{limiter="shadow",kind="bad_cost"} 0
-shardlimit_errors_total{limiter="shadow",kind="closed"} 0
-shardlimit_errors_total{limiter="shadow",kind="invalid"} 0
-shardlimit_errors_total{limiter="shadow",kind="no_identity"} 0
-shardlimit_errors_total{limiter="shadow",kind="other"} 0
-shardlimit_errors_total{limiter="shadow",kind="too_many_keys"} 0
+shardlimit_errors_total{kind="bad_cost",limiter="anon-bar"} 0
+shardlimit_errors_total{kind="bad_cost",limiter="client-1-foo"} 0
+shardlimit_errors_total{kind="bad_cost",limiter="shadow"} 0
+shardlimit_errors_total{kind="closed",limiter="anon-bar"} 0
+shardlimit_errors_total{kind="closed",limiter="client-1-foo"} 0
+shardlimit_errors_total{kind="closed",limiter="shadow"} 0
+shardlimit_errors_total{kind="invalid",limiter="anon-bar"} 0
+shardlimit_errors_total{kind="invalid",limiter="client-1-foo"} 0
+shardlimit_errors_total{kind="invalid",limiter="shadow"} 0
+shardlimit_errors_total{kind="no_identity",limiter="anon-bar"} 0
+shardlimit_errors_total{kind="no_identity",limiter="client-1-foo"} 0
+shardlimit_errors_total{kind="no_identity",limiter="shadow"} 0
+shardlimit_errors_total{kind="other",limiter="anon-bar"} 0
+shardlimit_errors_total{kind="other",limiter="client-1-foo"} 0
+shardlimit_errors_total{kind="other",limiter="shadow"} 0
+shardlimit_errors_total{kind="too_many_keys",limiter="anon-bar"} 0
+shardlimit_errors_total{kind="too_many_keys",limiter="client-1-foo"} 0
+shardlimit_errors_total{kind="too_many_keys",limiter="shadow"} 0
 # HELP shardlimit_keys Client keys the limiter stores now (for sync.Exact, its local fallback's).
 # TYPE shardlimit_keys gauge
 shardlimit_keys{limiter="anon-bar"} 1
@@ -165,6 +147,24 @@ shardlimit_keys_refused_total{limiter="anon-bar"} 0
 shardlimit_keys_refused_total{limiter="client-1-foo"} 0
 shardlimit_keys_refused_total{limiter="login"} 1
 shardlimit_keys_refused_total{limiter="shadow"} 0
+# HELP shardlimit_limit Default limit of the limiter's keys (those without a limit of their own), in requests or cost units per window.
+# TYPE shardlimit_limit gauge
+shardlimit_limit{limiter="anon-bar"} 2
+shardlimit_limit{limiter="client-1-foo"} 3
+shardlimit_limit{limiter="login"} 2
+shardlimit_limit{limiter="shadow"} 1
+# HELP shardlimit_limiter_info Always 1: a limiter (for HTTP middleware, a rule) with its algorithm and where its counts live: local (this process), shared (sync.Shared: this process, shared through a store) or exact (sync.Exact: the store).
+# TYPE shardlimit_limiter_info gauge
+shardlimit_limiter_info{algorithm="fixed_window",limiter="client-1-foo",store="local"} 1
+shardlimit_limiter_info{algorithm="fixed_window",limiter="shadow",store="local"} 1
+shardlimit_limiter_info{algorithm="sliding_log",limiter="anon-bar",store="local"} 1
+shardlimit_limiter_info{algorithm="sliding_log",limiter="login",store="local"} 1
+# HELP shardlimit_window_seconds Window of the limiter's limit, in seconds.
+# TYPE shardlimit_window_seconds gauge
+shardlimit_window_seconds{limiter="anon-bar"} 60
+shardlimit_window_seconds{limiter="client-1-foo"} 60
+shardlimit_window_seconds{limiter="login"} 60
+shardlimit_window_seconds{limiter="shadow"} 3600
 `
 
 // TestWriteText checks every line written after a known sequence of

@@ -55,8 +55,8 @@ func TestStoreFamilies(t *testing.T) {
 	}
 	text := buf.String()
 	for _, line := range []string{
-		`shardlimit_limiter_info{limiter="sh",algorithm="fixed_window",store="shared"} 1`,
-		`shardlimit_limiter_info{limiter="ex",algorithm="gcra",store="exact"} 1`,
+		`shardlimit_limiter_info{algorithm="fixed_window",limiter="sh",store="shared"} 1`,
+		`shardlimit_limiter_info{algorithm="gcra",limiter="ex",store="exact"} 1`,
 		`shardlimit_decisions_total{limiter="sh",outcome="allowed"} 5`,
 		`shardlimit_decisions_total{limiter="sh",outcome="denied"} 2`,
 		`shardlimit_decisions_total{limiter="ex",outcome="allowed"} 2`,
