@@ -33,9 +33,11 @@ type Collector struct {
 }
 
 // NewCollector returns a collector of sources (metrics.Limiter,
-// metrics.Middleware), read in order at every scrape. Sources must not
-// share names: register a collector per middleware with a label of its
-// own (prometheus.WrapRegistererWith) if their rules share names.
+// metrics.Middleware), read in order at every scrape. A registry takes one
+// such collector: give it every source. Sources must not share names (a
+// middleware's rules are named by its rule set); to export middlewares
+// whose rules share names, register a collector for each through
+// prometheus.WrapRegistererWith with a label that tells them apart.
 func NewCollector(sources ...metrics.Source) *Collector {
 	c := &Collector{
 		sources: sources,

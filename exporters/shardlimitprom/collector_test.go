@@ -269,3 +269,27 @@ func TestScrapeWhileDeciding(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestTwoMiddlewares exports two middlewares whose rules share names, each
+// through a registerer wrapped with a label of its own.
+func TestTwoMiddlewares(t *testing.T) {
+	_, a := scenario(t)
+	_, b := scenario(t)
+	reg := prometheus.NewPedanticRegistry()
+	prometheus.WrapRegistererWith(prometheus.Labels{"server": "a"}, reg).MustRegister(shardlimitprom.NewCollector(metrics.Middleware(a)))
+	prometheus.WrapRegistererWith(prometheus.Labels{"server": "b"}, reg).MustRegister(shardlimitprom.NewCollector(metrics.Middleware(b)))
+	if err := reg.Register(shardlimitprom.NewCollector(metrics.Middleware(a))); err == nil {
+		t.Error("a second unwrapped collector was registered beside the wrapped ones")
+	}
+	const want = `
+# HELP shardlimit_keys Client keys the limiter stores now (for sync.Exact, its local fallback's).
+# TYPE shardlimit_keys gauge
+shardlimit_keys{limiter="anon-bar",server="a"} 1
+shardlimit_keys{limiter="anon-bar",server="b"} 1
+shardlimit_keys{limiter="client-1-foo",server="a"} 1
+shardlimit_keys{limiter="client-1-foo",server="b"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "shardlimit_keys"); err != nil {
+		t.Error(err)
+	}
+}

@@ -147,14 +147,25 @@ func (s *Sketch) N() uint64 {
 // error ascending, then group and key), and the total weight added. n <= 0
 // means all of them.
 func (s *Sketch) Top(n int) ([]Item, uint64) {
+	// Copy under the lock, build the strings after it: denials wait for
+	// the copy only.
 	s.mu.Lock()
 	items := make([]Item, len(s.entries))
+	ends := make([]int, len(s.entries))
+	var keys []byte
 	for i := range s.entries {
 		e := &s.entries[i]
-		items[i] = Item{Group: e.group, Key: string(s.keyOf(int32(i))), Count: e.count, Err: e.err}
+		items[i] = Item{Group: e.group, Count: e.count, Err: e.err}
+		keys = append(keys, s.keyOf(int32(i))...)
+		ends[i] = len(keys)
 	}
 	total := s.n
 	s.mu.Unlock()
+	start := 0
+	for i := range items {
+		items[i].Key = string(keys[start:ends[i]])
+		start = ends[i]
+	}
 	slices.SortFunc(items, func(a, b Item) int {
 		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Err, b.Err),
 			cmp.Compare(a.Group, b.Group), cmp.Compare(a.Key, b.Key))
