@@ -145,6 +145,7 @@ func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int
 		first := max(t, s.floor)
 		var err error
 		if slot, err = insert(&l.tab, s, h, key, first); err != nil {
+			s.refused++
 			lim := int(s.defLimits[0]) // guarded by mu
 			s.mu.Unlock()
 			return Result{Limit: lim, Err: err}

@@ -17,6 +17,7 @@ func (l *limiter[E]) Stats() Stats {
 		s.mu.Lock()
 		st.Allowed += s.allowed
 		st.Denied += s.denied
+		st.Refused += s.refused
 		s.mu.Unlock()
 		st.Evicted += s.evicted.Load()
 		st.Keys += int(s.keys.Load())

@@ -167,6 +167,10 @@ func TestMaxKeysRejectNewKeys(t *testing.T) {
 		if r.Allowed || l.Len() != 64 {
 			t.Fatalf("%v: full table admitted a new key: %+v, len %d", alg, r, l.Len())
 		}
+		l.AllowN("new", at(1), 0) // a peek stores nothing and refuses nothing
+		if st := l.Stats(); st.Refused != 1 || st.Allowed != 64 || st.Denied != 0 {
+			t.Fatalf("%v: stats %+v, want 1 refused, 64 allowed, 0 denied", alg, st)
+		}
 		// A known key is still decided.
 		if r := l.AllowN("k3", at(1), 1); !r.Allowed {
 			t.Fatalf("%v: known key %+v", alg, r)

@@ -397,14 +397,15 @@ type Result struct {
 }
 
 // Stats are a limiter's cumulative counters since construction. Stats()
-// reads Allowed and Denied under each shard's lock in turn (they are plain
-// counters, so the hot path pays no extra atomic operation) and Keys and
-// Evicted without locks.
+// reads Allowed, Denied and Refused under each shard's lock in turn (they
+// are plain counters, so the hot path pays no extra atomic operation) and
+// Keys and Evicted without locks.
 type Stats struct {
 	Allowed uint64 // decisions that admitted a positive cost
 	Denied  uint64 // decisions that denied a positive cost (errors excluded)
 	Keys    int    // keys stored now
 	Evicted uint64 // keys removed by the janitor, Sweep or a full table
+	Refused uint64 // decisions for a new key that the full table could not store (Result.Err wraps ErrTooManyKeys)
 }
 
 // Limiter is implemented by all four algorithms, so switching algorithms is

@@ -144,6 +144,7 @@ type shard[E any] struct {
 	mu        sync.Mutex
 	allowed   uint64   // under mu
 	denied    uint64   // under mu
+	refused   uint64   // under mu: new keys a full shard could not store
 	sideFree  []uint32 // free slab entries
 	entries   int      // slab entries
 	used      int      // positions that are not empty (live + tombstones)

@@ -147,8 +147,18 @@ func (m *Middleware) Reload(r *httplimit.Rules) error { return m.e.Reload(r) }
 // Stats returns the middleware's counters.
 func (m *Middleware) Stats() httplimit.Stats { return m.e.Stats() }
 
-// RuleStats returns the limiter counters of each rule in force, by name.
-func (m *Middleware) RuleStats() map[string]shardlimit.Stats { return m.e.RuleStats() }
+// RuleStats returns each rule in force, by name, with its limiter's
+// counters and its failed decisions by cause (see httplimit.RuleStats).
+func (m *Middleware) RuleStats() []httplimit.RuleStats { return m.e.RuleStats() }
+
+// TopDenied returns up to n of the most-denied (rule, client key) pairs
+// since m was built, most denied first (n <= 0: all that are tracked, at
+// most Options.TopDenied), and the number of denials counted in all: the
+// clients being limited. The counts are those of a fixed-size Space-Saving
+// summary: each is at least the pair's true number of denials and at most
+// its Error more (see httplimit.DeniedKey). Nil if Options.TopDenied is
+// negative.
+func (m *Middleware) TopDenied(n int) ([]httplimit.DeniedKey, uint64) { return m.e.TopDenied(n) }
 
 // Close closes the rules' limiters and stops their janitors; afterwards
 // requests are answered per Options.OnError. Idempotent; returns nil.

@@ -91,3 +91,82 @@ type Stats struct {
 	// Rules is the number of rules in force.
 	Rules int
 }
+
+// RuleStats describe one rule in force: what it limits, and its counters.
+// The counters are its limiter's, so they count since that limiter was
+// built and survive every reload that keeps it (see "Reloading rules").
+type RuleStats struct {
+	// Name and Tier name the rule and its tier ("" for the default rules).
+	Name, Tier string
+	// Path is the exact path the rule matches, or the path prefix if
+	// Prefix is true.
+	Path   string
+	Prefix bool
+	// Methods are the request methods the rule applies to, upper case;
+	// empty for every method.
+	Methods []string
+	// Algorithm, Limit (units per window for clients without an override),
+	// Window and Buckets (SlidingCounter only, else 0) are the rule's.
+	Algorithm shardlimit.Algorithm
+	Limit     int
+	Window    time.Duration
+	Buckets   int
+	// DryRun reports that the rule's denials were let through
+	// (Options.DryRun): Stats.Denied then counts requests that would have
+	// been denied.
+	DryRun bool
+	// Stats are the rule's limiter counters (shardlimit.Limiter.Stats):
+	// decisions of positive cost allowed and denied, client keys stored,
+	// evicted, and refused by a full table.
+	Stats shardlimit.Stats
+	// Errors count the rule's failed decisions by cause.
+	Errors ErrorCounts
+	// BadCost counts requests the rule matched that were refused with 500
+	// for a negative cost; NoIdentity those refused with 400 under
+	// EmptyKeyReject. Neither reached the limiter.
+	BadCost, NoIdentity uint64
+	// Limiter is the rule's limiter, for reading what its own type reports,
+	// such as the store state of a limiter from package sync (its
+	// SharedStats or ExactStats). The middleware owns it: calling anything
+	// that changes it (limits, Reset, Close) has undefined effects on the
+	// rule.
+	Limiter shardlimit.Limiter
+}
+
+// ErrorCounts count the failed decisions of a rule (Result.Err set,
+// answered per Options.OnError) by cause.
+type ErrorCounts struct {
+	// TooManyKeys: the rule's table was full (shardlimit.ErrTooManyKeys).
+	TooManyKeys uint64
+	// Invalid: the limiter refused the key or the instant
+	// (shardlimit.ErrInvalidKey, ErrInvalidTime, ErrInvalidCost).
+	Invalid uint64
+	// Closed: the rule's limiter was closed (shardlimit.ErrClosed).
+	Closed uint64
+	// Other: any other error, from a limiter Options.NewLimiter built.
+	Other uint64
+}
+
+// DeniedKey is one entry of a middleware's TopDenied: a client key and the
+// rule that denied it, with the number of its denied requests (those let
+// through by DryRun included) since the middleware was built.
+//
+// The counts come from a Space-Saving summary (Metwally, Agrawal and El
+// Abbadi, ICDT 2005) that tracks at most Options.TopDenied pairs in fixed
+// memory: a pair that is not tracked takes the place of the least-denied
+// one and inherits its count as its error. So with N denials in all and K
+// pairs tracked, Count is at least the pair's true number of denials and
+// at most Error more (Error <= N/K), and every pair denied more than N/K
+// times is listed.
+type DeniedKey struct {
+	// Rule is the name of the rule that denied the requests.
+	Rule string
+	// Key is the client key as the limiter stores it: "ip:192.0.2.1",
+	// "ip:2001:db8::/64", "id:client-1" (see KeyConfig).
+	Key string
+	// Count is the number of denials counted for the pair: at least the
+	// true number, at most Error more.
+	Count uint64
+	// Error bounds how much Count may overestimate.
+	Error uint64
+}

@@ -1,7 +1,9 @@
 // Package httplimit holds what shardlimit's two HTTP middlewares share and
 // a user sets or reads: the Options (rules, client keys, response fields,
 // algorithm, clock, error policy), the rule sets (Rules, Tier, Rule,
-// Override, with their JSON form), and the Decision and Stats they report.
+// Override, with their JSON form), and what they report: the Decision of
+// each request, their Stats, each rule's RuleStats, and the most-denied
+// clients (DeniedKey).
 // Package fasthttpmw applies them to github.com/valyala/fasthttp, package
 // httpmw to net/http; both embed Options in their Config:
 //

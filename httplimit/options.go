@@ -28,6 +28,11 @@ const (
 	// log). What happens to a new key beyond it is Options.Limiter.WhenFull
 	// (RejectNewKeys by default, answered per Options.OnError).
 	DefaultMaxKeys = 1 << 20
+	// DefaultTopDenied is the default Options.TopDenied: how many client
+	// keys the summary of the most-denied keys tracks.
+	DefaultTopDenied = 100
+	// MaxTopDenied is the largest Options.TopDenied accepted.
+	MaxTopDenied = 10_000
 	// MaxForwardedHops is how many X-Forwarded-For entries are examined at
 	// most, from the right; a longer chain is treated as if it ended there.
 	MaxForwardedHops = 32
@@ -115,6 +120,15 @@ type Options struct {
 	// let through by DryRun) before the response is written, on the
 	// request's goroutine. It must be safe for concurrent use.
 	OnDenied func(Decision)
+
+	// TopDenied is how many (rule, client key) pairs the middleware's
+	// summary of the most-denied clients tracks (its TopDenied method; see
+	// DeniedKey for what the counts promise), in [0, MaxTopDenied]: 0
+	// means DefaultTopDenied, a negative value keeps no summary. The
+	// summary takes about TopDenied x (KeyConfig.MaxKeyBytes + 100) bytes,
+	// reserved by New, and one short mutex hold per denied request (those
+	// let through by DryRun included); allowed requests never touch it.
+	TopDenied int
 }
 
 // HeaderConfig selects the rate-limit fields of responses. The zero value
@@ -360,6 +374,9 @@ func (o *Options) Validate() error {
 	}
 	if err := checkPolicyName(o.Headers.PolicyName); err != nil {
 		return bad("%v", err)
+	}
+	if o.TopDenied > MaxTopDenied {
+		return bad("top denied %d above %d", o.TopDenied, MaxTopDenied)
 	}
 	return o.Keys.validate()
 }

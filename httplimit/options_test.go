@@ -16,13 +16,16 @@ func TestOptionsValidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := (&Options{Rules: rules}).Validate(); err != nil {
-		t.Fatalf("valid options: %v", err)
+	for _, o := range []Options{{Rules: rules}, {Rules: rules, TopDenied: -1}, {Rules: rules, TopDenied: MaxTopDenied}} {
+		if err := o.Validate(); err != nil {
+			t.Fatalf("valid options %+v: %v", o, err)
+		}
 	}
 	for _, o := range []Options{
 		{Rules: rules, Headers: HeaderConfig{PolicyName: "caf\u00e9"}},
 		{Rules: rules, DefaultAlgorithm: 9},
 		{Rules: rules, OnError: 7},
+		{Rules: rules, TopDenied: MaxTopDenied + 1},
 		{Rules: big, DefaultAlgorithm: shardlimit.SlidingLog},
 		{Rules: rules, Keys: KeyConfig{MaxKeyBytes: -1}},
 		{Rules: rules, Keys: KeyConfig{MaxKeyBytes: MaxKeyBytesLimit + 1}},

@@ -1021,12 +1021,12 @@ func (e *Exact) Len() int {
 }
 
 // Stats returns the counts of decisions of positive cost this limiter made
-// (by Redis or by the policy); Keys and Evicted are the fallback's.
+// (by Redis or by the policy); Keys, Evicted and Refused are the fallback's.
 func (e *Exact) Stats() shardlimit.Stats {
 	st := shardlimit.Stats{Allowed: e.allowed.Load(), Denied: e.denied.Load()}
 	if e.fallback != nil {
 		fs := e.fallback.Stats()
-		st.Keys, st.Evicted = fs.Keys, fs.Evicted
+		st.Keys, st.Evicted, st.Refused = fs.Keys, fs.Evicted, fs.Refused
 	}
 	return st
 }

@@ -8,8 +8,11 @@
 //	curl -i http://127.0.0.1:8080/healthz    # never limited
 //
 // Routes: /foo and /bar answer 200 with a short body and are limited by the
-// rules; /healthz answers 200 and is not limited; anything else is 404 (and
-// limited only if a rule matches it). Clients identify with the X-Client-ID
+// rules; /healthz answers 200 and is not limited; /metrics (the Prometheus
+// text format) and /status (a page for people: the rules, their limits and
+// counters, the state of Redis, the most-denied clients) are not limited
+// and are served on -metrics instead when it is set; anything else is 404
+// (and limited only if a rule matches it). Clients identify with the X-Client-ID
 // header, which only sorts the clients the rules list into their tiers:
 // without it, or with an identity the rules do not list, requests are
 // keyed by their address (IPv4 /32, IPv6 /64), so made-up identities share
@@ -62,6 +65,7 @@
 //	-redis         host:port of a Redis sharing the counters (default: none, in memory)
 //	-redis-prefix  start of every Redis key (default shardlimit:demo:)
 //	-flush         how often counts are exchanged with Redis (default 50ms)
+//	-metrics       serve /metrics and /status on this address instead of -addr
 //
 // SIGHUP reloads the rules file, keeping the counters of unchanged rules
 // (and of rules that come back within their window); a file that does not
@@ -113,6 +117,7 @@ type hooks struct {
 	clock    shardlimit.Clock                        // decision time; nil: a system clock
 	signals  chan os.Signal                          // instead of signal.Notify
 	ready    func(addr net.Addr)                     // called once the server listens
+	obsReady func(addr net.Addr)                     // called once the -metrics server listens
 	reloaded func(err error)                         // called after each SIGHUP
 	server   func(*fasthttp.Server)                  // adjusts the server before it starts
 	limiter  func(rule string, l shardlimit.Limiter) // sees each Redis-shared limiter built
@@ -130,6 +135,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 	redisAddr := fs.String("redis", "", "`host:port` of a Redis server sharing the counters between demo servers (default: in memory only)")
 	redisPrefix := fs.String("redis-prefix", "shardlimit:demo:", "`prefix` of every Redis key; each rule's keys start with <prefix><rule name>:")
 	flush := fs.Duration("flush", shardsync.DefaultFlushInterval, "`interval` between exchanges of counts with Redis, in [1ms, 1m]")
+	metricsAddr := fs.String("metrics", "", "listen `address` of /metrics and /status (default: served on -addr)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -169,36 +175,55 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 	}
 	defer mw.Close() // before sh.close: the limiters' last flush needs the client
 
+	counters := "in memory"
+	if sh != nil {
+		counters = fmt.Sprintf("shared through Redis at %s under %s", *redisAddr, *redisPrefix)
+	}
+	obs := observe(mw, counters)
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
 	}
-	srv := &fasthttp.Server{
-		Handler:      router(mw.Wrap(app)),
-		Name:         "shardlimit-demo",
-		ReadTimeout:  10 * time.Second,
-		WriteTimeout: 10 * time.Second,
-		IdleTimeout:  time.Minute,
-		// Connection errors through the log budget, without the request
-		// bytes a client chose.
-		Logger:                serverLog{log},
-		SecureErrorLogMessage: true,
+	var obsLn net.Listener
+	mainObs := obs
+	if *metricsAddr != "" {
+		if obsLn, err = net.Listen("tcp", *metricsAddr); err != nil {
+			ln.Close()
+			return fmt.Errorf("-metrics: %w", err)
+		}
+		mainObs = func([]byte) fasthttp.RequestHandler { return nil }
 	}
-	if h.server != nil {
-		h.server(srv)
-	}
+	srv := newServer(router(mw.Wrap(app), mainObs), h, log)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	src := "embedded rules.json"
 	if *rulesPath != "" {
 		src = *rulesPath
 	}
-	counters := "in memory"
-	if sh != nil {
-		counters = fmt.Sprintf("shared through Redis at %s under %s", *redisAddr, *redisPrefix)
-	}
 	fmt.Fprintf(stdout, "shardlimit-demo listening on http://%s (rules: %s, default algorithm %s, counters %s)\n", ln.Addr(), src, alg, counters)
 	fmt.Fprintf(stdout, "try: curl -i -H 'X-Client-ID: client-1' http://%s/foo\n", ln.Addr())
+	obsAddr := ln.Addr()
+	if obsLn != nil {
+		obsSrv := newServer(func(ctx *fasthttp.RequestCtx) {
+			if hd := obs(ctx.Path()); hd != nil {
+				hd(ctx)
+				return
+			}
+			ctx.Error("not found\n", fasthttp.StatusNotFound)
+		}, h, log)
+		obsServed := make(chan error, 1)
+		go func() { obsServed <- obsSrv.Serve(obsLn) }()
+		defer func() {
+			if err := shutdown(obsSrv, obsServed); err != nil {
+				fmt.Fprintf(stderr, "-metrics server: %v\n", err)
+			}
+		}()
+		obsAddr = obsLn.Addr()
+	}
+	fmt.Fprintf(stdout, "metrics: http://%s/metrics, status: http://%s/status\n", obsAddr, obsAddr)
+	if obsLn != nil && h.obsReady != nil {
+		h.obsReady(obsLn.Addr())
+	}
 	if h.ready != nil {
 		h.ready(ln.Addr())
 	}
@@ -524,12 +549,36 @@ func shutdown(srv *fasthttp.Server, served <-chan error) error {
 	return err
 }
 
-// router sends /healthz around the limiter.
-func router(limited fasthttp.RequestHandler) fasthttp.RequestHandler {
+// newServer returns the demo's fasthttp server for handler.
+func newServer(handler fasthttp.RequestHandler, h *hooks, log *slog.Logger) *fasthttp.Server {
+	srv := &fasthttp.Server{
+		Handler:      handler,
+		Name:         "shardlimit-demo",
+		ReadTimeout:  10 * time.Second,
+		WriteTimeout: 10 * time.Second,
+		IdleTimeout:  time.Minute,
+		// Connection errors through the log budget, without the request
+		// bytes a client chose.
+		Logger:                serverLog{log},
+		SecureErrorLogMessage: true,
+	}
+	if h.server != nil {
+		h.server(srv)
+	}
+	return srv
+}
+
+// router sends /healthz, and the paths obs serves (/metrics and /status
+// unless -metrics moved them), around the limiter.
+func router(limited fasthttp.RequestHandler, obs func(path []byte) fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		if string(ctx.Path()) == "/healthz" {
 			ctx.SetContentType("text/plain; charset=utf-8")
 			ctx.SetBodyString("ok\n")
+			return
+		}
+		if hd := obs(ctx.Path()); hd != nil {
+			hd(ctx)
 			return
 		}
 		limited(ctx)

@@ -56,6 +56,7 @@ func (s *syncBuffer) String() string {
 // demo is a running demo server.
 type demo struct {
 	url      string
+	obsURL   string // of -metrics, if given
 	clock    mwtest.Clock
 	signals  chan os.Signal
 	shared   chan *shardsync.Shared // the Redis-shared limiters built
@@ -87,7 +88,9 @@ func startDemoClock(t *testing.T, clock mwtest.Clock, args ...string) *demo {
 		stderr:   &syncBuffer{},
 	}
 	ready := make(chan net.Addr, 1)
+	obsReady := make(chan net.Addr, 1)
 	h := &hooks{
+		obsReady: func(a net.Addr) { obsReady <- a },
 		clock:    d.clock,
 		signals:  d.signals,
 		ready:    func(a net.Addr) { ready <- a },
@@ -109,6 +112,11 @@ func startDemoClock(t *testing.T, clock mwtest.Clock, args ...string) *demo {
 	select {
 	case a := <-ready:
 		d.url = "http://" + a.String()
+		select {
+		case a := <-obsReady:
+			d.obsURL = "http://" + a.String()
+		default:
+		}
 	case err := <-d.done:
 		t.Fatalf("demo exited: %v\n%s", err, d.stderr)
 	case <-time.After(10 * time.Second):

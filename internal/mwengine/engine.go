@@ -7,15 +7,18 @@
 package mwengine
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/shardlimit/shardlimit"
 	"github.com/shardlimit/shardlimit/httplimit"
+	"github.com/shardlimit/shardlimit/internal/topk"
 )
 
 // Outcome is one request's decision: the public Decision and the compiled
@@ -91,6 +94,8 @@ type Engine struct {
 
 	wouldDeny, errs, badCost, noID atomic.Uint64
 
+	top *topk.Sketch // the most-denied (rule, key) pairs; nil if Options.TopDenied < 0
+
 	stripes atomic.Uint32 // stripe of the next Scratch built
 	pool    sync.Pool
 }
@@ -130,6 +135,9 @@ func New(o httplimit.Options, keyFunc bool) (*Engine, error) {
 		e.clock = shardlimit.DefaultClock()
 	}
 	n := keys.maxKeyLen()
+	if o.TopDenied >= 0 {
+		e.top = topk.New(cmp.Or(o.TopDenied, httplimit.DefaultTopDenied), n)
+	}
 	e.pool.New = func() any {
 		return &Scratch{
 			Key: make([]byte, 0, n), ID: make([]byte, 0, n),
@@ -182,9 +190,10 @@ func (e *Engine) PutScratch(sc *Scratch) {
 // key in sc.Key. It consumes the request's cost from the matched rule's
 // limiter unless the cost is negative, and never allocates for a known
 // client on a matched rule. The whole decision is taken under one rule set:
-// a concurrent Reload waits for it, or it waits for the Reload. It calls
-// Options.OnDenied for denials, after the decision. q and o are pointers
-// only so that neither is copied: Decide keeps neither.
+// a concurrent Reload waits for it, or it waits for the Reload. Denials are
+// counted in the summary of the most-denied keys, after the decision, and
+// handed to Options.OnDenied. q and o are pointers only so that neither is
+// copied: Decide keeps neither.
 func Decide[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) {
 	*o = Outcome{}
 	o.Time, o.Cost = q.Now, q.Cost
@@ -202,6 +211,9 @@ func Decide[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) {
 		e.wouldDeny.Add(1)
 		fallthrough
 	case httplimit.ActionDeny:
+		if e.top != nil {
+			e.top.Add(o.Rule, sc.Key, 1)
+		}
 		if e.onDenied != nil {
 			e.onDenied(o.Decision)
 		}
@@ -228,12 +240,14 @@ func decideLocked[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) 
 	}
 	o.r, o.Rule, o.Tier, o.Algorithm, o.Window = r, r.name, r.tier, r.alg, r.window
 	if q.Cost < 0 {
+		r.l.badCost.Add(1)
 		o.Action = httplimit.ActionBadCost
 		return
 	}
 	key, ok := buildKey(&e.keys, sc.Key[:0], id, q.Client)
 	sc.Key = key
 	if !ok {
+		r.l.noID.Add(1)
 		o.Action = httplimit.ActionNoIdentity
 		return
 	}
@@ -244,6 +258,7 @@ func decideLocked[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) 
 	}
 	switch {
 	case o.Result.Err != nil:
+		r.l.countError(o.Result.Err)
 		e.failed(o)
 	case o.Result.Allowed:
 		o.Action = httplimit.ActionAllow
@@ -336,16 +351,47 @@ func (e *Engine) Stats() httplimit.Stats {
 	return st
 }
 
-// RuleStats returns the limiter counters of each rule in force, by rule
-// name.
-func (e *Engine) RuleStats() map[string]shardlimit.Stats {
-	out := map[string]shardlimit.Stats{}
-	if set := e.set.Load(); set != nil {
-		for name, r := range set.rules {
-			out[name] = r.l.lim.Stats()
-		}
+// RuleStats returns each rule in force with its counters, by name.
+func (e *Engine) RuleStats() []httplimit.RuleStats {
+	set := e.set.Load()
+	if set == nil {
+		return nil
 	}
+	out := make([]httplimit.RuleStats, 0, len(set.rules))
+	for _, r := range set.rules {
+		l := r.l
+		out = append(out, httplimit.RuleStats{
+			Name: r.name, Tier: r.tier, Path: r.path, Prefix: r.prefix, Methods: slices.Clone(r.methods),
+			Algorithm: r.alg, Limit: r.limit, Window: r.window, Buckets: r.buckets,
+			DryRun: e.dryRun,
+			Stats:  l.lim.Stats(),
+			Errors: httplimit.ErrorCounts{
+				TooManyKeys: l.tooManyKeys.Load(), Invalid: l.invalid.Load(),
+				Closed: l.closedErrs.Load(), Other: l.otherErrs.Load(),
+			},
+			BadCost: l.badCost.Load(), NoIdentity: l.noID.Load(),
+			Limiter: l.lim,
+		})
+	}
+	slices.SortFunc(out, func(a, b httplimit.RuleStats) int { return cmp.Compare(a.Name, b.Name) })
 	return out
+}
+
+// TopDenied returns up to n of the most-denied (rule, client key) pairs
+// since the engine was built, most denied first (n <= 0: every pair
+// tracked), and the number of denials counted in all; nil and 0 if
+// Options.TopDenied is negative. See httplimit.DeniedKey for what the
+// counts promise.
+func (e *Engine) TopDenied(n int) ([]httplimit.DeniedKey, uint64) {
+	if e.top == nil {
+		return nil, 0
+	}
+	items, total := e.top.Top(n)
+	out := make([]httplimit.DeniedKey, len(items))
+	for i, it := range items {
+		out[i] = httplimit.DeniedKey{Rule: it.Group, Key: it.Key, Count: it.Count, Error: it.Err}
+	}
+	return out, total
 }
 
 // errNoRules is Reload's error for nil rules.

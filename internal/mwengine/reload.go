@@ -3,6 +3,7 @@ package mwengine
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/shardlimit/shardlimit"
@@ -29,6 +30,25 @@ type limiter struct {
 	lim       shardlimit.Limiter
 	def       int            // the default limit applied
 	overrides map[string]int // the per-key limits applied, by key
+
+	// Requests of the rule not decided, by cause (httplimit.ErrorCounts,
+	// RuleStats.BadCost and NoIdentity); never touched by a decision that
+	// succeeds.
+	tooManyKeys, invalid, closedErrs, otherErrs, badCost, noID atomic.Uint64
+}
+
+// countError counts a decision of l that failed with err.
+func (l *limiter) countError(err error) {
+	switch {
+	case errors.Is(err, shardlimit.ErrTooManyKeys):
+		l.tooManyKeys.Add(1)
+	case errors.Is(err, shardlimit.ErrInvalidKey), errors.Is(err, shardlimit.ErrInvalidTime), errors.Is(err, shardlimit.ErrInvalidCost):
+		l.invalid.Add(1)
+	case errors.Is(err, shardlimit.ErrClosed):
+		l.closedErrs.Add(1)
+	default:
+		l.otherErrs.Add(1)
+	}
 }
 
 // apply gives l default limit def and exactly the per-key limits want,

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/shardlimit/shardlimit/fasthttpmw"
+	"github.com/shardlimit/shardlimit/metrics"
+	shardsync "github.com/shardlimit/shardlimit/sync"
+)
+
+// topShown is how many of the most-denied keys the status page lists.
+const topShown = 20
+
+// observe returns the handler of /metrics and /status for mw, whose
+// counters are described by counters ("in memory", or where Redis is), or
+// nil for any other path.
+func observe(mw *fasthttpmw.Middleware, counters string) func(path []byte) fasthttp.RequestHandler {
+	metricsHandler := func(ctx *fasthttp.RequestCtx) {
+		ctx.SetContentType(metrics.TextContentType)
+		if err := metrics.WriteText(ctx, metrics.Middleware(mw)); err != nil {
+			ctx.Error(err.Error(), fasthttp.StatusInternalServerError)
+		}
+	}
+	statusHandler := func(ctx *fasthttp.RequestCtx) {
+		ctx.SetContentType("text/plain; charset=utf-8")
+		writeStatus(ctx, mw, counters)
+	}
+	return func(path []byte) fasthttp.RequestHandler {
+		switch string(path) {
+		case "/metrics":
+			return metricsHandler
+		case "/status":
+			return statusHandler
+		}
+		return nil
+	}
+}
+
+// writeStatus writes the human-readable status page: the rules in force
+// with their limits and counters, the state of the Redis store if any,
+// and the most-denied clients.
+func writeStatus(w io.Writer, mw *fasthttpmw.Middleware, counters string) {
+	rules := mw.RuleStats()
+	st := mw.Stats()
+	fmt.Fprintf(w, "shardlimit-demo: %d rules, counters %s\n", st.Rules, counters)
+	fmt.Fprintf(w, "requests: %d allowed, %d denied (%d let through by dry run), %d errors, %d bad costs, %d without identity\n\n",
+		st.Allowed, st.Denied, st.WouldDeny, st.Errors, st.BadCost, st.NoIdentity)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RULE\tTIER\tROUTE\tALGORITHM\tLIMIT\tALLOWED\tDENIED\tKEYS\tEVICTED\tREFUSED\tERRORS")
+	for _, r := range rules {
+		route := r.Path
+		if r.Prefix {
+			route += "*"
+		}
+		if len(r.Methods) > 0 {
+			route = strings.Join(r.Methods, ",") + " " + route
+		}
+		errs := r.Errors.TooManyKeys + r.Errors.Invalid + r.Errors.Closed + r.Errors.Other + r.BadCost + r.NoIdentity
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%s\t%d\t%d\t%d\t%d\t%d\t%d\n",
+			r.Name, dash(r.Tier), route, r.Algorithm, r.Limit, window(r.Window),
+			r.Stats.Allowed, r.Stats.Denied, r.Stats.Keys, r.Stats.Evicted, r.Stats.Refused, errs)
+	}
+	tw.Flush()
+
+	var store []string
+	for _, r := range rules {
+		switch l := r.Limiter.(type) {
+		case *shardsync.Shared:
+			s := l.SharedStats()
+			store = append(store, fmt.Sprintf("%s\tshared\t%s\t%d flushes (%d failed), last %v, longest gap %v; units sent %d, retried %d, unknown %d, dropped %d; %d keys pending",
+				r.Name, s.State, s.Flushes, s.FailedFlushes, s.LastLatency.Round(time.Microsecond), s.MaxFlushGap.Round(time.Millisecond),
+				s.SentUnits, s.RetriedUnits, s.UnknownUnits, s.DroppedUnits, s.Pending))
+		case *shardsync.Exact:
+			s := l.ExactStats()
+			store = append(store, fmt.Sprintf("%s\texact\t%s\t%d calls (%d errors, %d timeouts), %d decided by the failure policy",
+				r.Name, s.State, s.Calls, s.Errors, s.Timeouts, s.PolicyDecisions))
+		}
+	}
+	if len(store) > 0 {
+		fmt.Fprintln(w, "\nstore (Redis):")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "RULE\tMODE\tSTATE\tCOUNTERS")
+		for _, line := range store {
+			fmt.Fprintln(tw, line)
+		}
+		tw.Flush()
+	}
+
+	top, total := mw.TopDenied(topShown)
+	fmt.Fprintf(w, "\nmost denied clients (%d denials in all; a count may exceed the truth by its error):\n", total)
+	if len(top) == 0 {
+		fmt.Fprintln(w, "none")
+		return
+	}
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RULE\tKEY\tDENIED\tERROR")
+	for _, d := range top {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", d.Rule, printable(d.Key), d.Count, d.Error)
+	}
+	tw.Flush()
+}
+
+// window formats a rule's window: "1m" rather than "1m0s".
+func window(d time.Duration) string {
+	s := d.String()
+	for _, z := range []string{"m0s", "h0m"} {
+		s = strings.Replace(s, z, z[:1], 1)
+	}
+	return s
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// printable returns key as is if it is printable ASCII without spaces,
+// else quoted: a client identity is whatever the client sent.
+func printable(key string) string {
+	for i := 0; i < len(key); i++ {
+		if key[i] <= ' ' || key[i] >= 0x7f {
+			return strconv.Quote(key)
+		}
+	}
+	return key
+}

@@ -1,0 +1,158 @@
+package mwengine
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/httplimit"
+)
+
+// failingLimiter is a limiter whose decisions for one key fail with errOops.
+type failingLimiter struct {
+	shardlimit.Limiter
+	key string
+}
+
+var errOops = errors.New("store on fire")
+
+func (f failingLimiter) AllowBytesN(key []byte, now time.Time, n int) shardlimit.Result {
+	if string(key) == f.key {
+		return shardlimit.Result{Err: errOops}
+	}
+	return f.Limiter.AllowBytesN(key, now, n)
+}
+
+// TestRuleStatsAndTopDenied runs a known sequence of requests and checks
+// every rule's description and counters, failed decisions by cause, and
+// the most-denied keys.
+func TestRuleStatsAndTopDenied(t *testing.T) {
+	e := newTestEngine(t, httplimit.Options{
+		Rules: mustParse(t, `{"rules": [
+			{"name": "a", "path": "/a", "limit": 2, "window": "1m"},
+			{"name": "b", "prefix": "/b/", "methods": ["get"], "algorithm": "sliding_counter", "buckets": 6, "limit": 1, "window": "1m"},
+			{"name": "x", "path": "/x", "limit": 5, "window": "1h"}
+		], "tiers": [{"name": "gold", "clients": ["client-1"], "rules": [
+			{"name": "g", "path": "/a", "algorithm": "gcra", "limit": 1, "window": "1s"}
+		]}]}`),
+		Keys:    httplimit.KeyConfig{Header: "X-Client-ID"},
+		Limiter: shardlimit.Config{Shards: 1, MaxKeys: 2},
+		NewLimiter: func(rule string, cfg shardlimit.Config) (shardlimit.Limiter, error) {
+			l, err := shardlimit.New(cfg)
+			if rule == "x" && err == nil {
+				return failingLimiter{l, "ip:192.0.2.99"}, nil
+			}
+			return l, err
+		},
+	})
+	ip := func(s string) netip.Addr { return netip.MustParseAddr(s) }
+	run := func(method, path, id string, client netip.Addr, now time.Time, cost int) httplimit.Action {
+		sc := e.GetScratch()
+		defer e.PutScratch(sc)
+		var o Outcome
+		Decide(e, sc, &Request[string]{Method: method, Path: path, Identity: id, Client: client, Now: now, Cost: cost}, &o)
+		return o.Action
+	}
+	want := func(got, want httplimit.Action) {
+		t.Helper()
+		if got != want {
+			t.Fatalf("action %v, want %v", got, want)
+		}
+	}
+	for i := range 3 {
+		want(run("GET", "/a", "", ip("192.0.2.1"), t0, 1), []httplimit.Action{httplimit.ActionAllow, httplimit.ActionAllow, httplimit.ActionDeny}[i])
+	}
+	want(run("GET", "/a", "", ip("192.0.2.2"), t0, 1), httplimit.ActionAllow)
+	want(run("GET", "/a", "", ip("192.0.2.3"), t0, 1), httplimit.ActionFailClosed) // a full table
+	want(run("GET", "/a", "", ip("192.0.2.1"), t0, -1), httplimit.ActionBadCost)
+	want(run("GET", "/a", "", ip("192.0.2.1"), time.Unix(-1, 0), 1), httplimit.ActionFailClosed) // an instant before 1970
+	for i := range 4 {
+		want(run("GET", "/b/c", "", ip("2001:db8::1"), t0, 1), []httplimit.Action{httplimit.ActionAllow, httplimit.ActionDeny, httplimit.ActionDeny, httplimit.ActionDeny}[i])
+	}
+	want(run("POST", "/b/c", "", ip("2001:db8::1"), t0, 1), httplimit.ActionNoRule)
+	want(run("GET", "/a", "client-1", ip("192.0.2.1"), t0, 1), httplimit.ActionAllow)
+	want(run("GET", "/a", "client-1", ip("192.0.2.1"), t0, 1), httplimit.ActionDeny)
+	want(run("GET", "/x", "", ip("192.0.2.99"), t0, 1), httplimit.ActionFailClosed)
+
+	got := e.RuleStats()
+	if len(got) != 4 {
+		t.Fatalf("%d rules, want 4: %+v", len(got), got)
+	}
+	for i, w := range []httplimit.RuleStats{
+		{Name: "a", Path: "/a", Algorithm: shardlimit.FixedWindow, Limit: 2, Window: time.Minute,
+			Stats:  shardlimit.Stats{Allowed: 3, Denied: 1, Keys: 2, Refused: 1},
+			Errors: httplimit.ErrorCounts{TooManyKeys: 1, Invalid: 1}, BadCost: 1},
+		{Name: "b", Path: "/b/", Prefix: true, Methods: []string{"GET"}, Algorithm: shardlimit.SlidingCounter, Limit: 1, Window: time.Minute, Buckets: 6,
+			Stats: shardlimit.Stats{Allowed: 1, Denied: 3, Keys: 1}},
+		{Name: "g", Tier: "gold", Path: "/a", Algorithm: shardlimit.GCRA, Limit: 1, Window: time.Second,
+			Stats: shardlimit.Stats{Allowed: 1, Denied: 1, Keys: 1}},
+		{Name: "x", Path: "/x", Algorithm: shardlimit.FixedWindow, Limit: 5, Window: time.Hour,
+			Errors: httplimit.ErrorCounts{Other: 1}},
+	} {
+		g := got[i]
+		if g.Limiter == nil {
+			t.Errorf("rule %s: no limiter", g.Name)
+		}
+		g.Limiter, w.Limiter = nil, nil
+		if fmt.Sprintf("%+v", g) != fmt.Sprintf("%+v", w) {
+			t.Errorf("rule %d:\n got %+v\nwant %+v", i, g, w)
+		}
+	}
+	if _, ok := got[3].Limiter.(failingLimiter); !ok {
+		t.Errorf("rule x's Limiter is %T, want the one NewLimiter built", got[3].Limiter)
+	}
+	top, total := e.TopDenied(0)
+	wantTop := []httplimit.DeniedKey{{Rule: "b", Key: "ip:2001:db8::/64", Count: 3}, {Rule: "a", Key: "ip:192.0.2.1", Count: 1}, {Rule: "g", Key: "id:client-1", Count: 1}}
+	if total != 5 || fmt.Sprint(top) != fmt.Sprint(wantTop) {
+		t.Errorf("TopDenied(0) = %v, %d; want %v, 5", top, total, wantTop)
+	}
+	if top, _ := e.TopDenied(1); len(top) != 1 || top[0].Rule != "b" {
+		t.Errorf("TopDenied(1) = %v", top)
+	}
+	if st := e.Stats(); st.Errors != 3 || st.BadCost != 1 || st.Allowed != 5 || st.Denied != 5 {
+		t.Errorf("Stats %+v", st)
+	}
+}
+
+// TestTopDeniedOptions: dry-run denials count as denials, a capacity of K
+// keeps K pairs with counts that bound the truth, and a negative one keeps
+// none.
+func TestTopDeniedOptions(t *testing.T) {
+	rules := `{"rules": [{"name": "r", "limit": 1, "window": "1m"}]}`
+	e := newTestEngine(t, httplimit.Options{Rules: mustParse(t, rules), DryRun: true, TopDenied: 2})
+	truth := map[string]uint64{}
+	for i := range 30 {
+		client := fmt.Sprintf("192.0.2.%d", 1+i%4+i%7/5)
+		if d := decide(e, client, "", "/", 0, 1); d.Action == httplimit.ActionDryRunDeny {
+			truth["ip:"+client]++
+		}
+	}
+	top, total := e.TopDenied(0)
+	var n uint64
+	for _, c := range truth {
+		n += c
+	}
+	if len(top) != 2 || total != n {
+		t.Fatalf("TopDenied = %v, %d; want 2 pairs of %d denials", top, total, n)
+	}
+	for _, d := range top {
+		if d.Rule != "r" || d.Count < truth[d.Key] || d.Count-d.Error > truth[d.Key] || d.Error*2 > n {
+			t.Errorf("%+v: true count %d, N %d", d, truth[d.Key], n)
+		}
+	}
+	if rs := e.RuleStats(); len(rs) != 1 || !rs[0].DryRun || rs[0].Stats.Denied != n {
+		t.Errorf("RuleStats %+v, want dry run with %d denied", rs, n)
+	}
+
+	off := newTestEngine(t, httplimit.Options{Rules: mustParse(t, rules), TopDenied: -1})
+	decide(off, "192.0.2.1", "", "/", 0, 1)
+	if d := decide(off, "192.0.2.1", "", "/", 0, 1); d.Action != httplimit.ActionDeny {
+		t.Fatalf("%v", d.Action)
+	}
+	if top, total := off.TopDenied(0); top != nil || total != 0 {
+		t.Errorf("TopDenied with the summary off: %v, %d", top, total)
+	}
+}

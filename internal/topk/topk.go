@@ -1,0 +1,261 @@
+// Package topk keeps a bounded summary of the most frequent items of a
+// stream in fixed memory: the Space-Saving algorithm of Metwally, Agrawal
+// and El Abbadi, "Efficient Computation of Frequent and Top-k Elements in
+// Data Streams" (ICDT 2005).
+//
+// A Sketch of capacity k monitors at most k items, each with a count and an
+// error. An item already monitored has its count raised; a new item, while
+// fewer than k are monitored, enters with its weight and error 0; otherwise
+// it replaces the item of least count m, entering with count m plus its
+// weight and error m. After a stream of total weight N:
+//
+//   - a monitored item's count overestimates its true weight by at most its
+//     error: count-err <= true <= count, and err <= N/k;
+//   - every item whose true weight exceeds N/k is monitored;
+//   - the counts add up to N.
+//
+// Items are pairs of a group (a short string the caller keeps, such as a
+// rule name) and a key of at most the sketch's maxKey bytes, compared in
+// full. Add takes a mutex and allocates nothing: keys are copied into an
+// arena of k*maxKey bytes reserved at construction, and the monitored items
+// are found through an open-addressing index by a seeded XXH3 hash and kept
+// in a min-heap by count, so an Add costs O(log k).
+package topk
+
+import (
+	"cmp"
+	"math/bits"
+	"math/rand/v2"
+	"slices"
+	"sync"
+
+	"github.com/zeebo/xxh3"
+)
+
+// itemHash returns the index hash of the item (group, key). Tests replace
+// it to force collisions.
+var itemHash = func(group string, key []byte, seed uint64) uint64 {
+	return xxh3.HashSeed(key, seed) ^ bits.RotateLeft64(xxh3.HashStringSeed(group, seed), 31)
+}
+
+// Item is one monitored item as Top reports it.
+type Item struct {
+	Group string
+	Key   string
+	Count uint64 // at least the item's true weight, at most Err more
+	Err   uint64 // how much Count may overestimate
+}
+
+// entry is a monitored item. Its key is arena[i*maxKey:][:klen] for entry i.
+type entry struct {
+	hash    uint64
+	count   uint64
+	err     uint64
+	group   string
+	klen    int32
+	heapPos int32
+}
+
+// Sketch is a Space-Saving summary of capacity k (see the package doc). All
+// methods are safe for concurrent use.
+type Sketch struct {
+	mu      sync.Mutex
+	k       int
+	maxKey  int
+	seed    uint64
+	n       uint64  // total weight added
+	entries []entry // the monitored items, at most k
+	heap    []int32 // entry indices, a min-heap by count
+	index   []int32 // entry index+1 by hash, linear probing; 0 is empty
+	mask    uint64
+	arena   []byte // k*maxKey bytes
+}
+
+// New returns a sketch monitoring at most k items whose keys are at most
+// maxKey bytes long. k and maxKey must be positive; New panics otherwise
+// (callers validate their configuration first).
+func New(k, maxKey int) *Sketch {
+	if k <= 0 || maxKey <= 0 {
+		panic("topk: k and maxKey must be positive")
+	}
+	size := 1 << bits.Len(uint(2*k-1)) // a power of two, at least 2k: probes stay short
+	return &Sketch{
+		k:       k,
+		maxKey:  maxKey,
+		seed:    rand.Uint64(),
+		entries: make([]entry, 0, k),
+		heap:    make([]int32, 0, k),
+		index:   make([]int32, size),
+		mask:    uint64(size - 1),
+		arena:   make([]byte, k*maxKey),
+	}
+}
+
+// Cap returns k, the most items the sketch monitors.
+func (s *Sketch) Cap() int { return s.k }
+
+// Add counts weight w > 0 for the item (group, key) and reports whether it
+// was counted: a key longer than maxKey, or a w of 0, is not. It does not
+// retain key.
+func (s *Sketch) Add(group string, key []byte, w uint64) bool {
+	if len(key) > s.maxKey || w == 0 {
+		return false
+	}
+	h := itemHash(group, key, s.seed)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n += w
+	i := h & s.mask
+	for ; s.index[i] != 0; i = (i + 1) & s.mask {
+		e := &s.entries[s.index[i]-1]
+		if e.hash == h && e.group == group && string(s.keyOf(s.index[i]-1)) == string(key) {
+			e.count += w
+			s.down(int(e.heapPos))
+			return true
+		}
+	}
+	// Not monitored; i is the first empty slot of its probe.
+	if len(s.entries) < s.k {
+		idx := int32(len(s.entries))
+		s.entries = append(s.entries, entry{hash: h, count: w, group: group, klen: int32(len(key)), heapPos: int32(len(s.heap))})
+		copy(s.arena[int(idx)*s.maxKey:], key)
+		s.index[i] = idx + 1
+		s.heap = append(s.heap, idx)
+		s.up(len(s.heap) - 1)
+		return true
+	}
+	// Replace the item of least count.
+	idx := s.heap[0]
+	e := &s.entries[idx]
+	s.unindex(e.hash, idx)
+	m := e.count
+	e.hash, e.count, e.err, e.group, e.klen = h, m+w, m, group, int32(len(key))
+	copy(s.arena[int(idx)*s.maxKey:], key)
+	s.reindex(h, idx)
+	s.down(0)
+	return true
+}
+
+// N returns the total weight added.
+func (s *Sketch) N() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+// Top returns up to n monitored items, by count descending (ties by
+// error ascending, then group and key), and the total weight added. n <= 0
+// means all of them.
+func (s *Sketch) Top(n int) ([]Item, uint64) {
+	// Copy under the lock, build the strings after it: denials wait for
+	// the copy only.
+	s.mu.Lock()
+	items := make([]Item, len(s.entries))
+	ends := make([]int, len(s.entries))
+	var keys []byte
+	for i := range s.entries {
+		e := &s.entries[i]
+		items[i] = Item{Group: e.group, Count: e.count, Err: e.err}
+		keys = append(keys, s.keyOf(int32(i))...)
+		ends[i] = len(keys)
+	}
+	total := s.n
+	s.mu.Unlock()
+	start := 0
+	for i := range items {
+		items[i].Key = string(keys[start:ends[i]])
+		start = ends[i]
+	}
+	slices.SortFunc(items, func(a, b Item) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Err, b.Err),
+			cmp.Compare(a.Group, b.Group), cmp.Compare(a.Key, b.Key))
+	})
+	if n > 0 && n < len(items) {
+		items = items[:n]
+	}
+	return items, total
+}
+
+// keyOf returns entry idx's key, aliasing the arena. Requires s.mu held.
+func (s *Sketch) keyOf(idx int32) []byte {
+	off := int(idx) * s.maxKey
+	return s.arena[off : off+int(s.entries[idx].klen)]
+}
+
+// reindex puts entry idx, of hash h, into the index. Requires s.mu held.
+func (s *Sketch) reindex(h uint64, idx int32) {
+	i := h & s.mask
+	for s.index[i] != 0 {
+		i = (i + 1) & s.mask
+	}
+	s.index[i] = idx + 1
+}
+
+// unindex removes entry idx, of hash h, from the index by backward-shift
+// deletion: the entries after it in its probe run move back to fill the
+// gap, so no probe ever stops early and no tombstone is needed. Requires
+// s.mu held.
+func (s *Sketch) unindex(h uint64, idx int32) {
+	i := h & s.mask
+	for s.index[i] != idx+1 {
+		i = (i + 1) & s.mask
+	}
+	for j := i; ; {
+		j = (j + 1) & s.mask
+		if s.index[j] == 0 {
+			break
+		}
+		home := s.entries[s.index[j]-1].hash & s.mask
+		// The entry at j may move back to i unless its home lies
+		// cyclically in (i, j].
+		if (j-home)&s.mask < (j-i)&s.mask {
+			continue
+		}
+		s.index[i] = s.index[j]
+		i = j
+	}
+	s.index[i] = 0
+}
+
+// less reports whether heap position a holds a smaller count than b.
+func (s *Sketch) less(a, b int) bool {
+	return s.entries[s.heap[a]].count < s.entries[s.heap[b]].count
+}
+
+// swap exchanges heap positions a and b.
+func (s *Sketch) swap(a, b int) {
+	s.heap[a], s.heap[b] = s.heap[b], s.heap[a]
+	s.entries[s.heap[a]].heapPos = int32(a)
+	s.entries[s.heap[b]].heapPos = int32(b)
+}
+
+// up restores the heap after position i's count dropped (or it was added).
+func (s *Sketch) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !s.less(i, p) {
+			return
+		}
+		s.swap(i, p)
+		i = p
+	}
+}
+
+// down restores the heap after position i's count grew.
+func (s *Sketch) down(i int) {
+	n := len(s.heap)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			return
+		}
+		if c+1 < n && s.less(c+1, c) {
+			c++
+		}
+		if !s.less(c, i) {
+			return
+		}
+		s.swap(i, c)
+		i = c
+	}
+}

@@ -1,0 +1,244 @@
+package topk
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+)
+
+// check verifies the sketch's invariants against the exact weights of the
+// stream it was fed: the index finds every monitored item, the heap is a
+// heap, the counts add up to N, and Space-Saving's guarantees hold.
+func check(t *testing.T, s *Sketch, exact map[[2]string]uint64, n uint64) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n != n {
+		t.Fatalf("N = %d, want %d", s.n, n)
+	}
+	var sum uint64
+	monitored := map[[2]string]bool{}
+	for i := range s.entries {
+		e := &s.entries[i]
+		k := [2]string{e.group, string(s.keyOf(int32(i)))}
+		if monitored[k] {
+			t.Fatalf("%q monitored twice", k)
+		}
+		monitored[k] = true
+		sum += e.count
+		if int(e.heapPos) >= len(s.heap) || s.heap[e.heapPos] != int32(i) {
+			t.Fatalf("entry %d: heap position %d wrong", i, e.heapPos)
+		}
+		// The index finds it from its hash.
+		found := false
+		for j := e.hash & s.mask; s.index[j] != 0; j = (j + 1) & s.mask {
+			if s.index[j] == int32(i)+1 {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Fatalf("entry %d (%q) not reachable through the index", i, k)
+		}
+		truth := exact[k]
+		if e.count < truth || e.count-e.err > truth {
+			t.Fatalf("%q: count %d, err %d, true %d: want count-err <= true <= count", k, e.count, e.err, truth)
+		}
+		if e.err*uint64(s.k) > n {
+			t.Fatalf("%q: err %d above N/k = %d/%d", k, e.err, n, s.k)
+		}
+	}
+	if used := countUsed(s.index); used != len(s.entries) {
+		t.Fatalf("index holds %d entries, %d monitored", used, len(s.entries))
+	}
+	if sum != n {
+		t.Fatalf("counts add up to %d, want N = %d", sum, n)
+	}
+	for i := 1; i < len(s.heap); i++ {
+		if s.less(i, (i-1)/2) {
+			t.Fatalf("heap order broken at %d", i)
+		}
+	}
+	for k, w := range exact {
+		if w*uint64(s.k) > n && !monitored[k] {
+			t.Fatalf("%q: true weight %d > N/k = %d/%d, not monitored", k, w, n, s.k)
+		}
+	}
+}
+
+func countUsed(index []int32) int {
+	n := 0
+	for _, v := range index {
+		if v != 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// TestExactWhileRoom checks that counts are exact, with error 0, while
+// there are no more distinct items than the capacity.
+func TestExactWhileRoom(t *testing.T) {
+	s := New(4, 16)
+	exact := map[[2]string]uint64{}
+	add := func(g, k string, w uint64) {
+		if !s.Add(g, []byte(k), w) {
+			t.Fatalf("Add(%q, %q, %d) not counted", g, k, w)
+		}
+		exact[[2]string{g, k}] += w
+	}
+	add("a", "x", 3)
+	add("b", "x", 1) // same key, another group: another item
+	add("a", "y", 2)
+	add("a", "x", 1)
+	add("b", "x", 5)
+	add("a", "", 1) // an empty key is a key
+	check(t, s, exact, 13)
+	top, n := s.Top(0)
+	want := []Item{{"b", "x", 6, 0}, {"a", "x", 4, 0}, {"a", "y", 2, 0}, {"a", "", 1, 0}}
+	if n != 13 || fmt.Sprint(top) != fmt.Sprint(want) {
+		t.Fatalf("Top = %v, %d; want %v, 13", top, n, want)
+	}
+	if top, _ := s.Top(2); len(top) != 2 || top[0].Count != 6 {
+		t.Fatalf("Top(2) = %v", top)
+	}
+}
+
+// TestReplacement follows Space-Saving by hand: a new item replaces the
+// one of least count and inherits it as its error.
+func TestReplacement(t *testing.T) {
+	s := New(2, 8)
+	s.Add("", []byte("a"), 5)
+	s.Add("", []byte("b"), 2)
+	s.Add("", []byte("c"), 1) // replaces b: count 3, err 2
+	top, _ := s.Top(0)
+	want := []Item{{"", "a", 5, 0}, {"", "c", 3, 2}}
+	if fmt.Sprint(top) != fmt.Sprint(want) {
+		t.Fatalf("Top = %v, want %v", top, want)
+	}
+	s.Add("", []byte("b"), 1) // replaces c: count 4, err 3
+	top, _ = s.Top(0)
+	want = []Item{{"", "a", 5, 0}, {"", "b", 4, 3}}
+	if fmt.Sprint(top) != fmt.Sprint(want) {
+		t.Fatalf("Top = %v, want %v", top, want)
+	}
+}
+
+func TestRefused(t *testing.T) {
+	s := New(2, 4)
+	if s.Add("g", []byte("12345"), 1) || s.Add("g", []byte("1"), 0) {
+		t.Fatal("a key longer than maxKey, or a weight of 0, was counted")
+	}
+	if s.Add("g", []byte("1234"), 1) != true || s.N() != 1 {
+		t.Fatal("a key of maxKey bytes was not counted")
+	}
+}
+
+// TestGuaranteesZipf feeds skewed streams of many distinct items, as
+// denials under a flood look, and checks the guarantees after every step
+// of the last stretch and at the end.
+func TestGuaranteesZipf(t *testing.T) {
+	for _, tc := range []struct {
+		k, items int
+		skew     float64
+		n        int
+	}{
+		{1, 10, 1.5, 1000},
+		{8, 1000, 1.1, 20000},
+		{32, 100, 1.01, 20000},
+		{64, 100000, 1.3, 50000},
+		{100, 50, 2, 5000}, // fewer items than room
+	} {
+		t.Run(fmt.Sprintf("k=%d/items=%d", tc.k, tc.items), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(uint64(tc.k), uint64(tc.items)))
+			z := rand.NewZipf(r, tc.skew, 1, uint64(tc.items-1))
+			s := New(tc.k, 24)
+			exact := map[[2]string]uint64{}
+			var n uint64
+			for i := range tc.n {
+				g := "rule-" + strconv.Itoa(r.IntN(3))
+				k := "ip:192.0.2." + strconv.FormatUint(z.Uint64(), 10)
+				w := uint64(1 + r.IntN(3))
+				s.Add(g, []byte(k), w)
+				exact[[2]string{g, k}] += w
+				n += w
+				if i >= tc.n-200 || i%997 == 0 {
+					check(t, s, exact, n)
+				}
+			}
+		})
+	}
+}
+
+// TestCollidingHashes gives items only a handful of hashes, so that
+// unrelated items share probe runs and whole hashes, and replacements
+// shift long runs back; it checks the index after each step.
+func TestCollidingHashes(t *testing.T) {
+	saved := itemHash
+	t.Cleanup(func() { itemHash = saved })
+	for _, distinct := range []uint64{1, 3, 40} {
+		itemHash = func(group string, key []byte, seed uint64) uint64 {
+			return saved(group, key, seed) % distinct * 0x9E3779B97F4A7C15
+		}
+		s := New(16, 8)
+		exact := map[[2]string]uint64{}
+		var n uint64
+		r := rand.New(rand.NewPCG(1, distinct))
+		for range 3000 {
+			k := strconv.Itoa(r.IntN(60))
+			s.Add("", []byte(k), 1)
+			exact[[2]string{"", k}]++
+			n++
+			check(t, s, exact, n)
+		}
+	}
+}
+
+// TestConcurrentAdds runs Adds from several goroutines (meant for -race)
+// and checks that none is lost.
+func TestConcurrentAdds(t *testing.T) {
+	s := New(8, 16)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 2000 {
+				s.Add("g", []byte(strconv.Itoa((g*7+i)%40)), 1)
+			}
+		})
+	}
+	wg.Wait()
+	if s.N() != 8000 {
+		t.Fatalf("N = %d, want 8000", s.N())
+	}
+	top, _ := s.Top(0)
+	var sum uint64
+	for _, it := range top {
+		sum += it.Count
+	}
+	if len(top) != 8 || sum != 8000 {
+		t.Fatalf("%d items adding up to %d, want 8 and 8000", len(top), sum)
+	}
+}
+
+func FuzzGuarantees(f *testing.F) {
+	f.Add([]byte("abcabcaaab"), uint8(2))
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 0, 0, 0, 9, 9, 9, 9}, uint8(3))
+	f.Fuzz(func(t *testing.T, stream []byte, k uint8) {
+		s := New(int(k%16)+1, 2)
+		exact := map[[2]string]uint64{}
+		for _, b := range stream {
+			g := string(rune('a' + b%3))
+			key := []byte{b / 3 % 32}
+			w := uint64(b%4) + 1
+			s.Add(g, key, w)
+			exact[[2]string{g, string(key)}] += w
+		}
+		var n uint64
+		for _, w := range exact {
+			n += w
+		}
+		check(t, s, exact, n)
+	})
+}

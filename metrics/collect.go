@@ -1,0 +1,147 @@
+package metrics
+
+import (
+	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/httplimit"
+	shardsync "github.com/shardlimit/shardlimit/sync"
+)
+
+// Sample is one value of a family.
+type Sample struct {
+	// Family is the sample's family, one of those Families returns.
+	Family *Family
+	// Labels are the label values, in the order of Family.Labels.
+	Labels []string
+	// Value is the value.
+	Value float64
+}
+
+// Source is something whose counters Collect reads: a limiter (Limiter)
+// or an HTTP middleware (Middleware).
+type Source interface {
+	collect(emit func(Sample))
+}
+
+// HTTPMiddleware is what Middleware reads: *fasthttpmw.Middleware and
+// *httpmw.Middleware implement it.
+type HTTPMiddleware interface {
+	RuleStats() []httplimit.RuleStats
+}
+
+// Limiter returns a Source reading l under the label limiter=name: its
+// algorithm, default limit and window, its Stats, and, for a limiter of
+// package sync (anything with the SharedStats or ExactStats method of
+// *sync.Shared or *sync.Exact), the state of its store. Reading takes each
+// shard's lock of l in turn, briefly (shardlimit.Limiter.Stats), and adds
+// nothing to decisions.
+func Limiter(name string, l shardlimit.Limiter) Source {
+	return limiterSource{name, l}
+}
+
+// Middleware returns a Source reading an HTTP middleware: every rule in
+// force at collection time, each under the label limiter=<rule name>, with
+// what Limiter reads of the rule's limiter, its decisions (denials are
+// outcome would_deny under the middleware's dry run) and its undecided
+// requests by kind. Rules that a reload removes disappear with their
+// counters; rules whose limiter a reload keeps keep counting.
+//
+// Rule names are unique within a middleware; two middlewares collected
+// together must not share rule names (or limiter names), or collect them
+// apart with a label of their own (for Prometheus,
+// prometheus.WrapRegistererWith).
+func Middleware(m HTTPMiddleware) Source {
+	return middlewareSource{m}
+}
+
+// Collect reads every source once and calls emit for each sample, source
+// by source in order. It is safe to call concurrently with decisions and
+// with other Collects; it allocates, and takes every shard lock of each
+// limiter in turn, once per call.
+func Collect(emit func(Sample), sources ...Source) {
+	for _, s := range sources {
+		s.collect(emit)
+	}
+}
+
+type limiterSource struct {
+	name string
+	l    shardlimit.Limiter
+}
+
+func (s limiterSource) collect(emit func(Sample)) {
+	collectLimiter(emit, s.name, s.l, s.l.Stats(), "denied")
+}
+
+type middlewareSource struct{ m HTTPMiddleware }
+
+func (s middlewareSource) collect(emit func(Sample)) {
+	for _, r := range s.m.RuleStats() {
+		denied := "denied"
+		if r.DryRun {
+			denied = "would_deny"
+		}
+		collectLimiter(emit, r.Name, r.Limiter, r.Stats, denied)
+		for _, k := range []struct {
+			kind string
+			n    uint64
+		}{
+			{"too_many_keys", r.Errors.TooManyKeys},
+			{"invalid", r.Errors.Invalid},
+			{"closed", r.Errors.Closed},
+			{"other", r.Errors.Other},
+			{"bad_cost", r.BadCost},
+			{"no_identity", r.NoIdentity},
+		} {
+			emit(Sample{errorsTotal, []string{r.Name, k.kind}, float64(k.n)})
+		}
+	}
+}
+
+// sharedStatser and exactStatser are what the limiters of package sync
+// report beyond shardlimit.Limiter.
+type (
+	sharedStatser interface {
+		SharedStats() shardsync.SharedStats
+	}
+	exactStatser interface {
+		ExactStats() shardsync.ExactStats
+	}
+)
+
+// collectLimiter emits the families of limiter l named name, whose Stats
+// are st; denied is the outcome its denials are reported as.
+func collectLimiter(emit func(Sample), name string, l shardlimit.Limiter, st shardlimit.Stats, denied string) {
+	one := func(f *Family, v float64) { emit(Sample{f, []string{name}, v}) }
+	store := "local"
+	var shared *shardsync.SharedStats
+	var exact *shardsync.ExactStats
+	switch x := l.(type) {
+	case sharedStatser:
+		store = "shared"
+		s := x.SharedStats()
+		shared = &s
+	case exactStatser:
+		store = "exact"
+		s := x.ExactStats()
+		exact = &s
+	}
+	cfg := l.Config()
+	emit(Sample{limiterInfo, []string{name, cfg.Algorithm.String(), store}, 1})
+	one(limit, float64(cfg.Limit))
+	one(window, cfg.Window.Seconds())
+	emit(Sample{decisions, []string{name, "allowed"}, float64(st.Allowed)})
+	emit(Sample{decisions, []string{name, denied}, float64(st.Denied)})
+	one(keys, float64(st.Keys))
+	one(keysEvicted, float64(st.Evicted))
+	one(keysRefused, float64(st.Refused))
+	if shared != nil {
+		for _, r := range sharedRows {
+			one(r.f, r.v(shared))
+		}
+	}
+	if exact != nil {
+		for _, r := range exactRows {
+			one(r.f, r.v(exact))
+		}
+	}
+}

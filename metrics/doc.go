@@ -1,0 +1,41 @@
+// Package metrics describes shardlimit's counters as metric families and
+// reads them when asked, for exporters and status pages. It adds no work
+// to decisions: every value is a counter the limiters and middlewares keep
+// anyway (shardlimit.Stats, httplimit.RuleStats, sync.SharedStats,
+// sync.ExactStats), read at collection time.
+//
+// Two exporters, in modules of their own so that this module keeps its few
+// dependencies, turn the families into their metrics:
+//
+//	github.com/shardlimit/shardlimit/exporters/shardlimitprom  a prometheus.Collector (prometheus/client_golang)
+//	github.com/shardlimit/shardlimit/exporters/shardlimitotel  OpenTelemetry asynchronous instruments
+//
+// WriteText writes the Prometheus text format without either, as the demo
+// server does for its /metrics.
+//
+// Sources are limiters, each named by the caller (Limiter), and HTTP
+// middlewares, whose rules are named by the rule set (Middleware). Every
+// family is labelled by limiter (the limiter's or the rule's name); some
+// add outcome, kind, algorithm or store. No label ever holds a client key:
+// one series per client would grow without bound. Who is being limited is
+// what the middlewares' TopDenied method reports instead: a fixed-size
+// summary of the most-denied clients, whose members change as traffic
+// does, with estimated counts, which a status page can show (the demo's
+// /status does) but a time series database should not store, since every
+// client passing through the list would leave a series behind.
+//
+// The families (Families lists them with their help text):
+//
+//	shardlimit_limiter_info{limiter,algorithm,store}        1 per limiter: algorithm; store local, shared or exact
+//	shardlimit_limit{limiter}                               default limit, units per window
+//	shardlimit_window_seconds{limiter}                      window
+//	shardlimit_decisions_total{limiter,outcome}             decisions of positive cost: allowed, denied, would_deny (dry run)
+//	shardlimit_errors_total{limiter,kind}                   middleware requests not decided: too_many_keys, invalid, closed, other, bad_cost, no_identity
+//	shardlimit_keys{limiter}                                client keys stored
+//	shardlimit_keys_evicted_total{limiter}                  keys evicted (idle, or to make room)
+//	shardlimit_keys_refused_total{limiter}                  new keys a full table refused
+//	shardlimit_store_healthy{limiter}                       sync limiters: 1 while the store answers
+//	shardlimit_store_trips_total, _recoveries_total         sync limiters: state changes
+//	shardlimit_shared_*                                     sync.Shared: flushes, items, flush duration and gap, units sent, retried, unknown, dropped, pending keys, clock offset
+//	shardlimit_exact_*                                      sync.Exact: calls, errors, timeouts, policy decisions, probes
+package metrics
