@@ -27,7 +27,9 @@ func TestSeedRulesFile(t *testing.T) {
 	got := map[string]lim{}
 	add := func(tier string, rules []Rule) {
 		for _, ru := range rules {
-			got[tier+" "+ru.Path] = lim{ru.Algorithm, ru.Limit, ru.Window}
+			for _, rt := range ru.Rates() {
+				got[tier+" "+ru.Path+" "+rt.Window.String()] = lim{ru.Algorithm, rt.Limit, rt.Window}
+			}
 		}
 	}
 	add("", r.Rules)
@@ -38,12 +40,15 @@ func TestSeedRulesFile(t *testing.T) {
 		add(tr.Clients[0], tr.Rules)
 	}
 	want := map[string]lim{
-		"client-1 /foo": {shardlimit.FixedWindow, 10, time.Minute},
-		"client-1 /bar": {shardlimit.SlidingLog, 5, time.Minute},
-		"client-2 /foo": {shardlimit.FixedWindow, 20, time.Minute},
-		"client-2 /bar": {shardlimit.SlidingLog, 10, time.Minute},
-		" /foo":         {shardlimit.FixedWindow, 5, time.Minute},
-		" /bar":         {shardlimit.SlidingLog, 2, time.Minute},
+		"client-1 /foo 1m0s": {shardlimit.FixedWindow, 10, time.Minute},
+		"client-1 /bar 1m0s": {shardlimit.SlidingLog, 5, time.Minute},
+		"client-2 /foo 1m0s": {shardlimit.FixedWindow, 20, time.Minute},
+		"client-2 /bar 1m0s": {shardlimit.SlidingLog, 10, time.Minute},
+		" /foo 1m0s":         {shardlimit.FixedWindow, 5, time.Minute},
+		" /bar 1m0s":         {shardlimit.SlidingLog, 2, time.Minute},
+		// /baz, for every client: 3 a second and 10 a minute.
+		" /baz 1s":   {shardlimit.FixedWindow, 3, time.Second},
+		" /baz 1m0s": {shardlimit.FixedWindow, 10, time.Minute},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("seed rules %v, want %v", got, want)
