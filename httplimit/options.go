@@ -66,8 +66,9 @@ type Options struct {
 	// Limiter is the template of every rule's limiter: its Shards,
 	// JanitorInterval, MaxKeys and WhenFull are used as given (MaxKeys 0
 	// means DefaultMaxKeys, a negative MaxKeys means no cap). Algorithm,
-	// Limit, Window, Buckets, MaxKeyBytes and Clock are set by the
-	// middleware (Clock to Options.Clock's).
+	// Limit, Window, Rates, Buckets, MaxKeyBytes and Clock are set by the
+	// middleware (Clock to Options.Clock's; Limit and Window for a rule of
+	// one limit, Rates, shortest window first, for a rule of several).
 	Limiter shardlimit.Config
 
 	// NewLimiter, if set, builds each rule's limiter in place of
@@ -75,7 +76,9 @@ type Options struct {
 	// rule is the rule's name (unique within a rule set) and cfg the
 	// configuration the middleware derived from Limiter and the rule, with
 	// Clock set to the middleware's clock: build the limiter with it, since
-	// requests are decided at instants read from it. It is called by New
+	// requests are decided at instants read from it. For a rule of several
+	// limits cfg.Rates holds them (see Limiter), and the limiter must
+	// report the binding one's window in Result.Window (shardlimit's do). It is called by New
 	// and by Reload for every rule that needs a new limiter (a rule keeps
 	// its limiter across reloads, see "Reloading rules" in the package
 	// documentation), from the goroutine calling them. The middleware owns
