@@ -41,14 +41,19 @@ func allocs(h fasthttp.RequestHandler, ctx *fasthttp.RequestCtx) float64 {
 // fasthttp.RequestCtx with an existing key, the allowed path allocates
 // nothing (excluding the wrapped handler, a no-op here) for peer 192.0.2.1
 // and for peer 2001:db8::1 (keyed by its /64), with every header set on; the
-// 429 path allocates nothing either (target 0, at most 2 allowed).
+// 429 path allocates nothing either (target 0, at most 2 allowed). Rules
+// of several limits (four windows, and two on a sliding log; a client with
+// limits of its own) allocate nothing either.
 func TestCaseB28MiddlewareAllocs(t *testing.T) {
 	rules := mwtest.MustRules(t, `{"rules": [
 		{"name": "open", "path": "/open", "limit": 1000000000, "window": "1m"},
 		{"name": "log", "path": "/log", "algorithm": "sliding_log", "limit": 1000000, "window": "1m"},
 		{"name": "counter", "path": "/counter", "algorithm": "sliding_counter", "limit": 1000000000, "window": "1m"},
-		{"name": "shut", "path": "/shut", "limit": 1, "window": "1h"}
-	]}`)
+		{"name": "shut", "path": "/shut", "limit": 1, "window": "1h"},
+		{"name": "multi", "path": "/multi", "limits": [{"limit": 1000000000, "window": "1h"}, {"limit": 1000000000, "window": "1m"},
+			{"limit": 1000000000, "window": "1s"}, {"limit": 1000000000, "window": "24h"}]},
+		{"name": "multi-log", "path": "/multi-log", "algorithm": "sliding_log", "limits": [{"limit": 1000000, "window": "1m"}, {"limit": 100000, "window": "1s"}]}
+	], "overrides": [{"rule": "multi", "ip": "192.0.2.1", "limits": [{"limit": 999999999, "window": "1h"}]}]}`)
 	all := httplimit.HeaderConfig{IETF: true, Verbose: true}
 	for _, tc := range []struct {
 		name string
@@ -73,7 +78,7 @@ func TestCaseB28MiddlewareAllocs(t *testing.T) {
 		}
 		h := mw.Wrap(func(*fasthttp.RequestCtx) {})
 		for _, ip := range []string{"192.0.2.1", "2001:db8::1"} {
-			for _, path := range []string{"/open", "/log", "/counter"} {
+			for _, path := range []string{"/open", "/log", "/counter", "/multi", "/multi-log"} {
 				ctx := newCtx(t, ip, path, tc.hdr...)
 				if n := allocs(h, ctx); n != 0 {
 					t.Errorf("%s, peer %s, %s allowed: %v allocs per request, want 0", tc.name, ip, path, n)

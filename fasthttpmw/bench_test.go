@@ -26,7 +26,8 @@ func benchHandler(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("ok") }
 func benchMW(b *testing.B, headers httplimit.HeaderConfig) *Middleware {
 	rules := mwtest.MustRules(b, `{"rules": [
 		{"name": "open", "path": "/open", "limit": 1000000000, "window": "1h"},
-		{"name": "shut", "path": "/shut", "limit": 1, "window": "1h"}
+		{"name": "shut", "path": "/shut", "limit": 1, "window": "1h"},
+		{"name": "two", "path": "/two", "limits": [{"limit": 1000000000, "window": "1m"}, {"limit": 1000000000, "window": "1h"}]}
 	]}`)
 	mw, err := New(Config{Options: httplimit.Options{Rules: rules, Headers: headers}})
 	if err != nil {
@@ -59,6 +60,13 @@ func BenchmarkAllowed(b *testing.B) {
 	}
 	b.Run("all-headers", func(b *testing.B) {
 		runBench(b, benchMW(b, httplimit.HeaderConfig{IETF: true, Verbose: true}).Wrap(benchHandler), benchCtx("192.0.2.1", "/open"))
+	})
+	// A rule of two limits (a minute and an hour).
+	b.Run("two-limits", func(b *testing.B) {
+		runBench(b, benchMW(b, httplimit.HeaderConfig{}).Wrap(benchHandler), benchCtx("192.0.2.1", "/two"))
+	})
+	b.Run("two-limits-all-headers", func(b *testing.B) {
+		runBench(b, benchMW(b, httplimit.HeaderConfig{IETF: true, Verbose: true}).Wrap(benchHandler), benchCtx("192.0.2.1", "/two"))
 	})
 }
 

@@ -45,3 +45,10 @@ func TestEmptyKeys(t *testing.T)                  { mwtest.EmptyKeys(t, harness)
 func TestUnknownIdentities(t *testing.T)          { mwtest.UnknownIdentities(t, harness) }
 func TestFailures(t *testing.T)                   { mwtest.Failures(t, harness) }
 func TestHeaderSets(t *testing.T)                 { mwtest.HeaderSets(t, harness) }
+
+// Rules of several limits.
+
+func TestRatesDenialConsumesNothing(t *testing.T) { mwtest.RatesDenialConsumesNothing(t, harness) }
+func TestRatesRetryAfter(t *testing.T)            { mwtest.RatesRetryAfter(t, harness) }
+func TestRatesHeaders(t *testing.T)               { mwtest.RatesHeaders(t, harness) }
+func TestRatesReload(t *testing.T)                { mwtest.RatesReload(t, harness) }

@@ -55,7 +55,10 @@ type Decision struct {
 	Rule, Tier string
 	// Algorithm is the matched rule's algorithm.
 	Algorithm shardlimit.Algorithm
-	// Window is the matched rule's window.
+	// Window is the window of the matched rule's limit that Result
+	// reports: the rule's window, or for a rule of several limits the
+	// binding one's (Result.Window; the longest window when nothing was
+	// decided).
 	Window time.Duration
 	// Cost is the request's cost in units (1 without a cost function).
 	Cost int
@@ -63,8 +66,9 @@ type Decision struct {
 	// clock's Now when the middleware ran.
 	Time time.Time
 	// Result is the limiter's decision: Result.Limit is the key's limit
-	// (its override, if any), Result.RetryAfter the exact wait before the
-	// same request would be admitted (shardlimit.Never if none can be).
+	// (its override, if any; for a rule of several limits the binding
+	// one's), Result.RetryAfter the exact wait before the same request
+	// would be admitted by every limit (shardlimit.Never if none can be).
 	// Result.Err is set when the decision failed. Zero when no rule matched
 	// or nothing was decided (ActionBadCost, ActionNoIdentity).
 	Result shardlimit.Result
@@ -106,10 +110,13 @@ type RuleStats struct {
 	// empty for every method.
 	Methods []string
 	// Algorithm, Limit (units per window for clients without an override),
-	// Window and Buckets (SlidingCounter only, else 0) are the rule's.
+	// Window and Buckets (SlidingCounter only, else 0) are the rule's; for a
+	// rule of several limits, Limit and Window are its longest window's and
+	// Limits lists them all, shortest window first.
 	Algorithm shardlimit.Algorithm
 	Limit     int
 	Window    time.Duration
+	Limits    []Rate
 	Buckets   int
 	// DryRun reports that the rule's denials were let through
 	// (Options.DryRun): Stats.Denied then counts requests that would have

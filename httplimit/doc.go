@@ -20,7 +20,9 @@
 //
 // Each request is matched to at most one rule (see Rule for the order) and
 // limited by that rule's limiter, one per rule, keyed by client; a request
-// no rule matches passes untouched. Tiers give listed clients (by identity
+// no rule matches passes untouched. A rule gives one limit per window, or
+// several (Rule.Limits: say 3 per second and 10 per minute), all of which
+// must admit a request, which then counts against each. Tiers give listed clients (by identity
 // or network) rules of their own, overrides give single clients a limit of
 // their own. A rule set must hold at least one rule, unless it says
 // Limiting: LimitingOff: a rules file that lost its rules is an error
@@ -34,16 +36,23 @@
 // rule, limit and response fields all from one set. An invalid rule set is
 // refused with an error and changes nothing.
 //
-// Counters survive reloads. A rule whose name, algorithm, window and
+// Counters survive reloads. A rule whose name, algorithm, windows and
 // buckets are unchanged keeps its limiter, and so every client's usage; a
-// changed limit or override applies to that usage at once. A rule that a
-// reload removes (or gives another algorithm, window or buckets) keeps its
-// limiter aside, unused: a later reload that brings back a rule with that
-// name, algorithm, window and buckets gets it back, counters and all. A
+// changed limit or override applies to that usage at once. For a rule of
+// several limits (Rule.Limits) "windows" is the set of its windows: the
+// order of its limits may change, and their numbers, and every counter is
+// kept. Adding, removing or changing any one window gives the rule a new
+// limiter, whose counters all start from zero, those of the windows that
+// stayed too: each client may then spend the new limits in full at once
+// (a rule's limits live in one record per client, so no window's counts
+// can move to a limiter of other windows). A rule that a reload removes
+// (or gives another algorithm, windows or buckets) keeps its limiter
+// aside, unused: a later reload that brings back a rule with that name,
+// algorithm, windows and buckets gets it back, counters and all. A
 // limiter set aside is closed by the first reload that finds every one of
-// its clients back to a fresh client's state (at most one window after the
-// rule's last request: from then on the counters it holds equal fresh
-// ones), and by Close.
+// its clients back to a fresh client's state (at most one window, the
+// longest, after the rule's last request: from then on the counters it
+// holds equal fresh ones), and by Close.
 //
 // # Client keys
 //

@@ -24,3 +24,34 @@ func ExampleParseRules() {
 	// true
 	// off 0 <nil>
 }
+
+// A rule may hold several limits, each over its own window; an override
+// may change some of them for one client.
+func ExampleParseRules_severalLimits() {
+	r, err := httplimit.ParseRules([]byte(`{"rules": [
+		{"name": "baz", "path": "/baz", "policy": "baz", "limits": [
+			{"limit": 3, "window": "1s"}, {"limit": 10, "window": "1m"}
+		]}
+	], "overrides": [
+		{"rule": "baz", "id": "batch-job", "limits": [{"limit": 50, "window": "1m"}]}
+	]}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	baz := r.Rules[0]
+	for i, rt := range baz.Rates() {
+		fmt.Println(rt.Limit, rt.Window, baz.PolicyNames("")[i])
+	}
+	fmt.Println(r.Overrides[0].Limits)
+
+	_, err = httplimit.ParseRules([]byte(`{"rules": [
+		{"name": "x", "limit": 5, "window": "1m", "limits": [{"limit": 3, "window": "1s"}]}
+	]}`))
+	fmt.Println(err)
+	// Output:
+	// 3 1s baz-1s
+	// 10 1m0s baz-1m
+	// [{50 1m0s }]
+	// shardlimit: invalid config: rule "x": both "limit"/"window" and "limits" given; use "limits" alone for several limits
+}

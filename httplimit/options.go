@@ -71,8 +71,9 @@ type Options struct {
 	// Limiter is the template of every rule's limiter: its Shards,
 	// JanitorInterval, MaxKeys and WhenFull are used as given (MaxKeys 0
 	// means DefaultMaxKeys, a negative MaxKeys means no cap). Algorithm,
-	// Limit, Window, Buckets, MaxKeyBytes and Clock are set by the
-	// middleware (Clock to Options.Clock's).
+	// Limit, Window, Rates, Buckets, MaxKeyBytes and Clock are set by the
+	// middleware (Clock to Options.Clock's; Limit and Window for a rule of
+	// one limit, Rates, shortest window first, for a rule of several).
 	Limiter shardlimit.Config
 
 	// NewLimiter, if set, builds each rule's limiter in place of
@@ -80,7 +81,9 @@ type Options struct {
 	// rule is the rule's name (unique within a rule set) and cfg the
 	// configuration the middleware derived from Limiter and the rule, with
 	// Clock set to the middleware's clock: build the limiter with it, since
-	// requests are decided at instants read from it. It is called by New
+	// requests are decided at instants read from it. For a rule of several
+	// limits cfg.Rates holds them (see Limiter), and the limiter must
+	// report the binding one's window in Result.Window (shardlimit's do). It is called by New
 	// and by Reload for every rule that needs a new limiter (a rule keeps
 	// its limiter across reloads, see "Reloading rules" in the package
 	// documentation), from the goroutine calling them. The middleware owns
@@ -151,16 +154,30 @@ type HeaderConfig struct {
 	//	RateLimit-Policy: "name";q=L;w=W   the policy: quota of L units (the key's limit) per W seconds (the window, rounded up)
 	//	RateLimit: "name";r=R;t=T          R units remaining, T seconds until the usage next drops (rounded up)
 	//
-	// Each field is a list with one item per policy of the rule that
-	// limited the request (today a rule has one). "name" is the rule's
-	// Policy, else PolicyName, as a structured-field string (RFC 9651).
+	// Both are lists (RFC 9651 structured fields) whose items are named
+	// by strings: the rule's policy names (Rule.PolicyNames: its Policy,
+	// else PolicyName, for a rule of one limit). RateLimit-Policy lists
+	// every limit of the rule that limited the request, shortest window
+	// first, with the key's own limits (overrides) in q:
+	//
+	//	RateLimit-Policy: "default-1s";q=3;w=1, "default-1m";q=10;w=60
+	//	RateLimit: "default-1m";r=0;t=57
+	//
+	// RateLimit has one item, the binding limit's, whose numbers the
+	// X-RateLimit fields report too: the limit with the least remaining
+	// after the request (of two with as much, the longer window). Its r is
+	// the least any limit leaves, so a client spending at most r units
+	// within t seconds stays within every limit; the draft lets a server
+	// send only the limit closest to exhaustion, as its own example of
+	// several windows does (appendix B.3.1).
 	IETF bool
 
 	// PolicyName is the IETF policy name of rules without a Policy of
 	// their own: printable ASCII. Default DefaultPolicyName ("default").
 	PolicyName string
 
-	// Verbose adds X-RateLimit-Window-Ms (the rule's window in
+	// Verbose adds X-RateLimit-Window-Ms (the window of the limit the
+	// X-RateLimit fields report, the binding one for a rule of several, in
 	// milliseconds, rounded up) and X-RateLimit-Strategy (the rule's
 	// algorithm, as shardlimit.Algorithm.String names it, such as
 	// "fixed_window").
@@ -174,7 +191,10 @@ type HeaderConfig struct {
 
 	// OmitXRateLimit removes X-RateLimit-Limit (the key's limit, units per
 	// window), X-RateLimit-Remaining (units left after this request, in
-	// [0, limit]) and X-RateLimit-Reset (when the usage next drops).
+	// [0, limit]) and X-RateLimit-Reset (when the usage next drops). For a
+	// rule of several limits they report the binding one: the limit with
+	// the least remaining after the request (of two with as much, the
+	// longer window), whose window X-RateLimit-Window-Ms gives (Verbose).
 	OmitXRateLimit bool
 
 	// OmitRetryAfter removes Retry-After from 429 answers. By default a
@@ -366,14 +386,14 @@ func (o *Options) Validate() error {
 	if alg < shardlimit.FixedWindow || alg > shardlimit.GCRA {
 		return bad("unknown default algorithm %d", int(alg))
 	}
-	if err := o.Rules.validate(alg); err != nil {
+	if err := checkPolicyName(o.Headers.PolicyName); err != nil {
+		return bad("%v", err)
+	}
+	if err := o.Rules.validate(alg, o.Headers.PolicyName); err != nil {
 		return err
 	}
 	if o.OnError > FailOpen {
 		return bad("unknown error policy %v", o.OnError)
-	}
-	if err := checkPolicyName(o.Headers.PolicyName); err != nil {
-		return bad("%v", err)
 	}
 	if o.TopDenied > MaxTopDenied {
 		return bad("top denied %d above %d", o.TopDenied, MaxTopDenied)

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,18 +47,29 @@ const (
 //
 //	{
 //	  "rules": [                              // the default tier: clients in no tier
-//	    {"name": "foo", "path": "/foo", "algorithm": "fixed_window", "limit": 5, "window": "1m"}
+//	    {"name": "foo", "path": "/foo", "algorithm": "fixed_window", "limit": 5, "window": "1m"},
+//	    {"name": "baz", "path": "/baz", "algorithm": "fixed_window", "limits": [
+//	      {"limit": 3, "window": "1s"}, {"limit": 10, "window": "1m"}
+//	    ]}
 //	  ],
 //	  "tiers": [
 //	    {"name": "gold", "clients": ["client-2"], "networks": ["10.0.0.0/8"], "rules": [
-//	      {"name": "gold-foo", "path": "/foo", "algorithm": "fixed_window", "limit": 20, "window": "1m"}
+//	      {"name": "gold-foo", "path": "/foo", "algorithm": "fixed_window", "limit": 20, "window": "1m"},
+//	      {"name": "gold-baz", "path": "/baz", "algorithm": "fixed_window", "limits": [
+//	        {"limit": 10, "window": "1s"}, {"limit": 100, "window": "1m"}
+//	      ]}
 //	    ]}
 //	  ],
 //	  "overrides": [
 //	    {"rule": "foo", "ip": "203.0.113.7", "limit": 2},
-//	    {"rule": "foo", "id": "blocked-key", "limit": 0}
+//	    {"rule": "foo", "id": "blocked-key", "limit": 0},
+//	    {"rule": "baz", "id": "batch-job", "limits": [{"limit": 50, "window": "1m"}]}
 //	  ]
 //	}
+//
+// A rule gives either one limit ("limit" and "window") or several
+// ("limits", see Rule.Limits); tiers give theirs in their own rules, and
+// overrides per window ("limits", see Override.Limits).
 //
 // and, to turn limiting off on purpose (no rules, tiers or overrides):
 //
@@ -109,7 +121,7 @@ type Tier struct {
 type Rule struct {
 	// Name identifies the rule across reloads and in Decision.Rule; required
 	// and unique over the whole Rules value. A reload keeps the counters of
-	// a rule whose name, algorithm, window and buckets are unchanged (see
+	// a rule whose name, algorithm, windows and buckets are unchanged (see
 	// "Reloading rules" in the package documentation).
 	Name string
 	// Path matches a request path exactly ("/foo" matches only "/foo").
@@ -127,56 +139,243 @@ type Rule struct {
 	Algorithm shardlimit.Algorithm
 	// Limit is the default number of requests (cost units) per window per
 	// client, in [0, shardlimit.MaxLimit] ([0, MaxSlidingLogLimit] for the
-	// sliding log); 0 denies every request. Required in JSON.
+	// sliding log); 0 denies every request. Required in JSON unless Limits
+	// is given.
 	Limit int
 	// Window is the period of the limit, in [1ns, shardlimit.MaxWindow]. In
 	// JSON a Go duration string such as "1m" or "500ms" ("8760h" for a
 	// year).
 	Window time.Duration
+	// Limits, in place of Limit and Window (which must then be zero, and
+	// absent in JSON), gives the rule several limits, each over a window
+	// of its own: say 3 per second and 10 per minute, so that a client can
+	// neither spend its minute in a burst nor exceed it at a steady pace.
+	// A request is admitted only if every limit admits it, and then counts
+	// against all of them; a request any limit denies counts against none
+	// (shardlimit.Config.Rates). At most shardlimit.MaxRates limits, each
+	// window at most once, each limit and window in the ranges of Limit
+	// and Window. The order does not matter. In JSON:
+	//
+	//	"limits": [{"limit": 3, "window": "1s"}, {"limit": 10, "window": "1m"}]
+	//
+	// The X-RateLimit fields of a response report the binding limit, the
+	// one with the least remaining after the request (see HeaderConfig).
+	// A tier with other numbers gives them in its own rule; a client, in
+	// an Override with Limits.
+	Limits []Rate
 	// Buckets is the sliding counter's number of sub-windows; 0 means
 	// shardlimit.DefaultBuckets. Ignored by the other algorithms.
 	Buckets int
 	// Policy is the rule's IETF policy name (RateLimit-Policy,
 	// RateLimit); empty means HeaderConfig.PolicyName. Printable ASCII only.
+	// A rule of several limits names each after it, followed by "-" and
+	// the limit's window ("default-1s", "default-1m"), unless the limit
+	// has a Policy of its own (see PolicyNames).
 	Policy string
 }
 
+// Rate is one limit of a rule of several (Rule.Limits), or one limit of
+// an override's (Override.Limits): at most Limit requests (cost units) per
+// client in each Window. Its JSON form is
+//
+//	{"limit": 3, "window": "1s"}
+//
+// with an optional "policy" in a rule's limits.
+type Rate struct {
+	// Limit is the number of requests (cost units) per window, in the
+	// range of Rule.Limit; 0 denies every request. Required in JSON.
+	Limit int
+	// Window is the period of the limit, in [1ns, shardlimit.MaxWindow].
+	// In JSON a Go duration string such as "1s" or "1m"; required.
+	Window time.Duration
+	// Policy is this limit's IETF policy name (RateLimit-Policy,
+	// RateLimit), printable ASCII; empty means the name PolicyNames
+	// derives. Only in a rule's limits, not in an override's.
+	Policy string
+}
+
+// rateJSON is Rate's JSON form.
+type rateJSON struct {
+	Limit  *int   `json:"limit"`
+	Window string `json:"window"`
+	Policy string `json:"policy,omitempty"`
+}
+
+// toJSON returns rt's JSON form.
+func (rt Rate) toJSON() rateJSON {
+	return rateJSON{Limit: &rt.Limit, Window: rt.Window.String(), Policy: rt.Policy}
+}
+
+// rate returns the Rate j describes; what names its rule or override in
+// errors.
+func (j rateJSON) rate(what string) (Rate, error) {
+	if j.Limit == nil {
+		return Rate{}, fmt.Errorf("%w: %s: a limit in \"limits\" has no \"limit\"", shardlimit.ErrInvalidConfig, what)
+	}
+	if j.Window == "" {
+		return Rate{}, fmt.Errorf("%w: %s: a limit in \"limits\" has no \"window\"", shardlimit.ErrInvalidConfig, what)
+	}
+	w, err := time.ParseDuration(j.Window)
+	if err != nil {
+		return Rate{}, fmt.Errorf("%w: %s: window: %v", shardlimit.ErrInvalidConfig, what, err)
+	}
+	return Rate{Limit: *j.Limit, Window: w, Policy: j.Policy}, nil
+}
+
+// rates returns the Rates js describe, for the rule or override what.
+func ratesFromJSON(js []rateJSON, what string) ([]Rate, error) {
+	if len(js) == 0 {
+		return nil, fmt.Errorf("%w: %s: \"limits\" is empty", shardlimit.ErrInvalidConfig, what)
+	}
+	out := make([]Rate, len(js))
+	for i, j := range js {
+		rt, err := j.rate(what)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = rt
+	}
+	return out, nil
+}
+
+// ratesToJSON returns the JSON form of rs.
+func ratesToJSON(rs []Rate) []rateJSON {
+	out := make([]rateJSON, len(rs))
+	for i, rt := range rs {
+		out[i] = rt.toJSON()
+	}
+	return out
+}
+
+// MarshalJSON implements json.Marshaler with the form UnmarshalJSON reads.
+func (rt Rate) MarshalJSON() ([]byte, error) { return json.Marshal(rt.toJSON()) }
+
+// UnmarshalJSON implements json.Unmarshaler: {"limit": 3, "window": "1s"},
+// with an optional "policy". It rejects unknown fields, a missing limit or
+// window and a window that is not a Go duration string, with errors
+// wrapping shardlimit.ErrInvalidConfig.
+func (rt *Rate) UnmarshalJSON(b []byte) error {
+	var j rateJSON
+	if err := decodeStrict(b, &j); err != nil {
+		return err
+	}
+	v, err := j.rate("rate")
+	if err != nil {
+		return err
+	}
+	*rt = v
+	return nil
+}
+
+// Rates returns the rule's limits: Limits, or the one of Limit and Window.
+// The slice is Limits itself or a new one; do not modify it.
+func (r *Rule) Rates() []Rate {
+	if len(r.Limits) > 0 {
+		return r.Limits
+	}
+	return []Rate{{Limit: r.Limit, Window: r.Window}}
+}
+
+// PolicyNames returns the IETF policy name of each of the rule's limits,
+// in the order of Rates, for def the middleware's HeaderConfig.PolicyName
+// (DefaultPolicyName if empty). A limit's own Policy comes first; failing
+// that, a rule of one limit is named r.Policy, else def, and a rule of
+// several names each r.Policy (else def), "-" and its window in the
+// largest Go duration unit that divides it ("default-1s", "default-1m",
+// "default-90s", "api-500ms", "api-24h"). Names are meant to be unique
+// within a rule; Validate checks that they are.
+func (r *Rule) PolicyNames(def string) []string {
+	if def == "" {
+		def = DefaultPolicyName
+	}
+	base := r.Policy
+	if base == "" {
+		base = def
+	}
+	rates := r.Rates()
+	out := make([]string, len(rates))
+	for i, rt := range rates {
+		switch {
+		case rt.Policy != "":
+			out[i] = rt.Policy
+		case len(rates) == 1:
+			out[i] = base
+		default:
+			out[i] = base + "-" + shortWindow(rt.Window)
+		}
+	}
+	return out
+}
+
+// shortWindow formats w in the largest of h, m, s, ms, us and ns that
+// divides it: "1s", "1m", "90s", "24h", "1500ms". ASCII only.
+func shortWindow(w time.Duration) string {
+	for _, u := range []struct {
+		d    time.Duration
+		name string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}, {time.Microsecond, "us"}} {
+		if w%u.d == 0 {
+			return strconv.FormatInt(int64(w/u.d), 10) + u.name
+		}
+	}
+	return strconv.FormatInt(int64(w), 10) + "ns"
+}
+
 // Override gives one client a limit of its own on one rule or on every rule
-// (shardlimit.Limiter.SetLimit); the key keeps its usage when the limit
-// changes. Exactly one of ID and IP is set.
+// (shardlimit.Limiter.SetLimits); the key keeps its usage when the limit
+// changes. Exactly one of ID and IP is set, and Limit or Limits.
 type Override struct {
 	// Rule names the rule; empty means every rule.
-	Rule string `json:"rule,omitempty"`
+	Rule string
 	// ID is a client identity (KeyConfig.Header value or key function
 	// result); naming it makes it a key of its own on every rule (see
 	// KeyConfig.UnknownIdentity).
-	ID string `json:"id,omitempty"`
+	ID string
 	// IP is a client address; it covers the client's whole prefix group
 	// (KeyConfig.IPv4Prefix, IPv6Prefix).
-	IP string `json:"ip,omitempty"`
+	IP string
 	// Limit is the client's limit, in the range of Rule.Limit; 0 blocks the
-	// client (429 without Retry-After). Required in JSON.
-	Limit int `json:"limit"`
+	// client (429 without Retry-After). On a rule of several limits (see
+	// Rule.Limits) only 0 is accepted, which blocks the client in every
+	// window: other numbers go per window in Limits. Required in JSON
+	// unless Limits is given.
+	Limit int
+	// Limits, in place of Limit (which must then be 0, and absent in
+	// JSON), gives the client its own limit in some or all of the rule's
+	// windows; each Window must be one of the rule's, at most once, and
+	// Policy empty. Windows it does not list keep the rule's limit. Rule
+	// is required. In JSON:
+	//
+	//	{"rule": "baz", "id": "batch-job", "limits": [{"limit": 50, "window": "1m"}]}
+	Limits []Rate
 }
 
 // ruleJSON is Rule's JSON form.
 type ruleJSON struct {
-	Name      string   `json:"name"`
-	Path      string   `json:"path,omitempty"`
-	Prefix    string   `json:"prefix,omitempty"`
-	Methods   []string `json:"methods,omitempty"`
-	Algorithm string   `json:"algorithm,omitempty"`
-	Limit     *int     `json:"limit"`
-	Window    string   `json:"window"`
-	Buckets   int      `json:"buckets,omitempty"`
-	Policy    string   `json:"policy,omitempty"`
+	Name      string      `json:"name"`
+	Path      string      `json:"path,omitempty"`
+	Prefix    string      `json:"prefix,omitempty"`
+	Methods   []string    `json:"methods,omitempty"`
+	Algorithm string      `json:"algorithm,omitempty"`
+	Limit     *int        `json:"limit,omitempty"`
+	Window    string      `json:"window,omitempty"`
+	Limits    *[]rateJSON `json:"limits,omitempty"`
+	Buckets   int         `json:"buckets,omitempty"`
+	Policy    string      `json:"policy,omitempty"`
 }
 
-// MarshalJSON implements json.Marshaler with the form UnmarshalJSON reads.
+// MarshalJSON implements json.Marshaler with the form UnmarshalJSON reads:
+// "limit" and "window", or "limits" when Limits is set.
 func (r Rule) MarshalJSON() ([]byte, error) {
 	j := ruleJSON{
 		Name: r.Name, Path: r.Path, Prefix: r.Prefix, Methods: r.Methods,
-		Limit: &r.Limit, Window: r.Window.String(), Buckets: r.Buckets, Policy: r.Policy,
+		Buckets: r.Buckets, Policy: r.Policy,
+	}
+	if len(r.Limits) > 0 {
+		ls := ratesToJSON(r.Limits)
+		j.Limits = &ls
+	} else {
+		j.Limit, j.Window = &r.Limit, r.Window.String()
 	}
 	if r.Algorithm != 0 {
 		j.Algorithm = r.Algorithm.String()
@@ -185,53 +384,100 @@ func (r Rule) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON implements json.Unmarshaler. It rejects unknown fields, a
-// missing limit, an unknown algorithm and a window that is not a Go
-// duration string, with errors wrapping shardlimit.ErrInvalidConfig.
+// missing limit or window, a rule giving both "limit"/"window" and
+// "limits", an unknown algorithm and a window that is not a Go duration
+// string, with errors wrapping shardlimit.ErrInvalidConfig and naming the
+// rule.
 func (r *Rule) UnmarshalJSON(b []byte) error {
 	var j ruleJSON
 	if err := decodeStrict(b, &j); err != nil {
 		return err
 	}
-	if j.Limit == nil {
-		return fmt.Errorf("%w: rule %q: missing limit", shardlimit.ErrInvalidConfig, j.Name)
-	}
+	what := fmt.Sprintf("rule %q", j.Name)
 	out := Rule{Name: j.Name, Path: j.Path, Prefix: j.Prefix, Methods: j.Methods,
-		Limit: *j.Limit, Buckets: j.Buckets, Policy: j.Policy}
+		Buckets: j.Buckets, Policy: j.Policy}
 	if j.Algorithm != "" {
 		a, err := shardlimit.ParseAlgorithm(j.Algorithm)
 		if err != nil {
-			return fmt.Errorf("rule %q: %w", j.Name, err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
 		out.Algorithm = a
 	}
+	if j.Limits != nil {
+		if j.Limit != nil || j.Window != "" {
+			return fmt.Errorf("%w: %s: both \"limit\"/\"window\" and \"limits\" given; use \"limits\" alone for several limits",
+				shardlimit.ErrInvalidConfig, what)
+		}
+		ls, err := ratesFromJSON(*j.Limits, what)
+		if err != nil {
+			return err
+		}
+		out.Limits = ls
+		*r = out
+		return nil
+	}
+	if j.Limit == nil {
+		return fmt.Errorf("%w: %s: missing limit (\"limit\" and \"window\", or \"limits\")", shardlimit.ErrInvalidConfig, what)
+	}
+	out.Limit = *j.Limit
 	if j.Window == "" {
-		return fmt.Errorf("%w: rule %q: missing window", shardlimit.ErrInvalidConfig, j.Name)
+		return fmt.Errorf("%w: %s: missing window", shardlimit.ErrInvalidConfig, what)
 	}
 	w, err := time.ParseDuration(j.Window)
 	if err != nil {
-		return fmt.Errorf("%w: rule %q: window: %v", shardlimit.ErrInvalidConfig, j.Name, err)
+		return fmt.Errorf("%w: %s: window: %v", shardlimit.ErrInvalidConfig, what, err)
 	}
 	out.Window = w
 	*r = out
 	return nil
 }
 
-// UnmarshalJSON implements json.Unmarshaler, rejecting unknown fields and a
-// missing limit.
-func (o *Override) UnmarshalJSON(b []byte) error {
-	var j struct {
-		Rule  string `json:"rule"`
-		ID    string `json:"id"`
-		IP    string `json:"ip"`
-		Limit *int   `json:"limit"`
+// overrideJSON is Override's JSON form.
+type overrideJSON struct {
+	Rule   string      `json:"rule,omitempty"`
+	ID     string      `json:"id,omitempty"`
+	IP     string      `json:"ip,omitempty"`
+	Limit  *int        `json:"limit,omitempty"`
+	Limits *[]rateJSON `json:"limits,omitempty"`
+}
+
+// MarshalJSON implements json.Marshaler with the form UnmarshalJSON reads:
+// "limit", or "limits" when Limits is set.
+func (o Override) MarshalJSON() ([]byte, error) {
+	j := overrideJSON{Rule: o.Rule, ID: o.ID, IP: o.IP}
+	if len(o.Limits) > 0 {
+		ls := ratesToJSON(o.Limits)
+		j.Limits = &ls
+	} else {
+		j.Limit = &o.Limit
 	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON implements json.Unmarshaler, rejecting unknown fields, a
+// missing limit and an override giving both "limit" and "limits".
+func (o *Override) UnmarshalJSON(b []byte) error {
+	var j overrideJSON
 	if err := decodeStrict(b, &j); err != nil {
 		return err
 	}
-	if j.Limit == nil {
-		return fmt.Errorf("%w: override %q: missing limit", shardlimit.ErrInvalidConfig, j.ID+j.IP)
+	what := fmt.Sprintf("override %q", j.ID+j.IP)
+	out := Override{Rule: j.Rule, ID: j.ID, IP: j.IP}
+	switch {
+	case j.Limits != nil && j.Limit != nil:
+		return fmt.Errorf("%w: %s: both \"limit\" and \"limits\" given", shardlimit.ErrInvalidConfig, what)
+	case j.Limits != nil:
+		ls, err := ratesFromJSON(*j.Limits, what)
+		if err != nil {
+			return err
+		}
+		out.Limits = ls
+	case j.Limit != nil:
+		out.Limit = *j.Limit
+	default:
+		return fmt.Errorf("%w: %s: missing limit (\"limit\", or \"limits\" per window)", shardlimit.ErrInvalidConfig, what)
 	}
-	*o = Override{Rule: j.Rule, ID: j.ID, IP: j.IP, Limit: *j.Limit}
+	*o = out
 	return nil
 }
 
@@ -288,10 +534,11 @@ func LoadRules(path string) (*Rules, error) {
 // Validate reports the first structural error in r, wrapping
 // shardlimit.ErrInvalidConfig (and ErrNoRules for a rule set without rules
 // that does not say Limiting: LimitingOff). Rules without an algorithm are
-// checked as fixed windows; the middleware checks them again with its
-// Options.DefaultAlgorithm.
+// checked as fixed windows, and policy names with DefaultPolicyName; the
+// middleware checks them again with its Options.DefaultAlgorithm and
+// HeaderConfig.PolicyName.
 func (r *Rules) Validate() error {
-	return r.validate(shardlimit.FixedWindow)
+	return r.validate(shardlimit.FixedWindow, DefaultPolicyName)
 }
 
 // NumRules returns the number of rules in r, default and tier rules.
@@ -303,7 +550,15 @@ func (r *Rules) NumRules() int {
 	return n
 }
 
-func (r *Rules) validate(defAlg shardlimit.Algorithm) error {
+// ruleInfo is what checking overrides needs of a rule.
+type ruleInfo struct {
+	alg     shardlimit.Algorithm
+	windows []time.Duration
+}
+
+// validate is Validate for rules without an algorithm running defAlg and
+// policy names derived from policyName.
+func (r *Rules) validate(defAlg shardlimit.Algorithm, policyName string) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{shardlimit.ErrInvalidConfig}, args...)...)
 	}
@@ -321,7 +576,8 @@ func (r *Rules) validate(defAlg shardlimit.Algorithm) error {
 	default:
 		return bad("limiting %q is neither %q nor %q", r.Limiting, LimitingOn, LimitingOff)
 	}
-	names := map[string]shardlimit.Algorithm{}
+	names := map[string]ruleInfo{}
+	var order []string // rule names in order, for deterministic errors
 	checkTier := func(tier string, rules []Rule) error {
 		type route struct {
 			path    string
@@ -343,13 +599,12 @@ func (r *Rules) validate(defAlg shardlimit.Algorithm) error {
 			if alg < shardlimit.FixedWindow || alg > shardlimit.GCRA {
 				return bad("rule %q: unknown algorithm %d", ru.Name, int(alg))
 			}
-			names[ru.Name] = alg
-			if err := checkRuleLimit(alg, ru.Limit); err != nil {
+			info, err := checkRates(alg, &ru, policyName)
+			if err != nil {
 				return bad("rule %q: %v", ru.Name, err)
 			}
-			if ru.Window <= 0 || ru.Window > shardlimit.MaxWindow {
-				return bad("rule %q: window %v outside [1ns, %v]", ru.Name, ru.Window, shardlimit.MaxWindow)
-			}
+			names[ru.Name] = info
+			order = append(order, ru.Name)
 			if ru.Buckets < 0 || ru.Buckets > shardlimit.MaxBuckets {
 				return bad("rule %q: buckets %d outside [0, %d]", ru.Name, ru.Buckets, shardlimit.MaxBuckets)
 			}
@@ -445,19 +700,92 @@ func (r *Rules) validate(defAlg shardlimit.Algorithm) error {
 		}
 		seenO[k] = true
 		if o.Rule == "" {
-			for name, alg := range names {
-				if err := checkRuleLimit(alg, o.Limit); err != nil {
+			if len(o.Limits) > 0 {
+				return bad("override %q: limits per window need a rule: name it in \"rule\"", what)
+			}
+			for _, name := range order {
+				if err := checkOverride(names[name], &o); err != nil {
 					return bad("override %q on rule %q: %v", what, name, err)
 				}
 			}
 			continue
 		}
-		alg, ok := names[o.Rule]
+		info, ok := names[o.Rule]
 		if !ok {
 			return bad("override %q: no rule %q", what, o.Rule)
 		}
-		if err := checkRuleLimit(alg, o.Limit); err != nil {
-			return bad("override %q: %v", what, err)
+		if err := checkOverride(info, &o); err != nil {
+			return bad("override %q on rule %q: %v", what, o.Rule, err)
+		}
+	}
+	return nil
+}
+
+// checkRates checks the limits of ru, a rule running alg, whose policy
+// names derive from policyName, and returns its ruleInfo.
+func checkRates(alg shardlimit.Algorithm, ru *Rule, policyName string) (ruleInfo, error) {
+	info := ruleInfo{alg: alg}
+	if len(ru.Limits) > 0 {
+		if ru.Limit != 0 || ru.Window != 0 {
+			return info, errors.New("both limit and window, and limits, set: give one form")
+		}
+		if len(ru.Limits) > shardlimit.MaxRates {
+			return info, fmt.Errorf("%d limits, at most %d", len(ru.Limits), shardlimit.MaxRates)
+		}
+	}
+	for _, rt := range ru.Rates() {
+		if err := checkRuleLimit(alg, rt.Limit); err != nil {
+			return info, err
+		}
+		if rt.Window <= 0 || rt.Window > shardlimit.MaxWindow {
+			return info, fmt.Errorf("window %v outside [1ns, %v]", rt.Window, shardlimit.MaxWindow)
+		}
+		if slices.Contains(info.windows, rt.Window) {
+			return info, fmt.Errorf("window %v given twice in limits", rt.Window)
+		}
+		if err := checkPolicyName(rt.Policy); err != nil {
+			return info, err
+		}
+		info.windows = append(info.windows, rt.Window)
+	}
+	names := ru.PolicyNames(policyName)
+	for i, n := range names {
+		if j := slices.Index(names, n); j < i {
+			return info, fmt.Errorf("policy name %q names two of its limits (windows %v and %v)", n, info.windows[j], info.windows[i])
+		}
+	}
+	return info, nil
+}
+
+// checkOverride checks override o against the rule info describes.
+func checkOverride(info ruleInfo, o *Override) error {
+	if len(o.Limits) == 0 {
+		if err := checkRuleLimit(info.alg, o.Limit); err != nil {
+			return err
+		}
+		if o.Limit != 0 && len(info.windows) > 1 {
+			return fmt.Errorf("limit %d on a rule of %d limits (windows %v): give \"limits\" per window (or \"limit\": 0 to block the client)",
+				o.Limit, len(info.windows), info.windows)
+		}
+		return nil
+	}
+	if o.Limit != 0 {
+		return errors.New("both limit and limits set: give one form")
+	}
+	var seen []time.Duration
+	for _, rt := range o.Limits {
+		if !slices.Contains(info.windows, rt.Window) {
+			return fmt.Errorf("the rule has no %v window (its windows: %v)", rt.Window, info.windows)
+		}
+		if slices.Contains(seen, rt.Window) {
+			return fmt.Errorf("window %v given twice", rt.Window)
+		}
+		seen = append(seen, rt.Window)
+		if rt.Policy != "" {
+			return fmt.Errorf("policy %q in an override: policy names belong to the rule's limits", rt.Policy)
+		}
+		if err := checkRuleLimit(info.alg, rt.Limit); err != nil {
+			return err
 		}
 	}
 	return nil

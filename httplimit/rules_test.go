@@ -27,7 +27,9 @@ func TestSeedRulesFile(t *testing.T) {
 	got := map[string]lim{}
 	add := func(tier string, rules []Rule) {
 		for _, ru := range rules {
-			got[tier+" "+ru.Path] = lim{ru.Algorithm, ru.Limit, ru.Window}
+			for _, rt := range ru.Rates() {
+				got[tier+" "+ru.Path+" "+rt.Window.String()] = lim{ru.Algorithm, rt.Limit, rt.Window}
+			}
 		}
 	}
 	add("", r.Rules)
@@ -38,12 +40,15 @@ func TestSeedRulesFile(t *testing.T) {
 		add(tr.Clients[0], tr.Rules)
 	}
 	want := map[string]lim{
-		"client-1 /foo": {shardlimit.FixedWindow, 10, time.Minute},
-		"client-1 /bar": {shardlimit.SlidingLog, 5, time.Minute},
-		"client-2 /foo": {shardlimit.FixedWindow, 20, time.Minute},
-		"client-2 /bar": {shardlimit.SlidingLog, 10, time.Minute},
-		" /foo":         {shardlimit.FixedWindow, 5, time.Minute},
-		" /bar":         {shardlimit.SlidingLog, 2, time.Minute},
+		"client-1 /foo 1m0s": {shardlimit.FixedWindow, 10, time.Minute},
+		"client-1 /bar 1m0s": {shardlimit.SlidingLog, 5, time.Minute},
+		"client-2 /foo 1m0s": {shardlimit.FixedWindow, 20, time.Minute},
+		"client-2 /bar 1m0s": {shardlimit.SlidingLog, 10, time.Minute},
+		" /foo 1m0s":         {shardlimit.FixedWindow, 5, time.Minute},
+		" /bar 1m0s":         {shardlimit.SlidingLog, 2, time.Minute},
+		// /baz, for every client: 3 a second and 10 a minute.
+		" /baz 1s":   {shardlimit.FixedWindow, 3, time.Second},
+		" /baz 1m0s": {shardlimit.FixedWindow, 10, time.Minute},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("seed rules %v, want %v", got, want)
@@ -59,9 +64,12 @@ func TestRulesJSONRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Overrides = []Override{{Rule: "anon-foo", IP: "203.0.113.7", Limit: 2}, {ID: "x", Limit: 0}}
 	r.Rules = append(r.Rules, Rule{Name: "gc", Prefix: "/api/", Methods: []string{"GET"}, Algorithm: shardlimit.GCRA,
 		Limit: 7, Window: 1500 * time.Millisecond, Policy: "p"})
+	r.Rules = append(r.Rules, Rule{Name: "multi", Path: "/m", Algorithm: shardlimit.SlidingLog,
+		Limits: []Rate{{Limit: 3, Window: time.Second, Policy: "burst"}, {Limit: 0, Window: time.Hour}}})
+	r.Overrides = []Override{{Rule: "anon-foo", IP: "203.0.113.7", Limit: 2}, {ID: "x", Limit: 0},
+		{Rule: "multi", ID: "y", Limits: []Rate{{Limit: 9, Window: time.Hour}}}}
 	out, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +88,9 @@ func TestRulesJSONRoundTrip(t *testing.T) {
 func TestRulesErrors(t *testing.T) {
 	rule := func(extra string) string {
 		return `{"rules": [{"name": "a", "path": "/a", "limit": 1, "window": "1m"` + extra + `}]}`
+	}
+	multi := func(limits, extra string) string {
+		return `{"rules": [{"name": "m", "path": "/m", "limits": [` + limits + `]` + extra + `}]}`
 	}
 	for _, tc := range []struct{ js, msg string }{
 		{`{"rules": [{"name": "a", "path": "/a", "window": "1m"}]}`, "missing limit"},
@@ -125,6 +136,41 @@ func TestRulesErrors(t *testing.T) {
 		{rule(`}], "overrides": [{"rule": "a", "id": "x", "limit": -2`), "limit -2"},
 		{rule(`}], "overrides": [{"id": "x", "limit": -2`), "limit -2"},
 		{rule(`}], "overrides": [{"rule": "a", "ip": "::ffff:1.2.3.4", "limit": 1}, {"rule": "a", "ip": "1.2.3.4", "limit": 2`), "listed twice"},
+
+		// Several limits per rule.
+		{multi(`{"limit": 1, "window": "1s"}`, `, "limit": 1, "window": "1m"`), `rule "m": both "limit"/"window" and "limits" given`},
+		{multi(`{"limit": 1, "window": "1s"}`, `, "window": "1m"`), `rule "m": both`},
+		{multi(``, ``), `rule "m": "limits" is empty`},
+		{multi(`{"window": "1s"}`, ``), `rule "m": a limit in "limits" has no "limit"`},
+		{multi(`{"limit": 1}`, ``), `rule "m": a limit in "limits" has no "window"`},
+		{multi(`{"limit": 1, "window": "1s", "windw": "1m"}`, ``), "unknown field"},
+		{multi(`{"limit": 1, "window": "1 s"}`, ``), `rule "m": window`},
+		{multi(`{"limit": 1, "window": "0s"}`, ``), `rule "m": window 0s outside`},
+		{multi(`{"limit": -1, "window": "1s"}`, ``), `rule "m": limit -1`},
+		{multi(`{"limit": 1, "window": "1s"}, {"limit": 2, "window": "1000ms"}`, ``), `rule "m": window 1s given twice`},
+		{multi(`{"limit": 1, "window": "1s"}, {"limit": 2, "window": "2s"}, {"limit": 3, "window": "3s"}, {"limit": 4, "window": "4s"}, {"limit": 5, "window": "5s"}`, ``),
+			`rule "m": 5 limits, at most 4`},
+		{multi(`{"limit": 1, "window": "1s", "policy": "caf\u00e9"}`, ``), "printable ASCII"},
+		{multi(`{"limit": 1, "window": "1s", "policy": "p"}, {"limit": 2, "window": "1m", "policy": "p"}`, ``), `rule "m": policy name "p" names two of its limits`},
+		{multi(`{"limit": 1, "window": "1s", "policy": "default-1m"}, {"limit": 2, "window": "1m"}`, ``), `policy name "default-1m" names two`},
+		{multi(`{"limit": 1, "window": "1s"}, {"limit": 2, "window": "1m"}`, `}], "overrides": [{"rule": "m", "id": "x", "limit": 3`),
+			`override "x" on rule "m": limit 3 on a rule of 2 limits (windows [1s 1m0s]): give "limits" per window`},
+		{multi(`{"limit": 1, "window": "1s"}, {"limit": 2, "window": "1m"}`, `}], "overrides": [{"id": "x", "limit": 3`),
+			`override "x" on rule "m": limit 3 on a rule of 2 limits`},
+		{multi(`{"limit": 1, "window": "1s"}`, `}], "overrides": [{"rule": "m", "id": "x", "limit": 1, "limits": [{"limit": 1, "window": "1s"}]`),
+			`override "x": both "limit" and "limits" given`},
+		{multi(`{"limit": 1, "window": "1s"}`, `}], "overrides": [{"id": "x", "limits": [{"limit": 1, "window": "1s"}]`),
+			`override "x": limits per window need a rule`},
+		{multi(`{"limit": 1, "window": "1s"}`, `}], "overrides": [{"rule": "m", "id": "x", "limits": [{"limit": 1, "window": "1h"}]`),
+			`override "x" on rule "m": the rule has no 1h0m0s window (its windows: [1s])`},
+		{multi(`{"limit": 1, "window": "1s"}`, `}], "overrides": [{"rule": "m", "id": "x", "limits": [{"limit": 1, "window": "1s"}, {"limit": 2, "window": "1s"}]`),
+			`window 1s given twice`},
+		{multi(`{"limit": 1, "window": "1s"}`, `}], "overrides": [{"rule": "m", "id": "x", "limits": [{"limit": -1, "window": "1s"}]`),
+			`override "x" on rule "m": limit -1`},
+		{multi(`{"limit": 1, "window": "1s"}`, `}], "overrides": [{"rule": "m", "id": "x", "limits": [{"limit": 1, "window": "1s", "policy": "p"}]`),
+			`policy names belong to the rule's limits`},
+		{multi(`{"limit": 1, "window": "1s"}`, `}], "overrides": [{"rule": "m", "id": "x", "limits": []`), `override "x": "limits" is empty`},
+		{multi(`{"limit": 1, "window": "1s"}`, `}], "overrides": [{"rule": "m", "id": "x", "limits": [{"limit": 1}]`), `override "x": a limit in "limits" has no "window"`},
 	} {
 		_, err := ParseRules([]byte(tc.js))
 		if err == nil {
@@ -163,5 +209,93 @@ func TestNoRules(t *testing.T) {
 	}
 	if err := (&Options{Rules: &Rules{Limiting: LimitingOff}}).Validate(); err != nil {
 		t.Errorf("Options with limiting off: %v", err)
+	}
+}
+
+// TestSeveralLimits checks a rule of several limits and an override per
+// window in JSON, their Go form, and that Limits and Limit are exclusive
+// in Go too.
+func TestSeveralLimits(t *testing.T) {
+	r, err := ParseRules([]byte(`{"rules": [
+		{"name": "baz", "path": "/baz", "algorithm": "fixed_window", "limits": [
+			{"limit": 10, "window": "1m"}, {"limit": 3, "window": "1s", "policy": "burst"}
+		]},
+		{"name": "one", "path": "/one", "limits": [{"limit": 5, "window": "1h"}]}
+	], "overrides": [
+		{"rule": "baz", "id": "batch", "limits": [{"limit": 50, "window": "1m"}]},
+		{"rule": "baz", "ip": "192.0.2.1", "limit": 0},
+		{"id": "blocked", "limit": 0}
+	]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Rate{{Limit: 10, Window: time.Minute}, {Limit: 3, Window: time.Second, Policy: "burst"}}
+	if got := r.Rules[0]; !reflect.DeepEqual(got.Limits, want) || got.Limit != 0 || got.Window != 0 {
+		t.Errorf("rule %+v, want Limits %+v", got, want)
+	}
+	if got := r.Rules[0].Rates(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Rates() = %+v", got)
+	}
+	if got, want := r.Overrides[0].Limits, []Rate{{Limit: 50, Window: time.Minute}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("override limits %+v, want %+v", got, want)
+	}
+	if got, want := r.Rules[1].PolicyNames(""), []string{"default"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("one-entry limits: policy names %q, want %q", got, want)
+	}
+	// Go values: one form or the other.
+	for _, ru := range []Rule{
+		{Name: "a", Limit: 1, Limits: []Rate{{Limit: 1, Window: time.Second}}},
+		{Name: "a", Window: time.Second, Limits: []Rate{{Limit: 1, Window: time.Second}}},
+	} {
+		err := (&Rules{Rules: []Rule{ru}}).Validate()
+		if !errors.Is(err, shardlimit.ErrInvalidConfig) || !strings.Contains(err.Error(), `rule "a": both limit and window, and limits, set`) {
+			t.Errorf("%+v: %v", ru, err)
+		}
+	}
+	ov := &Rules{Rules: []Rule{{Name: "a", Limits: []Rate{{Limit: 1, Window: time.Second}}}},
+		Overrides: []Override{{Rule: "a", ID: "x", Limit: 2, Limits: []Rate{{Limit: 1, Window: time.Second}}}}}
+	if err := ov.Validate(); !errors.Is(err, shardlimit.ErrInvalidConfig) || !strings.Contains(err.Error(), "both limit and limits") {
+		t.Errorf("override with both forms: %v", err)
+	}
+}
+
+// TestPolicyNames checks the IETF names of a rule's limits.
+func TestPolicyNames(t *testing.T) {
+	rates := func(ws ...time.Duration) []Rate {
+		var out []Rate
+		for _, w := range ws {
+			out = append(out, Rate{Limit: 1, Window: w})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		ru   Rule
+		def  string
+		want []string
+	}{
+		{Rule{Limit: 1, Window: time.Minute}, "", []string{"default"}},
+		{Rule{Limit: 1, Window: time.Minute}, "api", []string{"api"}},
+		{Rule{Limit: 1, Window: time.Minute, Policy: "p"}, "api", []string{"p"}},
+		{Rule{Limits: rates(time.Second, time.Minute)}, "", []string{"default-1s", "default-1m"}},
+		{Rule{Limits: rates(time.Second, time.Minute), Policy: "baz"}, "api", []string{"baz-1s", "baz-1m"}},
+		{Rule{Limits: rates(90*time.Second, 24*time.Hour, 1500*time.Millisecond, time.Microsecond, 3)}, "x",
+			[]string{"x-90s", "x-24h", "x-1500ms", "x-1us", "x-3ns"}},
+		{Rule{Limits: []Rate{{Limit: 1, Window: time.Second, Policy: "burst"}, {Limit: 1, Window: time.Hour}}}, "",
+			[]string{"burst", "default-1h"}},
+	} {
+		if got := tc.ru.PolicyNames(tc.def); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%+v.PolicyNames(%q) = %q, want %q", tc.ru, tc.def, got, tc.want)
+		}
+	}
+	// Names are checked with the middleware's PolicyName: "x-1s" is only
+	// a collision under PolicyName "x".
+	r := &Rules{Rules: []Rule{{Name: "a", Limits: []Rate{
+		{Limit: 1, Window: time.Second}, {Limit: 1, Window: time.Minute, Policy: "x-1s"}}}}}
+	if err := r.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Rules: r, Headers: HeaderConfig{PolicyName: "x"}}
+	if err := o.Validate(); !errors.Is(err, shardlimit.ErrInvalidConfig) || !strings.Contains(err.Error(), `rule "a": policy name "x-1s" names two`) {
+		t.Errorf("Options.Validate: %v", err)
 	}
 }

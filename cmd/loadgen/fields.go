@@ -27,7 +27,7 @@ type fields struct {
 // are ignored, as if absent.
 func readFields(h *fasthttp.ResponseHeader) fields {
 	var f fields
-	q, w := parsePolicy(h.Peek("RateLimit-Policy"))
+	q, w := parsePolicy(h.Peek("RateLimit-Policy"), serviceName(h.Peek("RateLimit")))
 	if n, ok := positiveInt(h.Peek("X-RateLimit-Limit")); ok {
 		f.limit = n
 	} else {
@@ -54,12 +54,30 @@ func positiveInt(b []byte) (int64, bool) {
 	return n, err == nil && n > 0
 }
 
-// parsePolicy reads the quota q and the window w (seconds) of the first
-// policy of a RateLimit-Policy field (draft-ietf-httpapi-ratelimit-headers),
-// such as `"client-1-foo";q=10;w=60`. Absent or malformed parameters are 0.
-func parsePolicy(v []byte) (q int64, w time.Duration) {
-	if i := bytes.IndexByte(v, ','); i >= 0 {
-		v = v[:i] // the first list member; names with commas are not used
+// serviceName returns the policy name of the first item of a RateLimit
+// field (draft-ietf-httpapi-ratelimit-headers), such as `"baz-1m"` of
+// `"baz-1m";r=0;t=57`, quotes included; nil if there is none.
+func serviceName(v []byte) []byte {
+	v = bytes.TrimSpace(v)
+	if i := bytes.IndexByte(v, ';'); i > 0 {
+		return bytes.TrimSpace(v[:i])
+	}
+	return nil
+}
+
+// parsePolicy reads the quota q and the window w (seconds) of a
+// RateLimit-Policy field (draft-ietf-httpapi-ratelimit-headers), such as
+// `"client-1-foo";q=10;w=60`: of the policy named name (the one RateLimit
+// reports, which the X-RateLimit fields report too, when a rule has
+// several limits), else of the first. Absent or malformed parameters are 0.
+func parsePolicy(v, name []byte) (q int64, w time.Duration) {
+	members := bytes.Split(v, []byte(",")) // names with commas are not used
+	v = members[0]
+	for _, m := range members {
+		if n, _, _ := bytes.Cut(m, []byte(";")); len(name) > 0 && bytes.Equal(bytes.TrimSpace(n), name) {
+			v = m
+			break
+		}
 	}
 	params := bytes.Split(v, []byte(";"))
 	for _, p := range params[1:] {

@@ -26,6 +26,12 @@ func TestReadFields(t *testing.T) {
 		}, fields{3, 1500 * time.Millisecond, fromWindowMs, ""}},
 		{"IETF only", map[string]string{"RateLimit-Policy": `"client-1-foo";q=20;w=60, "other";q=1;w=1`},
 			fields{20, time.Minute, fromPolicy, ""}},
+		{"IETF, several limits: the one RateLimit names", map[string]string{
+			"RateLimit-Policy": `"baz-1s";q=3;w=1, "baz-1m";q=10;w=60`, "RateLimit": `"baz-1m";r=0;t=57`},
+			fields{10, time.Minute, fromPolicy, ""}},
+		{"IETF, several limits, RateLimit names none of them", map[string]string{
+			"RateLimit-Policy": `"baz-1s";q=3;w=1, "baz-1m";q=10;w=60`, "RateLimit": `"x";r=0;t=57`},
+			fields{3, time.Second, fromPolicy, ""}},
 		{"IETF params in any order with spaces", map[string]string{"X-RateLimit-Limit": "7", "RateLimit-Policy": `"p"; w=5; q=9`},
 			fields{7, 5 * time.Second, fromPolicy, ""}},
 		{"trio only", map[string]string{"X-RateLimit-Limit": "5", "X-RateLimit-Remaining": "4"},

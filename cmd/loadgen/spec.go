@@ -21,12 +21,13 @@ const MaxRate = 100000
 // DefaultClients is the mix run when -clients is not given. It matches the
 // demo's seed rules (cmd/shardlimit-demo/rules.json: client-1 may call /foo
 // 10 times a minute and /bar 5 times, client-2 20 and 10, anyone else 5 and
-// 2; /healthz is not limited): in the default 10 s, client-1 on both routes,
-// client-2 on /foo and the anonymous client on /foo ask for more than their
-// limits and are held at them, client-2 on /bar stays under its limit (10
-// sent, all admitted in a fresh minute), and /healthz shows an unlimited
-// route.
-const DefaultClients = "client-1:/foo=5/s,client-1:/bar=2/s,client-2:/foo=5/s,client-2:/bar=1/s,anon:/foo=2/s,anon:/healthz=10/s"
+// 2; every client /baz 3 times a second and 10 times a minute; /healthz is
+// not limited): in the default 10 s, client-1 on both routes, client-2 on
+// /foo and the anonymous client on /foo and /baz ask for more than their
+// limits and are held at them (on /baz 3 a second until the minute's 10
+// are spent), client-2 on /bar stays under its limit (10 sent, all
+// admitted in a fresh minute), and /healthz shows an unlimited route.
+const DefaultClients = "client-1:/foo=5/s,client-1:/bar=2/s,client-2:/foo=5/s,client-2:/bar=1/s,anon:/foo=2/s,anon:/baz=5/s,anon:/healthz=10/s"
 
 // Stream is one client calling one route at a steady rate.
 type Stream struct {

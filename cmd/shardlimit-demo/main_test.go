@@ -236,7 +236,7 @@ func TestDemoReloadFile(t *testing.T) {
 
 	raised := strings.Replace(string(seed), `"name": "client-1-foo", "path": "/foo", "algorithm": "fixed_window", "limit": 10`,
 		`"name": "client-1-foo", "path": "/foo", "algorithm": "fixed_window", "limit": 12`, 1)
-	raised = strings.Replace(raised, `"rules": [`, `"rules": [{"name": "baz", "path": "/baz", "limit": 3, "window": "1m"},`, 1)
+	raised = strings.Replace(raised, `"rules": [`, `"rules": [{"name": "qux", "path": "/qux", "limit": 3, "window": "1m"},`, 1)
 	if raised == string(seed) {
 		t.Fatal("seed file changed; update the test")
 	}
@@ -249,7 +249,7 @@ func TestDemoReloadFile(t *testing.T) {
 	mwtest.Check(t, "client-1 after raise #1", c.Get("/foo", "X-Client-ID", "client-1"), 200, mwtest.H{mwtest.XLimit: "12", mwtest.XRemaining: "1"})
 	mwtest.Check(t, "client-1 after raise #2", c.Get("/foo", "X-Client-ID", "client-1"), 200, mwtest.H{mwtest.XRemaining: "0"})
 	mwtest.Check(t, "client-1 after raise #3", c.Get("/foo", "X-Client-ID", "client-1"), 429, nil)
-	mwtest.Check(t, "/baz", c.Get("/baz"), 404, mwtest.H{mwtest.XLimit: "3", mwtest.XStrategy: "sliding_counter"})
+	mwtest.Check(t, "/qux", c.Get("/qux"), 404, mwtest.H{mwtest.XLimit: "3", mwtest.XStrategy: "sliding_counter"})
 
 	if err := os.WriteFile(path, []byte(`{"rules": [{"name": "x"}]}`), 0o600); err != nil {
 		t.Fatal(err)
@@ -260,10 +260,10 @@ func TestDemoReloadFile(t *testing.T) {
 	if !strings.Contains(d.stderr.String(), "rules not reloaded") {
 		t.Errorf("stderr %q", d.stderr)
 	}
-	mwtest.Check(t, "/baz after a refused reload", c.Get("/baz"), 404, mwtest.H{mwtest.XLimit: "3", mwtest.XRemaining: "1"})
+	mwtest.Check(t, "/qux after a refused reload", c.Get("/qux"), 404, mwtest.H{mwtest.XLimit: "3", mwtest.XRemaining: "1"})
 
 	// A file without rules is refused unless it says limiting is off.
-	mwtest.Check(t, "/baz #3", c.Get("/baz"), 404, mwtest.H{mwtest.XLimit: "3", mwtest.XRemaining: "0"})
+	mwtest.Check(t, "/qux #3", c.Get("/qux"), 404, mwtest.H{mwtest.XLimit: "3", mwtest.XRemaining: "0"})
 	for _, empty := range []string{``, `{}`, `{"rules": []}`} {
 		if err := os.WriteFile(path, []byte(empty), 0o600); err != nil {
 			t.Fatal(err)
@@ -271,7 +271,7 @@ func TestDemoReloadFile(t *testing.T) {
 		if err := d.sighup(t); err == nil {
 			t.Fatalf("rules file %q accepted", empty)
 		}
-		mwtest.Check(t, "/baz after an empty file", c.Get("/baz"), 429, mwtest.H{mwtest.XLimit: "3"})
+		mwtest.Check(t, "/qux after an empty file", c.Get("/qux"), 429, mwtest.H{mwtest.XLimit: "3"})
 	}
 	if !strings.Contains(d.stderr.String(), `no rules in the rule set; to turn limiting off on purpose, say so: {"limiting": "off"}`) {
 		t.Errorf("stderr %q does not say how to turn limiting off", d.stderr)
@@ -285,7 +285,7 @@ func TestDemoReloadFile(t *testing.T) {
 	if !strings.Contains(d.stdout.String(), "limiting is off") {
 		t.Errorf("stdout %q", d.stdout)
 	}
-	mwtest.Check(t, "/baz, limiting off", c.Get("/baz"), 404, mwtest.H{mwtest.XLimit: mwtest.Absent})
+	mwtest.Check(t, "/qux, limiting off", c.Get("/qux"), 404, mwtest.H{mwtest.XLimit: mwtest.Absent})
 	// Back on within the window: the counters are kept.
 	if err := os.WriteFile(path, []byte(raised), 0o600); err != nil {
 		t.Fatal(err)
@@ -293,7 +293,7 @@ func TestDemoReloadFile(t *testing.T) {
 	if err := d.sighup(t); err != nil {
 		t.Fatal(err)
 	}
-	mwtest.Check(t, "/baz back on", c.Get("/baz"), 429, mwtest.H{mwtest.XLimit: "3"})
+	mwtest.Check(t, "/qux back on", c.Get("/qux"), 429, mwtest.H{mwtest.XLimit: "3"})
 }
 
 func TestDemoFlags(t *testing.T) {

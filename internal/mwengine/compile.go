@@ -17,26 +17,64 @@ type rule struct {
 	name     string
 	tier     string
 	alg      shardlimit.Algorithm
-	limit    int
-	window   time.Duration
-	buckets  int // resolved; 0 for algorithms without buckets
+	rates    []rate // shortest window first: the order of the limiter's rates
+	buckets  int    // resolved; 0 for algorithms without buckets
 	methods  []string
 	path     string
 	prefix   bool
 	l        *limiter
-	sfName   []byte // the IETF policy name as a structured-field string
 	strategy string
-
-	// Field values that depend only on the rule, formatted once.
-	limitDigits []byte // limit
-	policyW     []byte // ";w=" and the window in seconds, rounded up
-	policy      []byte // the RateLimit-Policy value for limit
-	windowMs    []byte // the window in milliseconds, rounded up
 }
+
+// rate is one compiled limit of a rule, with the field values that depend
+// only on it, formatted once.
+type rate struct {
+	limit       int           // the default limit
+	window      time.Duration //
+	sfName      []byte        // the IETF policy name as a structured-field string
+	limitDigits []byte        // limit
+	policyW     []byte        // ";w=" and the window in seconds, rounded up
+	policy      []byte        // the RateLimit-Policy item for limit
+	windowMs    []byte        // the window in milliseconds, rounded up
+}
+
+// limits are a key's limits, one per rate of its rule in the rule's order;
+// entries past the rule's rates are 0.
+type limits [shardlimit.MaxRates]int
 
 // id returns the identity of the limiter r needs.
 func (r *rule) id() limiterID {
-	return limiterID{name: r.name, alg: r.alg, window: r.window, buckets: r.buckets}
+	id := limiterID{name: r.name, alg: r.alg, buckets: r.buckets}
+	for k, rt := range r.rates {
+		id.windows[k] = rt.window
+	}
+	return id
+}
+
+// defaults returns r's default limits.
+func (r *rule) defaults() limits {
+	var d limits
+	for k, rt := range r.rates {
+		d[k] = rt.limit
+	}
+	return d
+}
+
+// binding returns the index of the rate of r whose window is w: the rate a
+// Result reports. A rule of one rate has one; a Result without a window of
+// the rule's (a NewLimiter's limiter that sets none) is taken as the
+// longest window's.
+func (r *rule) binding(w time.Duration) int {
+	n := len(r.rates)
+	if n == 1 {
+		return 0
+	}
+	for k := range n - 1 {
+		if r.rates[k].window == w {
+			return k
+		}
+	}
+	return n - 1
 }
 
 // ruleAllows reports whether rule r applies to method.
@@ -190,7 +228,7 @@ func compileTier(name string, rules []httplimit.Rule, byName map[string]*rule) *
 
 // newRule returns the compiled form of ru (validated) without a limiter.
 func (e *Engine) newRule(tierName string, ru httplimit.Rule) *rule {
-	r := &rule{name: ru.Name, tier: tierName, alg: ru.Algorithm, limit: ru.Limit, window: ru.Window}
+	r := &rule{name: ru.Name, tier: tierName, alg: ru.Algorithm}
 	if r.alg == 0 {
 		r.alg = e.defAlg
 	}
@@ -205,25 +243,38 @@ func (e *Engine) newRule(tierName string, ru httplimit.Rule) *rule {
 	} else {
 		r.path, r.prefix = cmp.Or(ru.Prefix, "/"), true
 	}
-	r.sfName = appendSFString(nil, cmp.Or(ru.Policy, e.hdr.PolicyName))
-	r.strategy = r.alg.String()
-	r.limitDigits = appendInt(nil, int64(r.limit))
-	r.policyW = appendInt([]byte(";w="), CeilSeconds(r.window))
-	r.policy = appendPolicyItem(nil, r, r.limit)
-	ms := int64(r.window / time.Millisecond)
-	if r.window%time.Millisecond != 0 {
-		ms++
+	names := ru.PolicyNames(e.hdr.PolicyName)
+	for i, rt := range ru.Rates() {
+		c := rate{limit: rt.Limit, window: rt.Window}
+		c.sfName = appendSFString(nil, names[i])
+		c.limitDigits = appendInt(nil, int64(c.limit))
+		c.policyW = appendInt([]byte(";w="), CeilSeconds(c.window))
+		c.policy = appendPolicyItem(nil, &c, c.limit)
+		ms := int64(c.window / time.Millisecond)
+		if c.window%time.Millisecond != 0 {
+			ms++
+		}
+		c.windowMs = appendInt(nil, ms)
+		r.rates = append(r.rates, c)
 	}
-	r.windowMs = appendInt(nil, ms)
+	slices.SortFunc(r.rates, func(a, b rate) int { return cmp.Compare(a.window, b.window) })
+	r.strategy = r.alg.String()
 	return r
 }
 
-// limiterConfig returns the limiter configuration of r.
+// limiterConfig returns the limiter configuration of r: Limit and Window
+// for a rule of one rate, else Rates in r's order.
 func (e *Engine) limiterConfig(r *rule) shardlimit.Config {
 	cfg := e.tmpl
 	cfg.Algorithm = r.alg
-	cfg.Limit = r.limit
-	cfg.Window = r.window
+	cfg.Limit, cfg.Window, cfg.Rates = 0, 0, nil
+	if len(r.rates) == 1 {
+		cfg.Limit, cfg.Window = r.rates[0].limit, r.rates[0].window
+	} else {
+		for _, rt := range r.rates {
+			cfg.Rates = append(cfg.Rates, shardlimit.Rate{Limit: rt.limit, Window: rt.window})
+		}
+	}
 	cfg.Buckets = r.buckets
 	cfg.MaxKeyBytes = e.keys.maxKeyLen()
 	cfg.Clock = e.clock
@@ -236,12 +287,13 @@ func (e *Engine) limiterConfig(r *rule) shardlimit.Config {
 	return cfg
 }
 
-// overrideKeys returns, per rule name, the key -> limit map of r's
-// overrides. A rule-specific override beats an every-rule one for the same
-// key.
-func (e *Engine) overrideKeys(r *httplimit.Rules, rules map[string]*rule) map[string]map[string]int {
-	out := map[string]map[string]int{}
-	add := func(rule string, o httplimit.Override) {
+// overrideKeys returns, per rule name, the key -> limits map of r's
+// overrides (validated). A rule-specific override beats an every-rule one
+// for the same key; the windows an override's Limits do not list keep the
+// rule's limits.
+func (e *Engine) overrideKeys(r *httplimit.Rules, rules map[string]*rule) map[string]map[string]limits {
+	out := map[string]map[string]limits{}
+	add := func(name string, o httplimit.Override) {
 		var key []byte
 		if o.ID != "" {
 			key = appendIDKey(&e.keys, nil, o.ID)
@@ -249,10 +301,26 @@ func (e *Engine) overrideKeys(r *httplimit.Rules, rules map[string]*rule) map[st
 			a, _ := netip.ParseAddr(o.IP) // validated
 			key = e.keys.appendAddrKey(nil, a)
 		}
-		if out[rule] == nil {
-			out[rule] = map[string]int{}
+		ru := rules[name]
+		var lims limits
+		if len(o.Limits) == 0 {
+			for k := range ru.rates {
+				lims[k] = o.Limit
+			}
+		} else {
+			lims = ru.defaults()
+			for _, rt := range o.Limits {
+				for k := range ru.rates {
+					if ru.rates[k].window == rt.Window {
+						lims[k] = rt.Limit
+					}
+				}
+			}
 		}
-		out[rule][string(key)] = o.Limit
+		if out[name] == nil {
+			out[name] = map[string]limits{}
+		}
+		out[name][string(key)] = lims
 	}
 	for _, o := range r.Overrides {
 		if o.Rule == "" {

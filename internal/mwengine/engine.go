@@ -25,7 +25,10 @@ import (
 // rule it was decided by (nil if none), which Reply formats the fields of.
 type Outcome struct {
 	httplimit.Decision
-	r *rule
+	r    *rule
+	rate int    // the index in r.rates of the rate Result reports
+	own  bool   // the key has limits of its own (an override), in lims
+	lims limits // the key's limits, when own, for RateLimit-Policy
 }
 
 // Request is what a middleware extracts from its framework's request for
@@ -238,7 +241,9 @@ func decideLocked[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) 
 		o.Action = httplimit.ActionNoRule
 		return
 	}
-	o.r, o.Rule, o.Tier, o.Algorithm, o.Window = r, r.name, r.tier, r.alg, r.window
+	o.r, o.Rule, o.Tier, o.Algorithm = r, r.name, r.tier, r.alg
+	o.rate = len(r.rates) - 1
+	o.Window = r.rates[o.rate].window
 	if q.Cost < 0 {
 		r.l.badCost.Add(1)
 		o.Action = httplimit.ActionBadCost
@@ -255,6 +260,16 @@ func decideLocked[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) 
 		o.Result = r.l.lim.AllowBytesNow(key, q.Cost)
 	} else {
 		o.Result = r.l.lim.AllowBytesN(key, q.Now, q.Cost)
+	}
+	if len(r.rates) > 1 {
+		o.rate = r.binding(o.Result.Window)
+		o.Window = r.rates[o.rate].window
+		if len(r.l.overrides) > 0 && e.hdr.IETF {
+			// RateLimit-Policy gives the key's limits in every window,
+			// the Result only the binding one's. Overrides change only
+			// under the gate's write lock.
+			o.lims, o.own = r.l.overrides[string(key)]
+		}
 	}
 	switch {
 	case o.Result.Err != nil:
@@ -360,9 +375,16 @@ func (e *Engine) RuleStats() []httplimit.RuleStats {
 	out := make([]httplimit.RuleStats, 0, len(set.rules))
 	for _, r := range set.rules {
 		l := r.l
+		longest := r.rates[len(r.rates)-1] // shortest window first
+		var lims []httplimit.Rate
+		if len(r.rates) > 1 {
+			for _, ra := range r.rates {
+				lims = append(lims, httplimit.Rate{Limit: ra.limit, Window: ra.window})
+			}
+		}
 		out = append(out, httplimit.RuleStats{
 			Name: r.name, Tier: r.tier, Path: r.path, Prefix: r.prefix, Methods: slices.Clone(r.methods),
-			Algorithm: r.alg, Limit: r.limit, Window: r.window, Buckets: r.buckets,
+			Algorithm: r.alg, Limit: longest.limit, Window: longest.window, Limits: lims, Buckets: r.buckets,
 			DryRun: e.dryRun,
 			Stats:  l.lim.Stats(),
 			Errors: httplimit.ErrorCounts{

@@ -9,11 +9,14 @@ import (
 )
 
 // BenchmarkDecide is one decision for a known client on a matched rule,
-// the engine's share of the allowed path, from one goroutine and from
-// GOMAXPROCS goroutines (each its own client) taking the gate's read locks
-// side by side.
+// the engine's share of the allowed path, from one goroutine (on a rule of
+// one limit and of two) and from GOMAXPROCS goroutines (each its own
+// client) taking the gate's read locks side by side.
 func BenchmarkDecide(b *testing.B) {
-	rules, err := httplimit.ParseRules([]byte(`{"rules": [{"name": "open", "prefix": "/", "limit": 1000000000, "window": "1h"}]}`))
+	rules, err := httplimit.ParseRules([]byte(`{"rules": [
+		{"name": "open", "prefix": "/", "limit": 1000000000, "window": "1h"},
+		{"name": "two", "path": "/two", "limits": [{"limit": 1000000000, "window": "1m"}, {"limit": 1000000000, "window": "1h"}]}
+	]}`))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -34,6 +37,13 @@ func BenchmarkDecide(b *testing.B) {
 	now := e.Clock().Now()
 	b.Run("serial", func(b *testing.B) {
 		q := Request[string]{Method: "GET", Path: "/x", Client: netip.MustParseAddr("192.0.2.1"), Now: now, Cost: 1}
+		b.ReportAllocs()
+		for b.Loop() {
+			decide(&q)
+		}
+	})
+	b.Run("two-limits", func(b *testing.B) {
+		q := Request[string]{Method: "GET", Path: "/two", Client: netip.MustParseAddr("192.0.2.1"), Now: now, Cost: 1}
 		b.ReportAllocs()
 		for b.Loop() {
 			decide(&q)

@@ -115,10 +115,11 @@ func (e *Engine) formatFields(fs *Fields, o *Outcome) {
 		return
 	}
 	res := &o.Result
+	rt := &r.rates[o.rate] // the rate res reports
 	reset := CeilSeconds(res.ResetAfter)
 	b := fs.Buf
 	if !e.hdr.OmitXRateLimit {
-		b = r.appendLimit(b, res.Limit)
+		b = rt.appendLimit(b, res.Limit)
 		fs.add(FieldLimit, len(b))
 		b = appendInt(b, int64(res.Remaining))
 		fs.add(FieldRemaining, len(b))
@@ -136,18 +137,27 @@ func (e *Engine) formatFields(fs *Fields, o *Outcome) {
 		fs.add(FieldReset, len(b))
 	}
 	if e.hdr.IETF {
-		// Lists of one item each: the rule's one policy.
-		if res.Limit == r.limit {
-			b = append(b, r.policy...)
-		} else {
-			b = appendPolicyItem(b, r, res.Limit)
+		// RateLimit-Policy: every rate, shortest window first, each with
+		// the key's limit in it; RateLimit: the binding rate.
+		for k := range r.rates {
+			if k > 0 {
+				b = append(b, ", "...)
+			}
+			lim := r.rates[k].limit
+			switch {
+			case k == o.rate:
+				lim = res.Limit
+			case o.own:
+				lim = o.lims[k]
+			}
+			b = r.rates[k].appendPolicy(b, lim)
 		}
 		fs.add(FieldPolicy, len(b))
-		b = appendServiceItem(b, r, res.Remaining, reset)
+		b = appendServiceItem(b, rt, res.Remaining, reset)
 		fs.add(FieldRateLimit, len(b))
 	}
 	if e.hdr.Verbose {
-		b = append(b, r.windowMs...)
+		b = append(b, rt.windowMs...)
 		fs.add(FieldWindowMs, len(b))
 		b = append(b, r.strategy...)
 		fs.add(FieldStrategy, len(b))
@@ -161,28 +171,38 @@ func (e *Engine) formatFields(fs *Fields, o *Outcome) {
 	fs.Buf = b
 }
 
-// appendPolicyItem appends r's RateLimit-Policy item for a quota of limit
+// appendPolicyItem appends rt's RateLimit-Policy item for a quota of limit
 // units: "name";q=limit;w=window seconds.
-func appendPolicyItem(dst []byte, r *rule, limit int) []byte {
-	dst = append(dst, r.sfName...)
+func appendPolicyItem(dst []byte, rt *rate, limit int) []byte {
+	dst = append(dst, rt.sfName...)
 	dst = append(dst, ";q="...)
 	dst = appendInt(dst, int64(limit))
-	return append(dst, r.policyW...)
+	return append(dst, rt.policyW...)
 }
 
-// appendServiceItem appends r's RateLimit item: "name";r=remaining;t=reset.
-func appendServiceItem(dst []byte, r *rule, remaining int, reset int64) []byte {
-	dst = append(dst, r.sfName...)
+// appendPolicy appends rt's RateLimit-Policy item for a quota of limit
+// units, the preformatted one for rt's default limit.
+func (rt *rate) appendPolicy(dst []byte, limit int) []byte {
+	if limit == rt.limit {
+		return append(dst, rt.policy...)
+	}
+	return appendPolicyItem(dst, rt, limit)
+}
+
+// appendServiceItem appends rt's RateLimit item: "name";r=remaining;t=reset.
+func appendServiceItem(dst []byte, rt *rate, remaining int, reset int64) []byte {
+	dst = append(dst, rt.sfName...)
 	dst = append(dst, ";r="...)
 	dst = appendInt(dst, int64(remaining))
 	dst = append(dst, ";t="...)
 	return appendInt(dst, reset)
 }
 
-// appendLimit appends limit in decimal, the rule's own without formatting.
-func (r *rule) appendLimit(dst []byte, limit int) []byte {
-	if limit == r.limit {
-		return append(dst, r.limitDigits...)
+// appendLimit appends limit in decimal, rt's default one without
+// formatting.
+func (rt *rate) appendLimit(dst []byte, limit int) []byte {
+	if limit == rt.limit {
+		return append(dst, rt.limitDigits...)
 	}
 	return appendInt(dst, int64(limit))
 }

@@ -12,24 +12,35 @@ import (
 )
 
 // limiterID is what a limiter counts: the requests of the rule with this
-// name, under this algorithm, window and buckets. A rule gets the limiter
-// of its identity if there is one, in force or set aside, and so its
-// clients' counters.
+// name, under this algorithm, these windows (shortest first; 0 past the
+// rule's) and buckets. A rule gets the limiter of its identity if there is
+// one, in force or set aside, and so its clients' counters; a rule whose
+// windows change gets another, with fresh counters.
 type limiterID struct {
 	name    string
 	alg     shardlimit.Algorithm
-	window  time.Duration
+	windows [shardlimit.MaxRates]time.Duration
 	buckets int
+}
+
+// rates returns the number of rates of the limiter id names.
+func (id limiterID) rates() int {
+	n := 0
+	for n < len(id.windows) && id.windows[n] != 0 {
+		n++
+	}
+	return n
 }
 
 // limiter is a rule's limiter and the limits applied to it. lim is safe for
 // concurrent use; def and overrides change only under Engine.mu, and for a
-// limiter in force also under the gate's write lock.
+// limiter in force also under the gate's write lock, under whose read lock
+// decisions read overrides.
 type limiter struct {
 	id        limiterID
 	lim       shardlimit.Limiter
-	def       int            // the default limit applied
-	overrides map[string]int // the per-key limits applied, by key
+	def       limits            // the default limits applied
+	overrides map[string]limits // the per-key limits applied, by key
 
 	// Requests of the rule not decided, by cause (httplimit.ErrorCounts,
 	// RuleStats.BadCost and NoIdentity); never touched by a decision that
@@ -51,14 +62,22 @@ func (l *limiter) countError(err error) {
 	}
 }
 
-// apply gives l default limit def and exactly the per-key limits want,
+// apply gives l default limits def and exactly the per-key limits want,
 // changing only what differs. A per-key limit that cannot be stored (the
 // table is full) is left out, to be tried again by the next Reload; the
-// errors say which.
-func (l *limiter) apply(def int, want map[string]int) []error {
+// errors say which. A limiter of one rate gets them through SetLimit and
+// SetDefaultLimit, one of several through SetLimits and SetDefaultLimits.
+func (l *limiter) apply(def limits, want map[string]limits) []error {
 	var errs []error
+	n := l.id.rates()
 	if l.def != def {
-		if err := l.lim.SetDefaultLimit(def); err != nil {
+		var err error
+		if n == 1 {
+			err = l.lim.SetDefaultLimit(def[0])
+		} else {
+			err = l.lim.SetDefaultLimits(def[:n]...)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("rule %q: %w", l.id.name, err))
 		} else {
 			l.def = def
@@ -78,7 +97,13 @@ func (l *limiter) apply(def int, want map[string]int) []error {
 		if prev, ok := l.overrides[key]; ok && prev == lim {
 			continue
 		}
-		if err := l.lim.SetLimit(key, lim); err != nil {
+		var err error
+		if n == 1 {
+			err = l.lim.SetLimit(key, lim[0])
+		} else {
+			err = l.lim.SetLimits(key, lim[:n]...)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("rule %q: override: %w", l.id.name, err))
 			continue
 		}
@@ -93,7 +118,7 @@ func (l *limiter) apply(def int, want map[string]int) []error {
 // limits of the limiters both sets use change, and the new set is
 // published, while no decision is under way.
 //
-// A rule gets the limiter of its name, algorithm, window and buckets,
+// A rule gets the limiter of its name, algorithm, windows and buckets,
 // whether the rules in force use it or a reload set it aside, and so its
 // clients' counters; otherwise a new one. Limiters the new rules do not use
 // are set aside, their per-key limits cleared so that their janitors can
@@ -144,7 +169,7 @@ func (e *Engine) Reload(r *httplimit.Rules) error {
 				if err != nil {
 					return fmt.Errorf("rule %q: %w", ru.Name, err)
 				}
-				nr.l = &limiter{id: id, lim: lim, def: nr.limit, overrides: map[string]int{}}
+				nr.l = &limiter{id: id, lim: lim, def: nr.defaults(), overrides: map[string]limits{}}
 				created = append(created, nr.l)
 			}
 			used[id] = true
@@ -191,13 +216,13 @@ func (e *Engine) Reload(r *httplimit.Rules) error {
 	}
 	for name, nr := range ns.rules {
 		if isNew[nr.l] {
-			errs = append(errs, nr.l.apply(nr.limit, overrides[name])...)
+			errs = append(errs, nr.l.apply(nr.defaults(), overrides[name])...)
 		}
 	}
 	e.gate.lock()
 	for name, nr := range ns.rules {
 		if !isNew[nr.l] {
-			errs = append(errs, nr.l.apply(nr.limit, overrides[name])...)
+			errs = append(errs, nr.l.apply(nr.defaults(), overrides[name])...)
 		}
 	}
 	e.set.Store(ns)

@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -173,9 +174,103 @@ const (
 var (
 	delaySeconds = regexp.MustCompile(`^[1-9][0-9]*$`)
 	nonNegInt    = regexp.MustCompile(`^(0|[1-9][0-9]*)$`)
-	rateLimitSF  = regexp.MustCompile(`^"(?:[^"\\]|\\.)*";r=(0|[1-9][0-9]*);t=(0|[1-9][0-9]*)$`)
-	policySF     = regexp.MustCompile(`^"(?:[^"\\]|\\.)*";q=(0|[1-9][0-9]*);w=([1-9][0-9]*)$`)
 )
+
+// Policy is one item of a RateLimit-Policy field.
+type Policy struct {
+	Name string // the policy name
+	Q, W int64  // the quota and the window in seconds
+}
+
+// Service is one item of a RateLimit field.
+type Service struct {
+	Name string // the policy name
+	R, T int64  // the remaining quota and the seconds until it resets
+}
+
+// ParseIETF parses the RateLimit-Policy and RateLimit fields of h (each
+// absent, or present once) with ParseSFList and checks them against
+// draft-ietf-httpapi-ratelimit-headers-11 as the middleware sends them:
+// non-empty Lists of Items whose values are Strings, RateLimit-Policy's
+// with distinct names, an Integer q >= 0 and w > 0, RateLimit's with an
+// Integer r >= 0 and t >= 0, naming a policy of RateLimit-Policy when
+// both are present, and no other parameter.
+func ParseIETF(h http.Header) ([]Policy, []Service, error) {
+	field := func(name string) (string, bool, error) {
+		vs := h.Values(name)
+		if len(vs) > 1 {
+			return "", false, fmt.Errorf("%s sent %d times", name, len(vs))
+		}
+		if len(vs) == 0 {
+			return "", false, nil
+		}
+		return vs[0], true, nil
+	}
+	// items parses a List whose members are String Items with exactly the
+	// Integer parameters want, each at least min.
+	items := func(name, v string, want []string, min []int64) ([]string, [][]int64, error) {
+		list, err := ParseSFList(v)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s %q: %w", name, v, err)
+		}
+		if len(list) == 0 {
+			return nil, nil, fmt.Errorf("%s %q: an empty list", name, v)
+		}
+		var names []string
+		var nums [][]int64
+		for _, it := range list {
+			s, ok := it.Value.(string)
+			if !ok {
+				return nil, nil, fmt.Errorf("%s %q: member %v is not a String", name, v, it.Value)
+			}
+			if len(it.Params) != len(want) {
+				return nil, nil, fmt.Errorf("%s %q: member %q has parameters %v, want %v", name, v, s, it.Params, want)
+			}
+			var ns []int64
+			for i, k := range want {
+				pv, _ := it.Param(k)
+				n, ok := pv.(int64)
+				if !ok || n < min[i] {
+					return nil, nil, fmt.Errorf("%s %q: member %q: %s = %v, want an Integer >= %d", name, v, s, k, pv, min[i])
+				}
+				ns = append(ns, n)
+			}
+			names, nums = append(names, s), append(nums, ns)
+		}
+		return names, nums, nil
+	}
+	var pols []Policy
+	var svcs []Service
+	if v, ok, err := field(RLPolicy); err != nil {
+		return nil, nil, err
+	} else if ok {
+		names, nums, err := items(RLPolicy, v, []string{"q", "w"}, []int64{0, 1})
+		if err != nil {
+			return nil, nil, err
+		}
+		for i, n := range names {
+			if slices.Contains(names[:i], n) {
+				return nil, nil, fmt.Errorf("%s %q: policy %q listed twice", RLPolicy, v, n)
+			}
+			pols = append(pols, Policy{Name: n, Q: nums[i][0], W: nums[i][1]})
+		}
+	}
+	if v, ok, err := field(RL); err != nil {
+		return nil, nil, err
+	} else if ok {
+		names, nums, err := items(RL, v, []string{"r", "t"}, []int64{0, 0})
+		if err != nil {
+			return nil, nil, err
+		}
+		for i, n := range names {
+			if pols != nil && !slices.ContainsFunc(pols, func(p Policy) bool { return p.Name == n }) {
+				return nil, nil, fmt.Errorf("%s %q: policy %q is not in %s", RL, v, n, RLPolicy)
+			}
+			svcs = append(svcs, Service{Name: n, R: nums[i][0], T: nums[i][1]})
+		}
+	}
+	return pols, svcs, nil
+}
 
 // Check asserts r's status and headers, and the invariants every response
 // must keep (CASES.md C8, C9): integer fields, remaining within [0, limit],
@@ -216,11 +311,18 @@ func CheckInvariants(t *testing.T, step string, r Resp) {
 			t.Errorf("%s: remaining %d above limit %d", step, ri, li)
 		}
 	}
-	if v := h.Get(RL); v != "" && !rateLimitSF.MatchString(v) {
-		t.Errorf("%s: RateLimit = %q, not a structured field", step, v)
+	pols, svcs, err := ParseIETF(h)
+	if err != nil {
+		t.Errorf("%s: %v", step, err)
 	}
-	if v := h.Get(RLPolicy); v != "" && !policySF.MatchString(v) {
-		t.Errorf("%s: RateLimit-Policy = %q, not a structured field", step, v)
+	// RateLimit names the binding policy, whose numbers the X-RateLimit
+	// fields report too.
+	if len(svcs) == 1 && h.Get(XLimit) != "" && h.Get(XRemaining) != "" {
+		i := slices.IndexFunc(pols, func(p Policy) bool { return p.Name == svcs[0].Name })
+		if i >= 0 && strconv.FormatInt(pols[i].Q, 10) != h.Get(XLimit) || strconv.FormatInt(svcs[0].R, 10) != h.Get(XRemaining) {
+			t.Errorf("%s: RateLimit %q and RateLimit-Policy %q disagree with X-RateLimit-Limit %s, -Remaining %s",
+				step, h.Get(RL), h.Get(RLPolicy), h.Get(XLimit), h.Get(XRemaining))
+		}
 	}
 	ra, has := h[RetryAfter]
 	if has && r.Status != http.StatusTooManyRequests {
