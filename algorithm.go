@@ -47,14 +47,11 @@ const (
 	// admitted: the bool-returning methods need no more, and the durations
 	// cost divisions and scans.
 	full
-	// oneRate marks one rate's decision within decideRates: decide then
-	// decides the rate mode.rate() on the record it is given.
-	oneRate
 	// lagging marks an instant read from the limiter's CoarseClock: the
 	// true instant lies up to the clock's resolution after it, so the
 	// sliding log stamps units that much later (never early).
 	lagging
-	rateShift = iota // the rate index in bits 4-5
+	rateShift = iota // the rate index in bits 3-4
 )
 
 // rate returns the index of the rate mode decides.
@@ -67,7 +64,7 @@ func (m decideMode) withRate(k int) decideMode {
 
 // decideRates decides n units at t for a key of several rates, whose
 // record r holds the first rate and extra records the others, with one
-// decide (in oneRate mode) per rate and pass: first every rate decides without
+// decide per rate and pass: first every rate decides without
 // keeping anything (its state brought to the instant decided at), then, if
 // all admit, every rate decides again keeping the cost, the first rate
 // last (the sliding log's ring lives there, and the others count the units
@@ -84,7 +81,7 @@ func decideRates[E any](a algorithm[E], s *shard[E], r *E, extra []E, slot uint3
 	}
 	var fits uint8 // bit k: rate k admits the request
 	for k := range rates {
-		if a.decide(s, rec(k), slot, t, n, (mode&^consume | oneRate).withRate(k)).allowed() {
+		if a.decide(s, rec(k), slot, t, n, (mode &^ consume).withRate(k)).allowed() {
 			fits |= 1 << k
 		} else if mode&full == 0 {
 			return verdict{}
@@ -93,7 +90,7 @@ func decideRates[E any](a algorithm[E], s *shard[E], r *E, extra []E, slot uint3
 	allowed := fits == 1<<rates-1
 	var b binding
 	for k := rates - 1; k >= 0; k-- {
-		m, nk := mode|oneRate, n
+		m, nk := mode, n
 		if !allowed {
 			m &^= consume
 			if fits&(1<<k) != 0 {

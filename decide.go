@@ -94,7 +94,12 @@ func decideStored[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n 
 		s.mu.Unlock()
 		return verdict{}, false
 	}
-	v := l.alg.decide(s, s.rec(slot), slot, t, n, mode)
+	var v verdict
+	if l.rates.n == 1 {
+		v = l.alg.decide(s, s.rec(slot), slot, t, n, mode) // l.decide without its call
+	} else {
+		v = l.decide(s, s.rec(slot), slot, t, n, mode)
+	}
 	if v.allowed() {
 		s.allowed++
 	} else {
@@ -124,7 +129,7 @@ func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int
 	switch {
 	case ok && keep:
 		// Stored since decideStored looked (a concurrent first request).
-		v = l.alg.decide(s, s.rec(slot), slot, t, n, consume|full|mode&lagging)
+		v = l.decide(s, s.rec(slot), slot, t, n, consume|full|mode&lagging)
 		decided = true
 	case ok:
 		// A peek works on a copy: it changes nothing.
@@ -132,7 +137,7 @@ func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int
 		side, extra := l.tab.sideOf(s, slot)
 		copy(s.scratchSd, side)
 		copy(s.scratchEx, extra)
-		v = l.alg.decide(s, &s.scratch, scratchSlot, t, n, full)
+		v = l.decide(s, &s.scratch, scratchSlot, t, n, full)
 	case !keep || n > int(s.minDefault(l.rates.n)):
 		// Nothing would be stored: answer from a fresh key's state.
 		var zero E
@@ -140,7 +145,7 @@ func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int
 		clear(s.scratchSd)
 		clear(s.scratchEx)
 		l.alg.init(s, &s.scratch, scratchSlot, max(t, s.floor))
-		v = l.alg.decide(s, &s.scratch, scratchSlot, t, n, full)
+		v = l.decide(s, &s.scratch, scratchSlot, t, n, full)
 	default:
 		first := max(t, s.floor)
 		var err error
@@ -151,7 +156,7 @@ func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int
 			return Result{Limit: lim, Err: err}
 		}
 		l.alg.init(s, s.rec(slot), slot, first)
-		v = l.alg.decide(s, s.rec(slot), slot, t, n, consume|full|mode&lagging)
+		v = l.decide(s, s.rec(slot), slot, t, n, consume|full|mode&lagging)
 		decided = true
 	}
 	if y := l.tab.sync; y != nil && decided {
@@ -172,6 +177,18 @@ func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int
 // result unpacks v.
 func (l *limiter[E]) result(v verdict) Result {
 	return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
+}
+
+// decide decides n units at t for the key in slot, whose record is rec
+// (scratchSlot and the scratch record for a peek): one call of the
+// algorithm's decide for a limiter of one rate, decideRates for several.
+// Requires s.mu held.
+func (l *limiter[E]) decide(s *shard[E], rec *E, slot uint32, t int64, n int, mode decideMode) verdict {
+	if l.rates.n > 1 {
+		_, extra := l.tab.sideOf(s, slot)
+		return decideRates(l.alg, s, rec, extra, slot, t, n, mode)
+	}
+	return l.alg.decide(s, rec, slot, t, n, mode)
 }
 
 // invalid returns the error result for a call that failed validation.

@@ -55,10 +55,6 @@ func (a *fixedWindow) init(s *shard[fixedRec], r *fixedRec, slot uint32, t int64
 }
 
 func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, slot uint32, t int64, n int, mode decideMode) verdict {
-	if a.rates > 1 && mode&oneRate == 0 {
-		_, extra := s.keyState(slot, 0)
-		return decideRates(a, s, r, extra, slot, t, n, mode)
-	}
 	k := mode.rate()
 	key := r // the key's record; r is that of its rate k
 	if k > 0 {

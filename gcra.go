@@ -77,10 +77,6 @@ func (a *gcra) remaining(w, tat int64, rem uint32, t int64, lim uint32) int64 {
 }
 
 func (a *gcra) decide(s *shard[gcraRec], r *gcraRec, slot uint32, t int64, n int, mode decideMode) verdict {
-	if a.rates > 1 && mode&oneRate == 0 {
-		_, extra := s.keyState(slot, 0)
-		return decideRates(a, s, r, extra, slot, t, n, mode)
-	}
 	k := mode.rate()
 	key := r // the key's record; r is that of its rate k
 	if k > 0 {

@@ -419,7 +419,7 @@ type Limiter interface {
 	// consuming it if so: AllowN(key, now, 1).Allowed without the Result.
 	// It is the fastest decision: no clock read (pass a time the caller
 	// already has, read from the clock Config.Clock reads, which the
-	// janitor uses to judge keys idle), and no Result, which at 56 bytes
+	// janitor uses to judge keys idle), and no Result, which at 64 bytes
 	// costs its caller a copy through memory. It returns false too when the
 	// request cannot be decided (invalid key or instant, full table, closed
 	// limiter); AllowN's Result.Err says which.

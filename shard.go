@@ -419,10 +419,11 @@ func (t *table[E]) allocSide(s *shard[E]) uint32 {
 }
 
 // sideOf returns the side words and extra records of slot (empty if the
-// algorithm keeps none). Requires s.mu held.
+// algorithm keeps none), the scratch ones for scratchSlot. Requires s.mu
+// held.
 func (t *table[E]) sideOf(s *shard[E], slot uint32) ([]uint32, []E) {
 	var ref uint32
-	if t.slab != nil {
+	if t.slab != nil && slot != scratchSlot {
 		ref = *t.slab.sideRef(&s.recs[slot].rec)
 	}
 	return s.keyState(slot, ref)

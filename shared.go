@@ -336,7 +336,7 @@ func (l *limiter[E]) Touch(key string, t int64) bool {
 		return false
 	}
 	if rec := s.rec(slot); t > l.alg.lastSeen(rec) {
-		l.alg.decide(s, rec, slot, t, 0, consume)
+		l.decide(s, rec, slot, t, 0, consume)
 	}
 	side, _ := l.tab.sideOf(s, slot)
 	markTouched(s, l.tab.sync, slot, side)

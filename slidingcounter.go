@@ -146,10 +146,6 @@ func fitsWeighted(g, straddler, delta, rest, n, lim int64) bool {
 }
 
 func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, slot uint32, t int64, n int, mode decideMode) verdict {
-	if a.rates > 1 && mode&oneRate == 0 {
-		_, extra := s.keyState(slot, r.side)
-		return decideRates(a, s, r, extra, slot, t, n, mode)
-	}
 	k := mode.rate()
 	key := r // the key's record; r is that of its rate k
 	if k > 0 {

@@ -191,9 +191,6 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, slot uint32, t int64, n
 	var extra []logRec
 	if a.sync != nil || a.rates > 1 {
 		side, extra = s.keyState(slot, key.side)
-		if a.rates > 1 && mode&oneRate == 0 {
-			return decideRates(a, s, r, extra, slot, t, n, mode)
-		}
 	}
 	te := max(t, key.last) // per key, time never goes back
 	consumed := mode&consume != 0
