@@ -95,3 +95,41 @@ func ExampleLimiter_AllowAt() {
 	// false
 	// true
 }
+
+// Several rates on one key: 3 per second and 10 per minute, all or
+// nothing. The Result reports the binding rate; RetryAfter is the first
+// instant every rate admits the request.
+func ExampleConfig_rates() {
+	l, _ := shardlimit.New(shardlimit.Config{
+		Algorithm: shardlimit.FixedWindow,
+		Rates: []shardlimit.Rate{
+			{Limit: 3, Window: time.Second},
+			{Limit: 10, Window: time.Minute},
+		},
+	})
+	defer l.Close()
+	start := time.Unix(1_734_480_000, 0)
+	for s := range 4 {
+		for range 4 {
+			r := l.AllowN("client-1", start.Add(time.Duration(s)*time.Second), 1)
+			fmt.Println(s, r.Allowed, r.Limit, r.Remaining, r.Window, r.RetryAfter)
+		}
+	}
+	// Output:
+	// 0 true 3 2 1s 0s
+	// 0 true 3 1 1s 0s
+	// 0 true 3 0 1s 0s
+	// 0 false 3 0 1s 1s
+	// 1 true 3 2 1s 0s
+	// 1 true 3 1 1s 0s
+	// 1 true 3 0 1s 0s
+	// 1 false 3 0 1s 1s
+	// 2 true 3 2 1s 0s
+	// 2 true 3 1 1s 0s
+	// 2 true 3 0 1s 0s
+	// 2 false 3 0 1s 1s
+	// 3 true 10 0 1m0s 0s
+	// 3 false 10 0 1m0s 57s
+	// 3 false 10 0 1m0s 57s
+	// 3 false 10 0 1m0s 57s
+}
