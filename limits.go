@@ -49,12 +49,10 @@ func (l *limiter[E]) SetLimits(key string, limits ...int) error {
 	if err := l.checkLimits(limits); err != nil {
 		return err
 	}
-	if err := l.checkKey(key); err != nil {
+	s, h, err := l.lockKey(key)
+	if err != nil {
 		return err
 	}
-	h := l.tab.hash(key)
-	s := l.tab.shardFor(h)
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	slot, ok := find(s, h, key)
 	if !ok {
@@ -83,13 +81,23 @@ func (l *limiter[E]) SetLimits(key string, limits ...int) error {
 	return nil
 }
 
-func (l *limiter[E]) ClearLimit(key string) error {
+// lockKey validates key and locks its shard: the shard, locked unless
+// err is set, and the key's hash.
+func (l *limiter[E]) lockKey(key string) (*shard[E], uint64, error) {
 	if err := l.checkKey(key); err != nil {
-		return err
+		return nil, 0, err
 	}
 	h := l.tab.hash(key)
 	s := l.tab.shardFor(h)
 	s.mu.Lock()
+	return s, h, nil
+}
+
+func (l *limiter[E]) ClearLimit(key string) error {
+	s, h, err := l.lockKey(key)
+	if err != nil {
+		return err
+	}
 	defer s.mu.Unlock()
 	if slot, ok := find(s, h, key); ok {
 		words := l.rateWords(s, slot)
@@ -126,12 +134,10 @@ func (l *limiter[E]) SetDefaultLimits(limits ...int) error {
 }
 
 func (l *limiter[E]) Reset(key string) error {
-	if err := l.checkKey(key); err != nil {
+	s, h, err := l.lockKey(key)
+	if err != nil {
 		return err
 	}
-	h := l.tab.hash(key)
-	s := l.tab.shardFor(h)
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	slot, ok := find(s, h, key)
 	if !ok {
