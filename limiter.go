@@ -223,7 +223,7 @@ type Config struct {
 
 	// JanitorInterval is how often the background janitor evicts idle keys
 	// (keys whose state equals a fresh key's). 0 means the default: the
-	// window, clamped to [1s, 1min]. A negative value disables the janitor;
+	// (longest) window, clamped to [1s, 1min]. A negative value disables the janitor;
 	// call Sweep yourself then.
 	JanitorInterval time.Duration
 
@@ -305,7 +305,11 @@ func (cfg Config) withDefaults(alg Algorithm) (Config, error) {
 		return cfg, fmt.Errorf("%w: max key bytes %d outside [1, %d]", ErrInvalidConfig, cfg.MaxKeyBytes, MaxKeyBytesLimit)
 	}
 	if cfg.JanitorInterval == 0 {
-		cfg.JanitorInterval = min(max(cfg.Window, time.Second), time.Minute)
+		longest := time.Duration(0)
+		for _, r := range cfg.rates() {
+			longest = max(longest, r.Window)
+		}
+		cfg.JanitorInterval = min(max(longest, time.Second), time.Minute)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = DefaultClock()
