@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -56,6 +57,38 @@ func BenchmarkRespScan(b *testing.B) {
 	for b.Loop() {
 		if err := s.scan(reply); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkExactRates measures one Exact decision (a script call to the
+// shared test Redis, a key admitted every time) with one rate and with two
+// (one call either way, deciding both). Compare with:
+// benchstat -col /rates.
+func BenchmarkExactRates(b *testing.B) {
+	c := newClient(b, redistest.RequireRedis(b))
+	for _, alg := range []shardlimit.Algorithm{shardlimit.FixedWindow, shardlimit.SlidingCounter, shardlimit.GCRA} {
+		for _, rates := range [][]shardlimit.Rate{
+			{{Limit: shardlimit.MaxLimit, Window: time.Hour}},
+			{{Limit: shardlimit.MaxLimit, Window: time.Hour}, {Limit: shardlimit.MaxLimit, Window: time.Minute}},
+		} {
+			b.Run(fmt.Sprintf("alg=%v/rates=%d", alg, len(rates)), func(b *testing.B) {
+				e := newExact(b, c, ExactConfig{Config: shardlimit.Config{Algorithm: alg, Rates: rates}})
+				if !e.Allow("k") { // loads the script
+					b.Fatal("denied")
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					if !e.Allow("k") {
+						b.Fatal("denied")
+					}
+				}
+				b.StopTimer()
+				if st := e.ExactStats(); st.Errors != 0 {
+					b.Fatalf("stats %+v", st)
+				}
+			})
 		}
 	}
 }
