@@ -243,9 +243,10 @@ type ExactStats struct {
 // State keys (see the package doc) are written only when a request is
 // admitted, always with a TTL: the time the rate's state still matters
 // (at most its window, plus one bucket for the sliding counter; longer
-// only after a server clock step back) plus one second of slack. A denial or a Peek writes nothing. A key's state is
-// named by its rate's window (and bucket), so a limiter whose windows or
-// bucket count changed starts fresh state instead of misreading the old.
+// only after a server clock step back) plus one second of slack. A denial
+// or a Peek writes nothing. A key's state is named by its rate's window
+// (and bucket), so a limiter whose windows or bucket count changed starts
+// fresh state instead of misreading the old.
 //
 // Per-key limits (SetLimits) are kept in this process and sent with every
 // call: configure them on every process.
@@ -457,23 +458,16 @@ func (e *Exact) checkFallback(fb shardlimit.Config) error {
 		ok = rs[i].Window == e.rates[i].window
 	}
 	if !ok {
-		return fmt.Errorf("%w: the fallback's windows %v are not the limiter's %v", shardlimit.ErrInvalidConfig, windowsOf(rs), e.windows())
+		return fmt.Errorf("%w: the fallback's windows %v are not the limiter's %v", shardlimit.ErrInvalidConfig, windowsOf(rs), windowsOf(ratesOf(e.cfg)))
 	}
 	return nil
 }
 
+// windowsOf returns the windows of rs.
 func windowsOf(rs []shardlimit.Rate) []time.Duration {
 	w := make([]time.Duration, len(rs))
 	for i, r := range rs {
 		w[i] = r.Window
-	}
-	return w
-}
-
-func (e *Exact) windows() []time.Duration {
-	w := make([]time.Duration, len(e.rates))
-	for i, r := range e.rates {
-		w[i] = r.window
 	}
 	return w
 }
