@@ -713,3 +713,41 @@ func TestExactRatesConcurrent(t *testing.T) {
 		})
 	}
 }
+
+// TestExactRatesClockStepBack: with several rates, the server clock (here:
+// the instants passed) stepping back keeps every rate's units counted, as
+// with one rate: nothing above either limit, no error, a positive wait
+// at most the step longer than the longest window.
+func TestExactRatesClockStepBack(t *testing.T) {
+	s := time.Second
+	for name, cfg := range map[string]shardlimit.Config{
+		"fixed":   ratesCfg(shardlimit.FixedWindow, 0, rate(5, 10*s), rate(4, s)),
+		"counter": ratesCfg(shardlimit.SlidingCounter, 10, rate(5, 10*s), rate(4, s)),
+		"gcra":    ratesCfg(shardlimit.GCRA, 0, rate(5, 10*s), rate(4, s)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := replay(t, cfg)
+			if r := e.AllowN("k", at(100*s), 3); !r.Allowed {
+				t.Fatalf("before the step: %+v", r)
+			}
+			got := 0
+			for range 5 {
+				r := e.AllowN("k", at(95*s), 1)
+				if r.Err != nil {
+					t.Fatal(r.Err)
+				}
+				if r.Allowed {
+					got++
+				} else if r.RetryAfter <= 0 || r.RetryAfter > 15*s {
+					t.Fatalf("after the step: %+v", r)
+				}
+			}
+			if got > 1 {
+				t.Fatalf("after stepping back 5s: %d admitted, want at most 1 (3 of 4 already used)", got)
+			}
+			if st := e.ExactStats(); st.Errors != 0 || st.PolicyDecisions != 0 {
+				t.Fatalf("stats %+v", st)
+			}
+		})
+	}
+}
