@@ -1,6 +1,9 @@
 package sync
 
 import (
+	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,4 +61,69 @@ func BenchmarkRespScan(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkExactRates measures one Exact decision (a script call to a
+// private Redis, a key admitted every time) with one rate and with two
+// (one call either way, deciding both), and reports the script's time in
+// Redis (redis-us/op, from INFO commandstats), which the round trip's
+// scheduling noise does not blur. Compare with: benchstat -col /rates.
+func BenchmarkExactRates(b *testing.B) {
+	srv := redistest.StartServer(b)
+	c := newClient(b, srv.Addr)
+	for _, alg := range []shardlimit.Algorithm{shardlimit.FixedWindow, shardlimit.SlidingCounter, shardlimit.GCRA} {
+		for _, rates := range [][]shardlimit.Rate{
+			{{Limit: shardlimit.MaxLimit, Window: time.Hour}},
+			{{Limit: shardlimit.MaxLimit, Window: time.Hour}, {Limit: shardlimit.MaxLimit, Window: time.Minute}},
+		} {
+			b.Run(fmt.Sprintf("alg=%v/rates=%d", alg, len(rates)), func(b *testing.B) {
+				e := newExact(b, c, ExactConfig{Config: shardlimit.Config{Algorithm: alg, Rates: rates}, EvictionCheck: -1})
+				if !e.Allow("k") { // loads the script
+					b.Fatal("denied")
+				}
+				calls, usec := evalshaStats(b, srv.Addr)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					if !e.Allow("k") {
+						b.Fatal("denied")
+					}
+				}
+				b.StopTimer()
+				calls2, usec2 := evalshaStats(b, srv.Addr)
+				if calls2-calls != int64(b.N) {
+					b.Fatalf("%d EVALSHA for %d decisions", calls2-calls, b.N)
+				}
+				b.ReportMetric(float64(usec2-usec)/float64(b.N), "redis-us/op")
+				if st := e.ExactStats(); st.Errors != 0 {
+					b.Fatalf("stats %+v", st)
+				}
+			})
+		}
+	}
+}
+
+// evalshaStats returns the count of EVALSHA calls the Redis at addr ran
+// and their total time in microseconds (INFO commandstats).
+func evalshaStats(b *testing.B, addr string) (calls, usec int64) {
+	info, err := redistest.DoString(addr, "INFO", "commandstats")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "calls":
+				calls, _ = strconv.ParseInt(v, 10, 64)
+			case "usec":
+				usec, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+	}
+	return calls, usec
 }

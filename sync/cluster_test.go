@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/shardlimit/shardlimit"
 	"github.com/shardlimit/shardlimit/internal/redistest"
 )
 
@@ -20,7 +21,8 @@ import (
 //     every counter 1;
 //  2. MONITOR on every master: each EVALSHA/EVAL touches keys of one slot
 //     only (no CROSSSLOT is possible), and every master got some;
-//  3. Exact decides keys on every master without error;
+//  3. Exact decides keys on every master without error, with one rate
+//     and with two (one script call, two keys of one slot);
 //  4. a master is killed and failed over: after retrying the items that
 //     failed (none can have been applied by a dead master), every counter
 //     is exactly 2 (nothing lost, nothing counted twice), and Exact works
@@ -115,6 +117,47 @@ func TestCaseB23Cluster(t *testing.T) {
 	}
 	if st := e.ExactStats(); st.Errors != 0 {
 		t.Fatalf("exact on cluster: %+v", st)
+	}
+	// Several rates per key: one script call reads and writes a state key
+	// per rate, all under the key's hash tag, so never two slots
+	// (CROSSSLOT would be an error in the stats).
+	for _, cfg := range []shardlimit.Config{
+		ratesCfg(shardlimit.FixedWindow, 0, rate(5, time.Minute), rate(50, time.Hour)),
+		ratesCfg(shardlimit.SlidingCounter, 6, rate(5, time.Minute), rate(50, time.Hour)),
+		ratesCfg(shardlimit.GCRA, 0, rate(5, time.Minute), rate(50, time.Hour)),
+	} {
+		em := newExact(t, client, ExactConfig{Config: cfg})
+		for i := range 100 {
+			if r := em.AllowN(fmt.Sprintf("user:%d", i), time.Now(), 1); !r.Allowed || r.Remaining != 4 || r.Window != time.Minute {
+				t.Fatalf("%v with two rates on cluster, user:%d: %+v", cfg.Algorithm, i, r)
+			}
+		}
+		// Reset deletes both state keys with one DEL (one slot).
+		if err := em.Reset("user:0"); err != nil {
+			t.Fatalf("%v with two rates on cluster: Reset: %v", cfg.Algorithm, err)
+		}
+		if r := em.AllowN("user:0", time.Now(), 5); !r.Allowed || r.Remaining != 0 {
+			t.Fatalf("%v with two rates on cluster, after Reset: %+v", cfg.Algorithm, r)
+		}
+		if st := em.ExactStats(); st.Errors != 0 || st.PolicyDecisions != 0 {
+			t.Fatalf("%v with two rates on cluster: %+v", cfg.Algorithm, st)
+		}
+	}
+	twoKeys := 0
+	for i, m := range mons {
+		for _, cmd := range m.Sync(t) {
+			name := strings.ToUpper(cmd[0])
+			if name != "EVALSHA" && name != "EVAL" || cmd[2] != "2" || len(cmd) < 5 {
+				continue
+			}
+			if keySlot(cmd[3]) != keySlot(cmd[4]) {
+				t.Fatalf("one script call on %s touches slots %d and %d: %q", masters[i], keySlot(cmd[3]), keySlot(cmd[4]), cmd)
+			}
+			twoKeys++
+		}
+	}
+	if twoKeys < 3*100 {
+		t.Errorf("MONITOR saw %d script calls with two keys for 300 decisions", twoKeys)
 	}
 
 	// Step 4: failover. Let the replicas catch up first, so the test can

@@ -30,10 +30,14 @@
 // all data of one limiter key lives in one hash slot and no script ever
 // touches keys of two slots:
 //
-//	<prefix>{<key>}:<id>   counter of window or bucket id (Backend)
-//	<prefix>{<key>}:fw     fixed window state (Exact)
-//	<prefix>{<key>}:sc     sliding window counter state (Exact)
-//	<prefix>{<key>}:gcra   GCRA state (Exact)
+//	<prefix>{<key>}:<id>         counter of window or bucket id (Backend)
+//	<prefix>{<key>}:fw:<W>       fixed window state of the rate of window W (Exact)
+//	<prefix>{<key>}:sc:<W>:<G>   sliding window counter state, buckets of G (Exact)
+//	<prefix>{<key>}:gcra:<W>     GCRA state (Exact)
+//
+// W and G are microseconds. Exact keeps one state key per rate
+// (Config.Rates), all under the key's hash tag, and decides them all in
+// one script call.
 //
 // A key that contains '{' or '}' would change the hash tag, so it is written
 // hex-encoded after a '#': <prefix>#{<hex of key>}:<suffix>. The prefix

@@ -100,10 +100,11 @@ const (
 const degradeCount = 3
 
 // ExactConfig configures an Exact limiter. Its embedded Config takes the
-// fields of shardlimit.Config with their meaning and defaults; Algorithm
-// must be FixedWindow, SlidingCounter or GCRA (the sliding log has no exact
-// mode), and Window (and for SlidingCounter Window/Buckets) must be a whole
-// number of microseconds, the resolution of Redis TIME.
+// fields of shardlimit.Config with their meaning and defaults, Rates
+// included; Algorithm must be FixedWindow, SlidingCounter or GCRA (the
+// sliding log has no exact mode), and every window (and for SlidingCounter
+// every window/Buckets) must be a whole number of microseconds, the
+// resolution of Redis TIME.
 type ExactConfig struct {
 	shardlimit.Config
 
@@ -131,10 +132,13 @@ type ExactConfig struct {
 
 	// Fallback is the local limiter of FallbackLocal. If nil, one is built
 	// from Config (and closed by Close); one given here stays the caller's
-	// to close. While Redis is healthy every unit Redis admits is also
+	// to close, and must have the same windows in the same order (one
+	// rate's Window, or Rates), so that it enforces every rate and
+	// SetLimits means the same to both; its limits and algorithm may
+	// differ. While Redis is healthy every unit Redis admits is also
 	// recorded in it, so a switch to the fallback continues from this
-	// process's own usage instead of a fresh budget. Ignored by the other
-	// policies.
+	// process's own usage of every rate instead of a fresh budget. Ignored
+	// by the other policies.
 	Fallback shardlimit.Limiter
 
 	// ProbeInterval is the first delay of the reconnect probe, which pings
@@ -191,6 +195,16 @@ type ExactStats struct {
 // integer arithmetic) or GCRA, as Config.Algorithm says, with the same
 // Result semantics as the in-process limiters.
 //
+// Several rates (Config.Rates, say 3 per second and 100 per hour) are
+// decided by the same one script call, atomically: it reads and checks
+// every rate, then consumes the cost from all of them or, if any rate
+// denies, from none. Each rate's state is a Redis key of its own under the
+// limiter key's hash tag, so all of them live in one Redis Cluster slot.
+// The Result reports the binding rate as the in-process limiters do (the
+// least remaining, ties to the longest window; Result.Window names it),
+// and RetryAfter is the first instant at which every rate admits the
+// request.
+//
 // Clock: the scripts decide at the Redis server's TIME, not at the now
 // passed to AllowN. With several processes, one clock is what makes the
 // limit exact: windows, buckets and GCRA's theoretical arrival times would
@@ -227,10 +241,14 @@ type ExactStats struct {
 // ExactStats.LastError.
 //
 // State keys (see the package doc) are written only when a request is
-// admitted, always with a TTL: the time the state still matters plus one
-// second of slack. A denial or a Peek writes nothing.
+// admitted, always with a TTL: the time the rate's state still matters
+// (at most its window, plus one bucket for the sliding counter; longer
+// only after a server clock step back) plus one second of slack. A denial
+// or a Peek writes nothing. A key's state is named by its rate's window
+// (and bucket), so a limiter whose windows or bucket count changed starts
+// fresh state instead of misreading the old.
 //
-// Per-key limits (SetLimit) are kept in this process and sent with every
+// Per-key limits (SetLimits) are kept in this process and sent with every
 // call: configure them on every process.
 //
 // All methods are safe for concurrent use. Unlike the in-process limiters,
@@ -239,13 +257,12 @@ type ExactStats struct {
 // return within their deadline whatever Redis does.
 type Exact struct {
 	client   RedisClient
-	cfg      shardlimit.Config // defaults filled in; Limit is defLimit
-	defLimit atomic.Int64
+	cfg      shardlimit.Config // defaults filled in; the limits are the defaults' initial values
+	rates    []exactRate       // in the order of Config.Rates (one if Rates is empty)
+	longest  int               // index in rates of the longest window
+	defaults atomic.Pointer[limitSet]
 	prefix   string
-	suffix   string        // of the state key: ":fw", ":sc" or ":gcra"
 	script   *redis.Script // the algorithm's script
-	window   int64         // W, microseconds
-	bucket   int64         // G, microseconds (SlidingCounter)
 	timeout  time.Duration
 	degrade  time.Duration // DegradeAfter
 	policy   FailurePolicy
@@ -261,7 +278,7 @@ type Exact struct {
 	callerTime bool
 
 	mu     stdsync.RWMutex
-	limits map[string]int // own limits (SetLimit)
+	limits map[string]limitSet // own limits (SetLimits)
 
 	state atomic.Int32
 	trip  chan error // to the background goroutine; capacity 1
@@ -302,26 +319,46 @@ type Exact struct {
 
 var _ shardlimit.Limiter = (*Exact)(nil)
 
+// exactRate is one rate of an Exact limiter as its script takes it.
+type exactRate struct {
+	window time.Duration
+	suffix string // of the rate's state key, after the hash tag
+	params []any  // the script's arguments of the rate after its limit
+}
+
+// limitSet holds one limit per rate, in the order of Exact.rates.
+type limitSet [shardlimit.MaxRates]int
+
+// ratesOf returns cfg's rates: Rates, or the one of Limit and Window.
+func ratesOf(cfg shardlimit.Config) []shardlimit.Rate {
+	if len(cfg.Rates) > 0 {
+		return cfg.Rates
+	}
+	return []shardlimit.Rate{{Limit: cfg.Limit, Window: cfg.Window}}
+}
+
 // NewExact returns an Exact limiter deciding through client. It does no I/O,
 // so it returns at once whether or not Redis is reachable; the first call
 // finds out. It starts one background goroutine (the reconnect probe); call
 // Close to stop it.
 //
 // It returns an error wrapping shardlimit.ErrInvalidConfig if client is nil,
-// cfg.Algorithm is SlidingLog or unknown, any field is out of range, or the
-// window or bucket is not a whole number of microseconds.
+// cfg.Algorithm is SlidingLog or unknown, any field is out of range, a
+// window or bucket is not a whole number of microseconds, or a Fallback
+// given does not have the same windows in the same order (its limits may
+// differ).
 func NewExact(client RedisClient, cfg ExactConfig) (*Exact, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: nil redis client", shardlimit.ErrInvalidConfig)
 	}
-	e := &Exact{client: client, limits: make(map[string]int)}
+	e := &Exact{client: client, limits: make(map[string]limitSet)}
 	switch cfg.Algorithm {
 	case shardlimit.FixedWindow:
-		e.script, e.suffix = fixedScript, ":fw"
+		e.script = fixedScript
 	case shardlimit.SlidingCounter:
-		e.script, e.suffix = counterScript, ":sc"
+		e.script = counterScript
 	case shardlimit.GCRA:
-		e.script, e.suffix = gcraScript, ":gcra"
+		e.script = gcraScript
 	case shardlimit.SlidingLog:
 		return nil, fmt.Errorf("%w: the sliding log has no exact mode; use SlidingCounter", shardlimit.ErrInvalidConfig)
 	default:
@@ -355,20 +392,14 @@ func NewExact(client RedisClient, cfg ExactConfig) (*Exact, error) {
 		}
 	}
 	e.cfg = full
-	e.defLimit.Store(int64(full.Limit))
-	const us = int64(time.Microsecond)
-	if int64(full.Window)%us != 0 {
+	if err := e.setRates(); err != nil {
 		e.closeFallback()
-		return nil, fmt.Errorf("%w: window %v is not a whole number of microseconds", shardlimit.ErrInvalidConfig, full.Window)
+		return nil, err
 	}
-	e.window = int64(full.Window) / us
-	if full.Algorithm == shardlimit.SlidingCounter {
-		g := int64(full.Window) / int64(full.Buckets)
-		if g%us != 0 {
-			e.closeFallback()
-			return nil, fmt.Errorf("%w: bucket %v (window/buckets) is not a whole number of microseconds", shardlimit.ErrInvalidConfig, time.Duration(g))
+	if cfg.Policy == FallbackLocal && cfg.Fallback != nil {
+		if err := e.checkFallback(cfg.Fallback.Config()); err != nil {
+			return nil, err
 		}
-		e.bucket = g / us
 	}
 	e.trip = make(chan error, 1)
 	e.stop = make(chan struct{})
@@ -378,6 +409,67 @@ func NewExact(client RedisClient, cfg ExactConfig) (*Exact, error) {
 	e.backoff.Store(int64(e.probeMin))
 	go e.run()
 	return e, nil
+}
+
+// setRates sets up e.rates and the default limits from e.cfg, whose
+// limiter fields are valid: every window (and bucket) must be a whole
+// number of microseconds, the resolution of Redis TIME.
+func (e *Exact) setRates() error {
+	const us = int64(time.Microsecond)
+	var defaults limitSet
+	for i, r := range ratesOf(e.cfg) {
+		w := int64(r.Window)
+		if w%us != 0 {
+			return fmt.Errorf("%w: window %v is not a whole number of microseconds", shardlimit.ErrInvalidConfig, r.Window)
+		}
+		x := exactRate{window: r.Window}
+		switch e.cfg.Algorithm {
+		case shardlimit.FixedWindow:
+			x.suffix = fmt.Sprintf(":fw:%d", w/us)
+			x.params = []any{w / us}
+		case shardlimit.SlidingCounter:
+			g := w / int64(e.cfg.Buckets)
+			if g%us != 0 {
+				return fmt.Errorf("%w: bucket %v (window/buckets) is not a whole number of microseconds", shardlimit.ErrInvalidConfig, time.Duration(g))
+			}
+			x.suffix = fmt.Sprintf(":sc:%d:%d", w/us, g/us)
+			x.params = []any{g / us, e.cfg.Buckets}
+		case shardlimit.GCRA:
+			x.suffix = fmt.Sprintf(":gcra:%d", w/us)
+			x.params = []any{w / us}
+		}
+		e.rates = append(e.rates, x)
+		defaults[i] = r.Limit
+		if r.Window > e.rates[e.longest].window {
+			e.longest = i
+		}
+	}
+	e.defaults.Store(&defaults)
+	return nil
+}
+
+// checkFallback reports an error unless the fallback limiter configured as
+// fb has the windows of e's rates in the same order, so that SetLimits
+// means the same to both and the fallback enforces every rate.
+func (e *Exact) checkFallback(fb shardlimit.Config) error {
+	rs := ratesOf(fb)
+	ok := len(rs) == len(e.rates)
+	for i := 0; ok && i < len(rs); i++ {
+		ok = rs[i].Window == e.rates[i].window
+	}
+	if !ok {
+		return fmt.Errorf("%w: the fallback's windows %v are not the limiter's %v", shardlimit.ErrInvalidConfig, windowsOf(rs), windowsOf(ratesOf(e.cfg)))
+	}
+	return nil
+}
+
+// windowsOf returns the windows of rs.
+func windowsOf(rs []shardlimit.Rate) []time.Duration {
+	w := make([]time.Duration, len(rs))
+	for i, r := range rs {
+		w[i] = r.Window
+	}
+	return w
 }
 
 // configure validates and applies the fields of cfg outside its Config.
@@ -440,10 +532,18 @@ func (e *Exact) closeFallback() {
 	}
 }
 
-// StateKey returns the Redis key holding key's state: <prefix>{<key>}:fw,
-// :sc or :gcra by algorithm (hex-encoded after '#' if key has a brace).
-func (e *Exact) StateKey(key string) string {
-	return tagged(e.prefix, key) + e.suffix
+// StateKeys returns the Redis keys holding key's state, one per rate in
+// the order of Config.Rates: <prefix>{<key>}:fw:<W>, :sc:<W>:<G> or
+// :gcra:<W> by algorithm, W the rate's window and G its bucket in
+// microseconds (the key hex-encoded after '#' if it has a brace). All of
+// them carry key as their hash tag, so they share one Redis Cluster slot.
+func (e *Exact) StateKeys(key string) []string {
+	tag := tagged(e.prefix, key)
+	keys := make([]string, len(e.rates))
+	for i, r := range e.rates {
+		keys[i] = tag + r.suffix
+	}
+	return keys
 }
 
 // Allow reports whether one request for key may happen now. It is
@@ -510,15 +610,15 @@ func (e *Exact) Peek(key string, now time.Time, n int) shardlimit.Result {
 	return e.decide(context.Background(), key, now, n, false)
 }
 
-// limitFor returns key's own limit or the default.
-func (e *Exact) limitFor(key string) int {
+// limitsFor returns key's own limits or the defaults.
+func (e *Exact) limitsFor(key string) limitSet {
 	e.mu.RLock()
-	lim, ok := e.limits[key]
+	lims, ok := e.limits[key]
 	e.mu.RUnlock()
 	if !ok {
-		lim = int(e.defLimit.Load())
+		lims = *e.defaults.Load()
 	}
-	return lim
+	return lims
 }
 
 // decide is the body of every decision.
@@ -531,10 +631,10 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 	case len(key) == 0 || len(key) > e.cfg.MaxKeyBytes:
 		return shardlimit.Result{Err: shardlimit.ErrInvalidKey}
 	}
-	lim := e.limitFor(key)
+	lims := e.limitsFor(key)
 	if State(e.state.Load()) == Healthy {
 		start := time.Now()
-		r, err := e.remote(ctx, key, now, n, lim, consume)
+		r, err := e.remote(ctx, key, now, n, &lims, consume)
 		if errors.Is(err, shardlimit.ErrClosed) {
 			return shardlimit.Result{Err: shardlimit.ErrClosed}
 		}
@@ -550,12 +650,12 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 		}
 		if cerr := callerErr(ctx); cerr != nil {
 			// The caller gave up; not a sign of Redis's health.
-			return shardlimit.Result{Limit: lim, Err: cerr}
+			return shardlimit.Result{Limit: lims[e.longest], Err: cerr}
 		}
 		e.failed(err, start)
 	}
 	e.policyDecs.Add(1)
-	r := e.byPolicy(key, now, n, lim, consume)
+	r := e.byPolicy(key, now, n, &lims, consume)
 	e.tally(consume, n, r)
 	return r
 }
@@ -586,8 +686,9 @@ func callerErr(ctx context.Context) error {
 	return nil
 }
 
-// remote runs the algorithm's script for one decision.
-func (e *Exact) remote(ctx context.Context, key string, now time.Time, n, lim int, consume bool) (shardlimit.Result, error) {
+// remote runs the algorithm's script for one decision: one call that
+// decides every rate of key under the limits lims.
+func (e *Exact) remote(ctx context.Context, key string, now time.Time, n int, lims *limitSet, consume bool) (shardlimit.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
 	at := int64(-1) // Redis TIME
@@ -598,13 +699,12 @@ func (e *Exact) remote(ctx context.Context, key string, now time.Time, n, lim in
 	if consume {
 		c = 1
 	}
-	cost := min(n, shardlimit.MaxLimit+1)
-	keys := []string{e.StateKey(key)}
-	var args []any
-	if e.bucket > 0 {
-		args = []any{lim, cost, e.bucket, e.cfg.Buckets, c, at}
-	} else {
-		args = []any{lim, cost, e.window, c, at}
+	keys := e.StateKeys(key)
+	args := make([]any, 3, 3+3*len(e.rates))
+	args[0], args[1], args[2] = min(n, shardlimit.MaxLimit+1), c, at
+	for i, r := range e.rates {
+		args = append(args, lims[i])
+		args = append(args, r.params...)
 	}
 	if !e.begin() {
 		return shardlimit.Result{}, shardlimit.ErrClosed
@@ -619,11 +719,7 @@ func (e *Exact) remote(ctx context.Context, key string, now time.Time, n, lim in
 	if err != nil {
 		return shardlimit.Result{}, err
 	}
-	r, err := decodeDecision(v, lim, n)
-	if err == nil {
-		r.Window = e.cfg.Window
-	}
-	return r, err
+	return decodeDecision(v, n, lims[:len(e.rates)], e.rates)
 }
 
 // begin registers a Redis call in flight, or returns false if the limiter
@@ -645,43 +741,86 @@ func (e *Exact) end() {
 	}
 }
 
-// decodeDecision checks the reply {allowed, remaining, reset_us, retry_us}
-// of a decision script and converts it to a Result.
-func decodeDecision(v any, lim, n int) (shardlimit.Result, error) {
+// decodeDecision checks the reply of a decision script for cost n under
+// limits lims, one per rate of rates: {allowed, then per rate: remaining,
+// reset_us, retry_us}, every number in range and consistent with n and the
+// rate's limit. It converts the reply to a Result (see bind).
+func decodeDecision(v any, n int, lims []int, rates []exactRate) (shardlimit.Result, error) {
+	want := 1 + 3*len(rates)
 	arr, ok := v.([]any)
-	if !ok || len(arr) != 4 {
-		return shardlimit.Result{}, fmt.Errorf("%w: got %T %v, want an array of 4 integers", ErrBadReply, v, v)
+	if !ok || len(arr) != want {
+		return shardlimit.Result{}, fmt.Errorf("%w: got %T %v, want an array of %d integers", ErrBadReply, v, v, want)
 	}
-	var x [4]int64
+	var x [1 + 3*shardlimit.MaxRates]int64
 	for i, el := range arr {
 		if x[i], ok = el.(int64); !ok {
 			return shardlimit.Result{}, fmt.Errorf("%w: element %d is %T, want an integer", ErrBadReply, i, el)
 		}
 	}
-	allowed, rem, reset, retry := x[0], x[1], x[2], x[3]
+	allowed := x[0]
+	if allowed != 0 && allowed != 1 || n == 0 && allowed == 0 {
+		return shardlimit.Result{}, fmt.Errorf("%w: inconsistent decision %v", ErrBadReply, arr)
+	}
 	const maxUs = int64(1<<63-1) / int64(time.Microsecond)
-	switch {
-	case allowed != 0 && allowed != 1,
-		rem < 0 || rem > int64(lim),
-		reset < 0 || reset > maxUs,
-		retry < -1 || retry > maxUs,
-		allowed == 1 && retry != 0,
-		n == 0 && allowed == 0:
-		return shardlimit.Result{}, fmt.Errorf("%w: inconsistent decision %v", ErrBadReply, x)
+	var out [shardlimit.MaxRates]rateOutcome
+	for k, rt := range rates {
+		rem, reset, retry := x[1+3*k], x[2+3*k], x[3+3*k]
+		lim := lims[k]
+		switch {
+		case rem < 0 || rem > int64(lim),
+			reset < 0 || reset > maxUs,
+			retry < -1 || retry > maxUs,
+			allowed == 1 && retry != 0,
+			n > 0 && (retry == -1) != (n > lim):
+			return shardlimit.Result{}, fmt.Errorf("%w: inconsistent decision %v (rate %d, limit %d, cost %d)", ErrBadReply, arr, k, lim, n)
+		}
+		o := rateOutcome{limit: lim, window: rt.window, remaining: int(rem), reset: time.Duration(reset) * time.Microsecond}
+		if retry == -1 {
+			o.retry = shardlimit.Never
+		} else {
+			o.retry = time.Duration(retry) * time.Microsecond
+		}
+		out[k] = o
+	}
+	return bind(allowed == 1, out[:len(rates)]), nil
+}
+
+// rateOutcome is one rate's side of a decision.
+type rateOutcome struct {
+	limit     int
+	window    time.Duration
+	remaining int           // after the decision, in [0, limit]
+	reset     time.Duration // until the rate's usage next drops
+	retry     time.Duration // until the rate admits the request: 0 if it does, Never if no wait can
+}
+
+// bind returns the Result of a decision, admitted or not, from each
+// rate's outcome, as the in-process limiters report one: Limit, Remaining,
+// ResetAfter and Window of the binding rate, the one with the least
+// remaining (ties: the longest window); if denied, RetryAfter the latest
+// of the rates' waits (each rate's usage only drops while none is
+// admitted, so that is the first instant at which all admit; Never if any
+// never does), at least a microsecond.
+func bind(allowed bool, rs []rateOutcome) shardlimit.Result {
+	b := 0
+	var retry time.Duration
+	for i, o := range rs {
+		retry = max(retry, o.retry)
+		if o.remaining < rs[b].remaining || o.remaining == rs[b].remaining && o.window > rs[b].window {
+			b = i
+		}
 	}
 	r := shardlimit.Result{
-		Allowed:    allowed == 1,
-		Limit:      lim,
-		Remaining:  int(rem),
-		ResetAfter: time.Duration(reset) * time.Microsecond,
+		Allowed:    allowed,
+		Limit:      rs[b].limit,
+		Remaining:  rs[b].remaining,
+		ResetAfter: rs[b].reset,
+		Window:     rs[b].window,
 	}
-	switch {
-	case retry == -1:
-		r.RetryAfter = shardlimit.Never
-	case !r.Allowed:
-		r.RetryAfter = max(time.Duration(retry)*time.Microsecond, time.Microsecond)
+	if !allowed {
+		r.RetryAfter = max(retry, time.Microsecond)
 	}
-	return r, nil
+	return r
 }
 
 // failed counts a call started at start that failed with err, and
@@ -746,36 +885,46 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// byPolicy decides without Redis.
-func (e *Exact) byPolicy(key string, now time.Time, n, lim int, consume bool) shardlimit.Result {
-	switch e.policy {
-	case FallbackLocal:
+// byPolicy decides without Redis, under the limits lims.
+func (e *Exact) byPolicy(key string, now time.Time, n int, lims *limitSet, consume bool) shardlimit.Result {
+	if e.policy == FallbackLocal {
 		if consume {
 			return e.fallback.AllowN(key, now, n)
 		}
 		return e.fallback.Peek(key, now, n)
-	case FailOpen:
-		r := shardlimit.Result{Limit: lim, Remaining: lim}
-		switch {
-		case n > lim:
-			r.RetryAfter = shardlimit.Never
-		default:
-			r.Allowed, r.Remaining = true, lim-n
+	}
+	var out [shardlimit.MaxRates]rateOutcome
+	allowed := true
+	for k, rt := range e.rates {
+		lim := lims[k]
+		o := rateOutcome{limit: lim, window: rt.window}
+		if n > lim {
+			o.retry, allowed = shardlimit.Never, false
 		}
-		return r
+		out[k] = o
 	}
-	// FailClosed
-	r := shardlimit.Result{Limit: lim}
-	switch {
-	case n == 0:
-		r.Allowed = true
-	case n > lim:
-		r.RetryAfter = shardlimit.Never
-	default:
-		wait := time.Duration(e.backoff.Load())
-		r.RetryAfter, r.ResetAfter = wait, wait
+	rs := out[:len(e.rates)]
+	if e.policy == FailOpen {
+		// Every rate as a fresh key's.
+		for k := range rs {
+			rs[k].remaining = rs[k].limit
+			if allowed {
+				rs[k].remaining -= n
+			}
+		}
+		return bind(allowed, rs)
 	}
-	return r
+	// FailClosed: no room anywhere, the probe's delay as the wait.
+	if n == 0 {
+		return bind(true, rs)
+	}
+	wait := time.Duration(e.backoff.Load())
+	for k := range rs {
+		if rs[k].retry == 0 {
+			rs[k].retry, rs[k].reset = wait, wait
+		}
+	}
+	return bind(false, rs)
 }
 
 // run is the background goroutine: it reports state changes and probes
@@ -911,33 +1060,54 @@ func (e *Exact) checkKey(key string) error {
 	return nil
 }
 
-func checkExactLimit(limit int) error {
-	if limit < 0 || limit > shardlimit.MaxLimit {
-		return fmt.Errorf("%w: limit %d outside [0, %d]", shardlimit.ErrInvalidConfig, limit, shardlimit.MaxLimit)
+// checkLimits validates limits, one per rate in the order of Config.Rates.
+func (e *Exact) checkLimits(limits []int) (limitSet, error) {
+	var ls limitSet
+	if len(limits) != len(e.rates) {
+		return ls, fmt.Errorf("%w: %d limits for %d rates", shardlimit.ErrInvalidConfig, len(limits), len(e.rates))
 	}
-	return nil
+	for i, limit := range limits {
+		if limit < 0 || limit > shardlimit.MaxLimit {
+			return ls, fmt.Errorf("%w: limit %d outside [0, %d]", shardlimit.ErrInvalidConfig, limit, shardlimit.MaxLimit)
+		}
+		ls[i] = limit
+	}
+	return ls, nil
 }
 
 // SetLimit gives key a limit of its own in [0, MaxLimit] (0 blocks the
-// key), kept in this process until ClearLimit and passed to the fallback.
-// Usage already counted in Redis counts against the new limit.
+// key). It is SetLimits(key, limit), so a limiter of several rates
+// refuses it with an error wrapping ErrInvalidConfig.
 func (e *Exact) SetLimit(key string, limit int) error {
-	if err := checkExactLimit(limit); err != nil {
+	return e.SetLimits(key, limit)
+}
+
+// SetLimits gives key limits of its own, one per rate in the order of
+// Config.Rates, each in [0, MaxLimit] (0 blocks the key), kept in this
+// process until ClearLimit, sent with every decision and passed to the
+// fallback: configure them on every process. Usage already counted in
+// Redis counts against the new limits. It returns an error wrapping
+// ErrInvalidConfig if the count of limits is not the count of rates or a
+// limit is out of range, ErrInvalidKey for an empty or too long key,
+// ErrClosed after Close, or the fallback's error.
+func (e *Exact) SetLimits(key string, limits ...int) error {
+	ls, err := e.checkLimits(limits)
+	if err != nil {
 		return err
 	}
 	if err := e.checkKey(key); err != nil {
 		return err
 	}
 	e.mu.Lock()
-	e.limits[key] = limit
+	e.limits[key] = ls
 	e.mu.Unlock()
 	if e.fallback != nil {
-		return e.fallback.SetLimit(key, limit)
+		return e.fallback.SetLimits(key, limits...)
 	}
 	return nil
 }
 
-// ClearLimit makes key use the default limit again, here and in the
+// ClearLimit makes key use the default limits again, here and in the
 // fallback.
 func (e *Exact) ClearLimit(key string) error {
 	if err := e.checkKey(key); err != nil {
@@ -952,36 +1122,27 @@ func (e *Exact) ClearLimit(key string) error {
 	return nil
 }
 
-// SetDefaultLimit changes the limit of every key without its own, in
-// [0, MaxLimit], here and in the fallback.
-// SetLimits is SetLimit with the limit as a list: an exact limiter has one
-// rate, so it takes exactly one limit.
-func (e *Exact) SetLimits(key string, limits ...int) error {
-	if len(limits) != 1 {
-		return fmt.Errorf("%w: %d limits for 1 rate", shardlimit.ErrInvalidConfig, len(limits))
-	}
-	return e.SetLimit(key, limits[0])
-}
-
-// SetDefaultLimits is SetDefaultLimit with the limit as a list: an exact
-// limiter has one rate, so it takes exactly one limit.
-func (e *Exact) SetDefaultLimits(limits ...int) error {
-	if len(limits) != 1 {
-		return fmt.Errorf("%w: %d limits for 1 rate", shardlimit.ErrInvalidConfig, len(limits))
-	}
-	return e.SetDefaultLimit(limits[0])
-}
-
+// SetDefaultLimit changes the limit of every key without its own. It is
+// SetDefaultLimits(limit), so a limiter of several rates refuses it with
+// an error wrapping ErrInvalidConfig.
 func (e *Exact) SetDefaultLimit(limit int) error {
-	if err := checkExactLimit(limit); err != nil {
+	return e.SetDefaultLimits(limit)
+}
+
+// SetDefaultLimits changes the limits of every key without its own, one
+// per rate in the order of Config.Rates, each in [0, MaxLimit], here and
+// in the fallback. Errors as SetLimits.
+func (e *Exact) SetDefaultLimits(limits ...int) error {
+	ls, err := e.checkLimits(limits)
+	if err != nil {
 		return err
 	}
 	if e.closed.Load() {
 		return shardlimit.ErrClosed
 	}
-	e.defLimit.Store(int64(limit))
+	e.defaults.Store(&ls)
 	if e.fallback != nil {
-		return e.fallback.SetDefaultLimit(limit)
+		return e.fallback.SetDefaultLimits(limits...)
 	}
 	return nil
 }
@@ -1003,8 +1164,8 @@ func (e *Exact) Reset(key string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
 	defer cancel()
-	sk := e.StateKey(key)
-	if _, err := call(ctx, func() (any, error) { return e.client.Del(ctx, sk).Result() }, e.end); err != nil {
+	keys := e.StateKeys(key)
+	if _, err := call(ctx, func() (any, error) { return e.client.Del(ctx, keys...).Result() }, e.end); err != nil {
 		return fmt.Errorf("%w: reset %q: %w", ErrUnavailable, key, err)
 	}
 	return nil
@@ -1064,10 +1225,19 @@ func (e *Exact) Sweep(now time.Time) int {
 	return e.fallback.Sweep(now)
 }
 
-// Config returns the limiter configuration in effect, defaults filled in.
+// Config returns the limiter configuration in effect, defaults filled in
+// and the default limits as they are now.
 func (e *Exact) Config() shardlimit.Config {
 	cfg := e.cfg
-	cfg.Limit = int(e.defLimit.Load())
+	d := e.defaults.Load()
+	if len(cfg.Rates) == 0 {
+		cfg.Limit = d[0]
+		return cfg
+	}
+	cfg.Rates = make([]shardlimit.Rate, len(e.rates))
+	for i, r := range e.rates {
+		cfg.Rates[i] = shardlimit.Rate{Limit: d[i], Window: r.window}
+	}
 	return cfg
 }
 

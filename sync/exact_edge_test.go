@@ -85,17 +85,20 @@ func TestDecodeNeverPanics(t *testing.T) {
 		[]any{int64(1) << 62, int64(-1) << 62, int64(0), int64(0)}, []any{int64(0), int64(0), int64(0), int64(1) << 62},
 		[]string{"1"}, []int64{1, 2, 3, 4}, redis.Nil,
 	}
+	one := []exactRate{{window: time.Minute}}
+	two := []exactRate{{window: time.Second}, {window: time.Minute}}
 	for _, v := range weird {
 		for _, lim := range []int{0, 1, shardlimit.MaxLimit} {
 			for _, n := range []int{0, 1, 2} {
-				_, _ = decodeDecision(v, lim, n)
+				_, _ = decodeDecision(v, n, []int{lim}, one)
+				_, _ = decodeDecision(v, n, []int{lim, lim}, two)
 			}
 		}
 		for _, n := range []int{0, 1, 4} {
 			_, _ = decodeTotals(v, n, nil)
 		}
 	}
-	if r, err := decodeDecision([]any{int64(0), int64(0), int64(5), int64(0)}, 3, 1); err != nil || r.RetryAfter != time.Microsecond {
+	if r, err := decodeDecision([]any{int64(0), int64(0), int64(5), int64(0)}, 1, []int{3}, one); err != nil || r.RetryAfter != time.Microsecond {
 		t.Fatalf("denied with retry 0: %+v, %v; want RetryAfter 1us", r, err)
 	}
 }
@@ -155,8 +158,8 @@ func TestExactBraceKey(t *testing.T) {
 			t.Fatalf("%q admitted twice", key)
 		}
 	}
-	if k := e.StateKey("}x{"); k != e.prefix+"#{7d787b}:fw" {
-		t.Fatalf("StateKey = %q", k)
+	if k := e.StateKeys("}x{")[0]; k != e.prefix+"#{7d787b}:fw:60000000" {
+		t.Fatalf("StateKeys = %q", k)
 	}
 }
 
@@ -172,13 +175,13 @@ func TestExactCounterStaleBuckets(t *testing.T) {
 		}
 	}
 	ctx := ctxT(t, 5*time.Second)
-	if n := c.HLen(ctx, e.StateKey("k")).Val(); n < 1000 || n > 1200 {
+	if n := c.HLen(ctx, e.StateKeys("k")[0]).Val(); n < 1000 || n > 1200 {
 		t.Fatalf("HLEN = %d while filling", n)
 	}
 	if r := e.AllowN("k", at(10*time.Second), 1); !r.Allowed || r.Remaining != 4999 {
 		t.Fatalf("after the pause: %+v", r)
 	}
-	if n := c.HLen(ctx, e.StateKey("k")).Val(); n != 1 {
+	if n := c.HLen(ctx, e.StateKeys("k")[0]).Val(); n != 1 {
 		t.Fatalf("HLEN = %d after the pause, want 1", n)
 	}
 }

@@ -366,7 +366,7 @@ func TestCaseB17LimitZeroExact(t *testing.T) {
 	for name, c := range map[string]struct {
 		cfg   shardlimit.Config
 		retry int
-	}{"fixed": {fixedCfg(5, time.Minute), 20}, "counterS2": {counterCfg(5, time.Minute, 60), 61}} {
+	}{"fixed": {fixedCfg(5, time.Minute), 20}, "counterS2": {counterCfg(5, time.Minute, 60), 61}, "gcra": {gcraCfg(5, time.Minute), 20}} {
 		t.Run(name, func(t *testing.T) {
 			e := replay(t, c.cfg)
 			if err := e.SetLimit("blocked", 0); err != nil {
@@ -387,6 +387,10 @@ func TestCaseB17LimitZeroExact(t *testing.T) {
 				t.Fatal(err)
 			}
 			runSteps(t, e, "blocked", cat(times(3, step{100, 1, true, 2, 0}), []step{{100, 1, false, 0, c.retry}}))
+			// Decided by Redis, not by the fallback (which would agree).
+			if st := e.ExactStats(); st.Errors != 0 || st.PolicyDecisions != 0 {
+				t.Fatalf("stats %+v", st)
+			}
 		})
 	}
 }
@@ -541,7 +545,7 @@ func TestExactServerClockAndTTL(t *testing.T) {
 			if r := e.Peek("k", time.Now(), 1); !r.Allowed || r.Remaining != 2 {
 				t.Fatalf("peek: %+v", r)
 			}
-			if c.Exists(ctx, e.StateKey("k")).Val() != 0 {
+			if c.Exists(ctx, e.StateKeys("k")[0]).Val() != 0 {
 				t.Fatal("Peek created the state key")
 			}
 			for i := range 3 {
@@ -551,7 +555,7 @@ func TestExactServerClockAndTTL(t *testing.T) {
 				}
 				// The TTL is the time the state still matters, rounded up
 				// to a millisecond, plus one second of slack.
-				ttl := c.PTTL(ctx, e.StateKey("k")).Val()
+				ttl := c.PTTL(ctx, e.StateKeys("k")[0]).Val()
 				if ttl <= time.Second || ttl > cc.maxTTL+time.Second+time.Millisecond {
 					t.Fatalf("call %d: PTTL %v, want in (1s, %v]", i, ttl, cc.maxTTL+time.Second+time.Millisecond)
 				}
@@ -903,9 +907,9 @@ func TestExactCorruptState(t *testing.T) {
 	ctx := ctxT(t, 5*time.Second)
 	for _, cfg := range []shardlimit.Config{fixedCfg(2, time.Minute), counterCfg(2, time.Minute, 6), gcraCfg(2, time.Minute)} {
 		e := newExact(t, c, ExactConfig{Config: cfg})
-		c.Set(ctx, e.StateKey("str"), "x", time.Minute)
-		c.HSet(ctx, e.StateKey("bad"), "w", "abc", "c", "1", "t", "1e3", "r", "0", "l", "2", "5", "-1")
-		c.Expire(ctx, e.StateKey("bad"), time.Minute)
+		c.Set(ctx, e.StateKeys("str")[0], "x", time.Minute)
+		c.HSet(ctx, e.StateKeys("bad")[0], "w", "abc", "c", "1", "t", "1e3", "r", "0", "l", "2", "5", "-1")
+		c.Expire(ctx, e.StateKeys("bad")[0], time.Minute)
 		for _, key := range []string{"str", "bad"} {
 			if r := e.AllowN(key, time.Now(), 1); r.Err != nil || !r.Allowed {
 				t.Errorf("%v %s: %+v", cfg.Algorithm, key, r)
@@ -914,7 +918,7 @@ func TestExactCorruptState(t *testing.T) {
 		if st := e.ExactStats(); st.Errors != 2 || st.State != Healthy {
 			t.Errorf("%v: stats %+v", cfg.Algorithm, st)
 		}
-		if v := c.Get(ctx, e.StateKey("str")).Val(); v != "x" {
+		if v := c.Get(ctx, e.StateKeys("str")[0]).Val(); v != "x" {
 			t.Errorf("foreign key changed to %q", v)
 		}
 	}
@@ -1012,10 +1016,10 @@ func TestExactDenialWritesNothing(t *testing.T) {
 				t.Fatalf("%v: a denial or peek wrote: %q", cfg.Algorithm, cmd)
 			}
 		}
-		if ttl := c.PTTL(ctx, e.StateKey("k")).Val(); ttl <= 0 {
+		if ttl := c.PTTL(ctx, e.StateKeys("k")[0]).Val(); ttl <= 0 {
 			t.Fatalf("%v: state key PTTL %v", cfg.Algorithm, ttl)
 		}
-		if c.Exists(ctx, e.StateKey("fresh")).Val() != 0 {
+		if c.Exists(ctx, e.StateKeys("fresh")[0]).Val() != 0 {
 			t.Fatalf("%v: Peek created a key", cfg.Algorithm)
 		}
 	}

@@ -128,222 +128,308 @@ out[n] = cur
 return out
 `)
 
+// The decision scripts of Exact decide one request against every rate of a
+// key in one call: each rate's state lives in a key of its own (KEYS, one
+// per rate, all under the key's hash tag, so in one Cluster slot), every
+// rate is read and checked before anything is written, and the cost is then
+// written to all of them or, if any rate denies, to none. They share one
+// layout:
+//
+//	KEYS[k]    state of rate k, k = 1..R, 1 <= R <= 4
+//	ARGV[1]    cost n >= 0 (0: a peek, always allowed, nothing written)
+//	ARGV[2]    consume: 1 keeps an admission; anything else reports it only
+//	ARGV[3]    now (us; -1: Redis TIME); one instant for every rate
+//	ARGV[4..]  each rate's arguments in turn, its limit first
+//	returns    {allowed, then per rate k: remaining, reset after (us),
+//	           retry after (us; 0 if rate k admits n, -1 if it never can)}
+//
+// Remaining and reset after are the rate's after the decision (an admitted
+// cost counted even when not consumed; a denied one not at all); Go picks
+// the binding rate and the latest retry.
+
+// decisionLib holds what the decision scripts share.
+const decisionLib = luaLib + `
+-- head checks the arguments every decision script starts with, and that
+-- ARGV holds per arguments for each of the 1 to 4 keys (rates). It returns
+-- the cost and whether to consume, or nil.
+local function head(per)
+  local n = arg(ARGV[1], 0, 1073741824)
+  local R = #KEYS
+  if not n or R < 1 or R > 4 or #ARGV ~= 3 + per * R then return nil end
+  return n, ARGV[2] == '1'
+end
+`
+
 // fixedScript decides a request by the fixed window counter.
 //
-//	KEYS[1]  hash {w = window id, c = units admitted in window w}
-//	ARGV     limit, n, window (us), consume (0/1), now (us; -1: Redis TIME)
-//	returns  {allowed, remaining, reset after (us), retry after (us; -1 never)}
-var fixedScript = redis.NewScript(luaLib + `
-local lim = arg(ARGV[1], 0, 1073741823)
-local n = arg(ARGV[2], 0, 1073741824)
-local W = arg(ARGV[3], 1, 1e15)
-local consume = ARGV[4] == '1'
-if not lim or not n or not W then return badargs() end
-local now = clock(ARGV[5])
-local id = fdiv(now, W)
-local st = redis.call('HMGET', KEYS[1], 'w', 'c')
-local sw, sc = int(st[1]), int(st[2])
-if sw == false or sc == false or (sc and sc < 0) then return corrupt(KEYS[1]) end
-local used = 0
-if sw and sc and sw >= id then
-  -- w > id only if the server clock stepped back: keep counting its units.
-  used = sc
-  id = sw
+//	KEYS[k]  hash {w = window id, c = units admitted in window w}
+//	ARGV     n, consume, now; per rate: limit, window (us)
+//	returns  {allowed, per rate: remaining, reset (us), retry (us; -1 never)}
+var fixedScript = redis.NewScript(decisionLib + `
+local n, consume = head(2)
+if not n then return badargs() end
+local R = #KEYS
+local lim, W = {}, {}
+for k = 1, R do
+  lim[k] = arg(ARGV[2 + 2 * k], 0, 1073741823)
+  W[k] = arg(ARGV[3 + 2 * k], 1, 1e15)
+  if not lim[k] or not W[k] then return badargs() end
 end
--- After such a step the counted window ends more than W from now: reset
--- and retry say when it really ends, so a client retrying then is admitted.
-local stop = (id + 1) * W
-local reset = stop - now
-local allowed, retry = 0, 0
-if n == 0 then
-  allowed = 1
-elseif n > lim then
-  retry = -1
-elseif used + n <= lim then
-  allowed = 1
-  used = used + n
-  if consume then
-    redis.call('HSET', KEYS[1], 'w', fmt(id), 'c', fmt(used))
-    redis.call('PEXPIRE', KEYS[1], fmt(ttl(stop - now)))
+local now = clock(ARGV[3])
+-- Every rate's window and usage at now; nothing is written before all fit.
+local id, used = {}, {}
+local fits = true
+for k = 1, R do
+  local i = fdiv(now, W[k])
+  local st = redis.call('HMGET', KEYS[k], 'w', 'c')
+  local sw, sc = int(st[1]), int(st[2])
+  if sw == false or sc == false or (sc and sc < 0) then return corrupt(KEYS[k]) end
+  local u = 0
+  if sw and sc and sw >= i then
+    -- w > i only if the server clock stepped back: keep counting its units.
+    u, i = sc, sw
   end
-else
-  retry = reset
+  id[k], used[k] = i, u
+  if n > lim[k] or u + n > lim[k] then fits = false end
 end
-local rem = lim - used
-if rem < 0 then rem = 0 end
-return {allowed, rem, reset, retry}
+local allowed = 0
+if n == 0 or fits then allowed = 1 end
+local out = {allowed}
+for k = 1, R do
+  -- After a step back the counted window ends more than W from now: reset
+  -- and retry say when it really ends, so a client retrying then is admitted.
+  local reset = (id[k] + 1) * W[k] - now
+  local retry = 0
+  if allowed == 1 and n > 0 then
+    used[k] = used[k] + n
+    if consume then
+      redis.call('HSET', KEYS[k], 'w', fmt(id[k]), 'c', fmt(used[k]))
+      redis.call('PEXPIRE', KEYS[k], fmt(ttl(reset)))
+    end
+  elseif n > lim[k] then
+    retry = -1
+  elseif used[k] + n > lim[k] then
+    retry = reset
+  end
+  local rem = lim[k] - used[k]
+  if rem < 0 then rem = 0 end
+  out[3 * k - 1], out[3 * k], out[3 * k + 1] = rem, reset, retry
+end
+return out
 `)
 
 // counterScript decides a request by the sliding window counter (policy S2
-// of CASES.md C4): the window of nb buckets of G microseconds; the bucket
-// that straddles now - W counts by its remaining overlap, rounded up.
+// of CASES.md C4): each rate's window of nb buckets of G microseconds; the
+// bucket that straddles now - W counts by its remaining overlap, rounded
+// up.
 //
-//	KEYS[1]  hash {bucket id = units admitted in it}
-//	ARGV     limit, n, G (us), nb, consume (0/1), now (us; -1: Redis TIME)
-//	returns  {allowed, remaining, reset after (us), retry after (us; -1 never)}
-var counterScript = redis.NewScript(luaLib + `
-local lim = arg(ARGV[1], 0, 1073741823)
-local n = arg(ARGV[2], 0, 1073741824)
-local G = arg(ARGV[3], 1, 1e15)
-local nb = arg(ARGV[4], 1, 65536)
-local consume = ARGV[5] == '1'
-if not lim or not n or not G or not nb then return badargs() end
-local now = clock(ARGV[6])
-local j = fdiv(now, G)
-local delta = now - j * G
-local h = redis.call('HGETALL', KEYS[1])
-local cnt = {}
-local full, strad = 0, 0
-local oldest, newest
-local stale = {}
-for i = 1, #h, 2 do
-  local id, c = int(h[i]), int(h[i + 1])
-  if not id or not c or c < 0 or c > 2147483647 then return corrupt(KEYS[1]) end
-  if id < j - nb then
-    stale[#stale + 1] = h[i]
-  else
-    cnt[id] = c
-    -- buckets after j exist only if the server clock stepped back: they
-    -- count in full until they leave the window.
-    if id == j - nb then strad = c else full = full + c end
-    if c > 0 and (not oldest or id < oldest) then oldest = id end
-    if not newest or id > newest then newest = id end
-  end
+//	KEYS[k]  hash {bucket id = units admitted in it}
+//	ARGV     n, consume, now; per rate: limit, G (us), nb
+//	returns  {allowed, per rate: remaining, reset (us), retry (us; -1 never)}
+var counterScript = redis.NewScript(decisionLib + `
+local n, consume = head(3)
+if not n then return badargs() end
+local R = #KEYS
+local lim, G, nb = {}, {}, {}
+for k = 1, R do
+  lim[k] = arg(ARGV[1 + 3 * k], 0, 1073741823)
+  G[k] = arg(ARGV[2 + 3 * k], 1, 1e15)
+  nb[k] = arg(ARGV[3 + 3 * k], 1, 65536)
+  if not lim[k] or not G[k] or not nb[k] then return badargs() end
 end
-local est = full
-if strad > 0 then
-  local q, r = muldiv(strad, G - delta, G)
-  if r > 0 then q = q + 1 end
-  est = est + q
+local now = clock(ARGV[3])
+
+-- load reads rate k's buckets at now: the bucket j of now, the counts cnt
+-- by bucket id, the units of the buckets that count in full (full) and of
+-- the one that straddles the window's start (strad), the weighted
+-- estimate est, the oldest non-empty and the newest bucket ids, and the
+-- fields of buckets that no longer count (stale). nil if a field is not a
+-- bucket's count.
+local function load(k)
+  local g, m = G[k], nb[k]
+  local j = fdiv(now, g)
+  local s = {j = j, cnt = {}, full = 0, strad = 0, stale = {}}
+  local h = redis.call('HGETALL', KEYS[k])
+  for i = 1, #h, 2 do
+    local id, c = int(h[i]), int(h[i + 1])
+    if not id or not c or c < 0 or c > 2147483647 then return nil end
+    if id < j - m then
+      s.stale[#s.stale + 1] = h[i]
+    else
+      s.cnt[id] = c
+      -- buckets after j exist only if the server clock stepped back: they
+      -- count in full until they leave the window.
+      if id == j - m then s.strad = c else s.full = s.full + c end
+      if c > 0 and (not s.oldest or id < s.oldest) then s.oldest = id end
+      if not s.newest or id > s.newest then s.newest = id end
+    end
+  end
+  s.est = s.full
+  if s.strad > 0 then
+    local q, r = muldiv(s.strad, g - (now - j * g), g)
+    if r > 0 then q = q + 1 end
+    s.est = s.est + q
+  end
+  return s
 end
 
--- admitAt returns the earliest instant >= now at which n units fit,
--- walking forward bucket by bucket: in bucket j+k the straddler is bucket
--- j+k-nb and no units arrive after bucket j.
-local function admitAt()
-  local s, f = strad, full
-  for k = 0, nb + 1 do
-    if k > 0 then
-      s = 0
-      if k <= nb then s = cnt[j + k - nb] or 0 end
-      f = f - s
+-- admitAt returns the earliest instant >= now at which n units fit rate k
+-- (state s), walking forward bucket by bucket: in bucket j+i the
+-- straddler is bucket j+i-nb and no units arrive after bucket j.
+local function admitAt(s, k)
+  local g, m, l = G[k], nb[k], lim[k]
+  local st, f = s.strad, s.full
+  for i = 0, m + 1 do
+    if i > 0 then
+      st = 0
+      if i <= m then st = s.cnt[s.j + i - m] or 0 end
+      f = f - st
     end
-    local room = lim - n - f
+    local room = l - n - f
     if room >= 0 then
       local at = 0
-      if s > room then
-        local q, r = muldiv(s - room, G, s)
+      if st > room then
+        local q, r = muldiv(st - room, g, st)
         if r > 0 then q = q + 1 end
         at = q
       end
-      if at < G then
-        local t = (j + k) * G + at
+      if at < g then
+        local t = (s.j + i) * g + at
         if t < now then t = now end
         return t
       end
     end
   end
-  return ((newest or j) + nb + 1) * G
+  return ((s.newest or s.j) + m + 1) * g
 end
 
-local allowed, retry = 0, 0
-if n == 0 then
-  allowed = 1
-elseif n > lim then
-  retry = -1
-elseif est + n <= lim then
-  allowed = 1
-  est = est + n
-  if consume then
-    redis.call('HINCRBY', KEYS[1], fmt(j), n)
-    for i = 1, #stale, 500 do
-      redis.call('HDEL', KEYS[1], unpack(stale, i, math.min(i + 499, #stale)))
-    end
-    local top = j
-    if newest and newest > top then top = newest end
-    redis.call('PEXPIRE', KEYS[1], fmt(ttl((top + nb + 1) * G - now)))
-    if not oldest or j < oldest then oldest = j end
-  end
-else
-  retry = admitAt() - now
+-- Every rate's estimate at now; nothing is written before all fit.
+local st = {}
+local fits = true
+for k = 1, R do
+  st[k] = load(k)
+  if not st[k] then return corrupt(KEYS[k]) end
+  if n > lim[k] or st[k].est + n > lim[k] then fits = false end
 end
-local rem = lim - est
-if rem < 0 then rem = 0 end
-local reset = ((oldest or j) + nb + 1) * G - now
-return {allowed, rem, reset, retry}
+local allowed = 0
+if n == 0 or fits then allowed = 1 end
+local out = {allowed}
+for k = 1, R do
+  local s, g, m = st[k], G[k], nb[k]
+  local retry = 0
+  if allowed == 1 and n > 0 then
+    s.est = s.est + n
+    if consume then
+      redis.call('HINCRBY', KEYS[k], fmt(s.j), n)
+      for i = 1, #s.stale, 500 do
+        redis.call('HDEL', KEYS[k], unpack(s.stale, i, math.min(i + 499, #s.stale)))
+      end
+      local top = s.j
+      if s.newest and s.newest > top then top = s.newest end
+      redis.call('PEXPIRE', KEYS[k], fmt(ttl((top + m + 1) * g - now)))
+      if not s.oldest or s.j < s.oldest then s.oldest = s.j end
+    end
+  elseif n > lim[k] then
+    retry = -1
+  elseif s.est + n > lim[k] then
+    retry = admitAt(s, k) - now
+  end
+  local rem = lim[k] - s.est
+  if rem < 0 then rem = 0 end
+  out[3 * k - 1], out[3 * k], out[3 * k + 1] = rem, ((s.oldest or s.j) + m + 1) * g - now, retry
+end
+return out
 `)
 
-// gcraScript decides a request by GCRA: a token bucket of capacity limit
-// refilled at limit units per window. The theoretical arrival time is
-// t + r/l microseconds, l the limit the state is encoded for, so the
-// emission interval W/l is exact.
+// gcraScript decides a request by GCRA: for each rate a token bucket of
+// capacity limit refilled at limit units per window. The theoretical
+// arrival time is t + r/l microseconds, l the limit the state is encoded
+// for, so the emission interval W/l is exact.
 //
-//	KEYS[1]  hash {t = TAT (us), r = fraction in 1/l us, l = limit}
-//	ARGV     limit, n, window (us), consume (0/1), now (us; -1: Redis TIME)
-//	returns  {allowed, remaining, reset after (us), retry after (us; -1 never)}
-var gcraScript = redis.NewScript(luaLib + `
-local lim = arg(ARGV[1], 0, 1073741823)
-local n = arg(ARGV[2], 0, 1073741824)
-local W = arg(ARGV[3], 1, 1e15)
-local consume = ARGV[4] == '1'
-if not lim or not n or not W then return badargs() end
-local now = clock(ARGV[5])
-local st = redis.call('HMGET', KEYS[1], 't', 'r', 'l')
-local tat, rem, old = int(st[1]), int(st[2]), int(st[3])
-if tat == false or rem == false or old == false then return corrupt(KEYS[1]) end
-if not tat or not rem or not old or old < 1 then
-  tat, rem, old = now, 0, lim
+//	KEYS[k]  hash {t = TAT (us), r = fraction in 1/l us, l = limit}
+//	ARGV     n, consume, now; per rate: limit, window (us)
+//	returns  {allowed, per rate: remaining, reset (us), retry (us; -1 never)}
+var gcraScript = redis.NewScript(decisionLib + `
+local n, consume = head(2)
+if not n then return badargs() end
+local R = #KEYS
+local lim, W = {}, {}
+for k = 1, R do
+  lim[k] = arg(ARGV[2 + 2 * k], 0, 1073741823)
+  W[k] = arg(ARGV[3 + 2 * k], 1, 1e15)
+  if not lim[k] or not W[k] then return badargs() end
 end
-if rem < 0 or rem >= old or tat > now + 4 * W + 1125899906842624 then return corrupt(KEYS[1]) end
-if tat < now or (tat == now and rem == 0) then
-  tat, rem = now, 0
-end
-if lim > 0 and old ~= lim then
-  -- Keep the usage, D*old/W units for debt D = TAT - now: the debt
-  -- becomes D*old/lim.
-  local d = tat - now
-  if rem == 0 and d == 0 then
-    -- a full bucket: nothing to rescale
-  elseif d * old / lim > 1125899906842624 then
-    tat, rem = now + 1125899906842624, 0
-  else
-    local q, r = muldiv(old, d, lim)
-    r = r + rem
-    local c = fdiv(r, lim)
-    tat, rem = now + q + c, r - c * lim
+local now = clock(ARGV[3])
+-- Every rate's TAT at now, and after n more units if they fit; nothing is
+-- written before all fit.
+local tat, rem, ntat, nrem, fit = {}, {}, {}, {}, {}
+local fits = true
+for k = 1, R do
+  local l, w = lim[k], W[k]
+  local st = redis.call('HMGET', KEYS[k], 't', 'r', 'l')
+  local t, r, old = int(st[1]), int(st[2]), int(st[3])
+  if t == false or r == false or old == false then return corrupt(KEYS[k]) end
+  if not t or not r or not old or old < 1 then
+    t, r, old = now, 0, math.max(l, 1)
   end
-end
-local allowed, retry = 0, 0
-if n == 0 then
-  allowed = 1
-elseif n > lim then
-  retry = -1
-else
-  local q, r = muldiv(n, W, lim)
-  local ntat, nrem = tat + q, rem + r
-  if nrem >= lim then nrem = nrem - lim; ntat = ntat + 1 end
-  local d = ntat - now
-  if d < W or (d == W and nrem == 0) then
-    allowed = 1
-    tat, rem = ntat, nrem
-    if consume then
-      redis.call('HSET', KEYS[1], 't', fmt(tat), 'r', fmt(rem), 'l', fmt(lim))
-      redis.call('PEXPIRE', KEYS[1], fmt(ttl(tat - now + 1)))
+  if r < 0 or r >= old or t > now + 4 * w + 1125899906842624 then return corrupt(KEYS[k]) end
+  if t < now or (t == now and r == 0) then
+    t, r = now, 0
+  end
+  if l > 0 and old ~= l then
+    -- Keep the usage, D*old/W units for debt D = TAT - now: the debt
+    -- becomes D*old/l.
+    local d = t - now
+    if r == 0 and d == 0 then
+      -- a full bucket: nothing to rescale
+    elseif d * old / l > 1125899906842624 then
+      t, r = now + 1125899906842624, 0
+    else
+      local q, rr = muldiv(old, d, l)
+      rr = rr + r
+      local c = fdiv(rr, l)
+      t, r = now + q + c, rr - c * l
     end
-  else
-    local at = ntat - W
-    if nrem > 0 then at = at + 1 end
+  end
+  tat[k], rem[k], fit[k] = t, r, n == 0
+  if n > 0 and n <= l then
+    local q, rr = muldiv(n, w, l)
+    local nt, nr = t + q, r + rr
+    if nr >= l then nr = nr - l; nt = nt + 1 end
+    local d = nt - now
+    ntat[k], nrem[k], fit[k] = nt, nr, d < w or (d == w and nr == 0)
+  end
+  if not fit[k] then fits = false end
+end
+local allowed = 0
+if fits then allowed = 1 end
+local out = {allowed}
+for k = 1, R do
+  local l, w = lim[k], W[k]
+  local retry = 0
+  if allowed == 1 and n > 0 then
+    tat[k], rem[k] = ntat[k], nrem[k]
+    if consume then
+      redis.call('HSET', KEYS[k], 't', fmt(tat[k]), 'r', fmt(rem[k]), 'l', fmt(l))
+      redis.call('PEXPIRE', KEYS[k], fmt(ttl(tat[k] - now + 1)))
+    end
+  elseif n > l then
+    retry = -1
+  elseif not fit[k] then
+    local at = ntat[k] - w
+    if nrem[k] > 0 then at = at + 1 end
     retry = at - now
   end
+  local d = tat[k] - now
+  local remaining = 0
+  if l > 0 and d < w then
+    local q, r = muldiv(l, w - d, w)
+    remaining = q + fdiv(r - rem[k], w)
+    if remaining < 0 then remaining = 0 end
+  end
+  local reset = d
+  if rem[k] > 0 then reset = reset + 1 end
+  out[3 * k - 1], out[3 * k], out[3 * k + 1] = remaining, reset, retry
 end
-local remaining = 0
-local d = tat - now
-if lim > 0 and d < W then
-  local q, r = muldiv(lim, W - d, W)
-  remaining = q + fdiv(r - rem, W)
-  if remaining < 0 then remaining = 0 end
-end
-local reset = d
-if rem > 0 then reset = reset + 1 end
-return {allowed, remaining, reset, retry}
+return out
 `)

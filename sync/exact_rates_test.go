@@ -1,0 +1,753 @@
+package sync
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	stdsync "sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/internal/redistest"
+)
+
+// Tests of Exact with several rates per key (Config.Rates): one script
+// call decides every rate, all or nothing.
+
+func rate(limit int, w time.Duration) shardlimit.Rate {
+	return shardlimit.Rate{Limit: limit, Window: w}
+}
+
+// ratesCfg returns a Config of alg with rates (buckets: SlidingCounter's,
+// 0 for the default).
+func ratesCfg(alg shardlimit.Algorithm, buckets int, rates ...shardlimit.Rate) shardlimit.Config {
+	return shardlimit.Config{Algorithm: alg, Buckets: buckets, Rates: rates}
+}
+
+// rstep is one call of a several-rates case: at T0+at, cost n; the
+// expected decision, the binding rate's Limit, Window and Remaining, and,
+// when denied, the exact RetryAfter (shardlimit.Never included).
+type rstep struct {
+	at      time.Duration
+	n       int
+	allowed bool
+	limit   int
+	window  time.Duration
+	rem     int
+	retry   time.Duration
+}
+
+const ms = time.Millisecond
+
+// runRateSteps applies steps in order to key of a limiter of cfg deciding
+// at the instants given, and checks besides each step's numbers:
+//
+//   - the in-process limiter of the same Config decides every step alike
+//     (its durations rounded up to Redis TIME's microsecond), ResetAfter
+//     included;
+//   - all or nothing, in Redis: a denial leaves every rate's state key as it
+//     was, field for field, and an admission changes every one of them and
+//     leaves it with a TTL;
+//   - RetryAfter is the first instant at which every rate admits: the same
+//     request is admitted at now+RetryAfter and denied a microsecond
+//     before (peeks, which write nothing).
+func runRateSteps(t *testing.T, cfg shardlimit.Config, steps []rstep) {
+	t.Helper()
+	e := replay(t, cfg)
+	cc := cfg
+	cc.JanitorInterval = -1
+	core, err := shardlimit.New(cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer core.Close()
+	c := sharedClient(t)
+	ctx := ctxT(t, 10*time.Second)
+	const key = "k"
+	keys := e.StateKeys(key)
+	if len(keys) != len(cfg.Rates) {
+		t.Fatalf("%d state keys for %d rates", len(keys), len(cfg.Rates))
+	}
+	snapshot := func() []map[string]string {
+		out := make([]map[string]string, len(keys))
+		for i, k := range keys {
+			out[i] = c.HGetAll(ctx, k).Val()
+		}
+		return out
+	}
+	for i, s := range steps {
+		now := at(s.at)
+		before := snapshot()
+		got := e.AllowN(key, now, s.n)
+		after := snapshot()
+		want := core.AllowN(key, now, s.n)
+		want.RetryAfter, want.ResetAfter = ceilMicro(want.RetryAfter), ceilMicro(want.ResetAfter)
+		if got != want {
+			t.Fatalf("step %d (t=%v n=%d): exact %+v, core %+v", i, s.at, s.n, got, want)
+		}
+		table := shardlimit.Result{Allowed: s.allowed, Limit: s.limit, Window: s.window, Remaining: s.rem, ResetAfter: got.ResetAfter}
+		if !s.allowed {
+			table.RetryAfter = s.retry
+		}
+		if got != table {
+			t.Fatalf("step %d (t=%v n=%d): got %+v, want %+v", i, s.at, s.n, got, table)
+		}
+		for k := range keys {
+			same := maps.Equal(before[k], after[k])
+			switch {
+			case got.Allowed && s.n > 0 && same:
+				t.Fatalf("step %d: an admission left rate %d's state %v unchanged", i, k, after[k])
+			case (!got.Allowed || s.n == 0) && !same:
+				t.Fatalf("step %d: a denial or peek changed rate %d's state from %v to %v", i, k, before[k], after[k])
+			case got.Allowed && s.n > 0 && c.PTTL(ctx, keys[k]).Val() <= 0:
+				t.Fatalf("step %d: rate %d's state has no TTL", i, k)
+			}
+		}
+		if !got.Allowed && got.RetryAfter != shardlimit.Never {
+			if p := e.Peek(key, now.Add(got.RetryAfter), s.n); !p.Allowed {
+				t.Fatalf("step %d: denied at now+RetryAfter (%v): %+v", i, got.RetryAfter, p)
+			}
+			if p := e.Peek(key, now.Add(got.RetryAfter-time.Microsecond), s.n); p.Allowed {
+				t.Fatalf("step %d: admitted 1us before now+RetryAfter (%v): %+v", i, got.RetryAfter, p)
+			}
+		}
+	}
+	if st := e.ExactStats(); st.Errors != 0 || st.PolicyDecisions != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestExactRatesFixed(t *testing.T) {
+	s, m := time.Second, time.Minute
+	t.Run("two", func(t *testing.T) {
+		// 3 per second and 5 per 10 seconds.
+		runRateSteps(t, ratesCfg(shardlimit.FixedWindow, 0, rate(3, s), rate(5, 10*s)), []rstep{
+			{0, 1, true, 3, s, 2, 0},
+			{0, 1, true, 3, s, 1, 0},
+			{0, 1, true, 3, s, 0, 0},
+			{500 * ms, 1, false, 3, s, 0, 500 * ms},        // the second is spent
+			{s, 1, true, 5, 10 * s, 1, 0},                  // 2 left this second, 1 in ten
+			{s, 1, true, 5, 10 * s, 0, 0},                  // 1 left this second, 0 in ten
+			{1500 * ms, 1, false, 5, 10 * s, 0, 8500 * ms}, // the second admits, ten do not
+			{2 * s, 2, false, 5, 10 * s, 0, 8 * s},         // a fresh second admits, ten do not
+			{10 * s, 3, true, 3, s, 0, 0},                  // 2 left in ten
+			{10200 * ms, 1, false, 3, s, 0, 800 * ms},      // ten admit, the second does not
+			{10200 * ms, 3, false, 3, s, 0, 9800 * ms},     // both deny: the later wait is ten's
+			{20 * s, 3, true, 3, s, 0, 0},
+			{20 * s, 4, false, 3, s, 0, shardlimit.Never}, // more than a second's limit
+			{20 * s, 0, true, 3, s, 0, 0},
+		})
+	})
+	t.Run("three", func(t *testing.T) {
+		// 4 per minute, 2 per second and 3 per 10 seconds, in that order.
+		runRateSteps(t, ratesCfg(shardlimit.FixedWindow, 0, rate(4, m), rate(2, s), rate(3, 10*s)), []rstep{
+			{0, 2, true, 2, s, 0, 0},
+			{s, 1, true, 3, 10 * s, 0, 0},
+			{2 * s, 1, false, 3, 10 * s, 0, 8 * s},
+			{10 * s, 1, true, 4, m, 0, 0},
+			{10 * s, 1, false, 4, m, 0, 50 * s},
+			{m, 2, true, 2, s, 0, 0},
+			{m + 500*ms, 3, false, 2, s, 0, shardlimit.Never},
+		})
+	})
+}
+
+func TestExactRatesCounter(t *testing.T) {
+	s := time.Second
+	// 4 per 10 seconds and 2 per second, one bucket each: the previous
+	// window weighs by its remaining overlap.
+	runRateSteps(t, ratesCfg(shardlimit.SlidingCounter, 1, rate(4, 10*s), rate(2, s)), []rstep{
+		{0, 1, true, 2, s, 1, 0},
+		{0, 1, true, 2, s, 0, 0},
+		{500 * ms, 1, false, 2, s, 0, s},            // 2 in the second; half of them still weigh at 1.5 s
+		{1500 * ms, 1, true, 2, s, 0, 0},            // second: 1 weighted + 1; ten: 3
+		{2 * s, 1, true, 4, 10 * s, 0, 0},           // both at their limit: the longer window binds
+		{2500 * ms, 1, false, 4, 10 * s, 0, 10 * s}, // the second waits 0.5 s, ten wait 10 s
+		{12500 * ms, 1, true, 4, 10 * s, 0, 0},      // ten: 4 weighted by 3/4 = 3, + 1
+		{12500 * ms, 3, false, 4, 10 * s, 0, shardlimit.Never},
+	})
+}
+
+func TestExactRatesGCRA(t *testing.T) {
+	s := time.Second
+	// 2 per second (one every 500 ms) and 3 per 10 seconds (one every
+	// 3.333... s).
+	runRateSteps(t, ratesCfg(shardlimit.GCRA, 0, rate(2, s), rate(3, 10*s)), []rstep{
+		{0, 1, true, 2, s, 1, 0},
+		{0, 1, true, 2, s, 0, 0},
+		{250 * ms, 1, false, 2, s, 0, 250 * ms},
+		{500 * ms, 1, true, 3, 10 * s, 0, 0},
+		{s, 1, false, 3, 10 * s, 0, 2_333_334 * time.Microsecond}, // the second admits; ten's TAT + 3.333 s - 10 s, rounded up
+		{3_333_334 * time.Microsecond, 1, true, 3, 10 * s, 0, 0},
+		{4 * s, 3, false, 3, 10 * s, 0, shardlimit.Never},
+	})
+}
+
+// TestExactRatesMatchCore: random schedules against Exact and the
+// in-process limiter with the same several rates (TestExactMatchesCore's
+// rules), with limits of a key's own on one key.
+func TestExactRatesMatchCore(t *testing.T) {
+	s := time.Second
+	cfgs := map[string]shardlimit.Config{
+		"fixed2":   ratesCfg(shardlimit.FixedWindow, 0, rate(3, s), rate(10, 10*s)),
+		"fixed4":   ratesCfg(shardlimit.FixedWindow, 0, rate(20, 2*time.Minute), rate(3, s), rate(12, 30*s), rate(7, 5*s)),
+		"counter2": ratesCfg(shardlimit.SlidingCounter, 4, rate(4, s), rate(10, 8*s)),
+		"counter3": ratesCfg(shardlimit.SlidingCounter, 10, rate(30, time.Minute), rate(5, s), rate(12, 10*s)),
+		"gcra2":    ratesCfg(shardlimit.GCRA, 0, rate(3, s), rate(10, 20*s)),
+		"gcra3":    ratesCfg(shardlimit.GCRA, 0, rate(1000, 3*ms), rate(7, 3*s), rate(50, 10*time.Minute)),
+	}
+	for name, cfg := range cfgs {
+		t.Run(name, func(t *testing.T) {
+			matchCore(t, cfg, 1500, uint64(len(name)))
+		})
+	}
+}
+
+// matchCore replays a random schedule of steps calls on three keys against
+// Exact (at the instants given) and the in-process limiter of cfg: every
+// decision, Limit, Window and Remaining agree exactly, and every duration
+// is the core's rounded up to the microsecond. Key k2 has limits of its
+// own, half the defaults.
+func matchCore(t *testing.T, cfg shardlimit.Config, steps int, seed uint64) {
+	t.Helper()
+	e := replay(t, cfg)
+	cc := cfg
+	cc.JanitorInterval = -1
+	core, err := shardlimit.New(cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer core.Close()
+	rates := ratesOf(cfg)
+	short, long := rates[0].Window, rates[0].Window
+	lo, hi := rates[0].Limit, rates[0].Limit
+	own := make([]int, len(rates))
+	for i, r := range rates {
+		short, long = min(short, r.Window), max(long, r.Window)
+		lo, hi = min(lo, r.Limit), max(hi, r.Limit)
+		own[i] = max(1, r.Limit/2)
+	}
+	if err := e.SetLimits("k2", own...); err != nil {
+		t.Fatal(err)
+	}
+	if err := core.SetLimits("k2", own...); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, seed))
+	w := int64(short / time.Microsecond)
+	now := T0.Add(time.Duration(rng.Int64N(w)) * time.Microsecond)
+	var retryAt [3]time.Time
+	for i := range steps {
+		k := rng.IntN(3)
+		switch p := rng.IntN(10); {
+		case p < 4:
+			now = now.Add(time.Duration(rng.Int64N(w/5+1)) * time.Microsecond)
+		case p < 5:
+			now = now.Add(time.Duration(rng.Int64N(3*w)) * time.Microsecond)
+		case p < 6 && len(rates) > 1:
+			now = now.Add(time.Duration(rng.Int64N(int64(long/time.Microsecond))) * time.Microsecond)
+		case p < 8 && retryAt[k].After(now):
+			now = retryAt[k] // exactly when the core said it would admit
+		}
+		n := []int{0, 1, 1, 1, 2, lo, lo + 1, hi, hi + 1}[rng.IntN(9)]
+		key := fmt.Sprintf("k%d", k)
+		var got, want shardlimit.Result
+		if rng.IntN(5) == 0 {
+			got, want = e.Peek(key, now, n), core.Peek(key, now, n)
+		} else {
+			got, want = e.AllowN(key, now, n), core.AllowN(key, now, n)
+		}
+		if !want.Allowed && want.RetryAfter != shardlimit.Never {
+			retryAt[k] = now.Add(ceilMicro(want.RetryAfter))
+		}
+		want.RetryAfter = ceilMicro(want.RetryAfter)
+		want.ResetAfter = ceilMicro(want.ResetAfter)
+		if got != want {
+			t.Fatalf("step %d: %s at T0+%v n=%d: exact %+v, core %+v", i, key, now.Sub(T0), n, got, want)
+		}
+	}
+	if st := e.ExactStats(); st.Errors != 0 || st.PolicyDecisions != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestExactRatesOneScriptCall: MONITOR on a private Redis shows exactly one
+// EVALSHA per decision, admitted, denied or peeked, carrying every rate's
+// state key, all in the key's hash slot; nothing else is sent (the other
+// commands are those the scripts run).
+func TestExactRatesOneScriptCall(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := newClient(t, srv.Addr)
+	s := time.Second
+	for name, cfg := range map[string]shardlimit.Config{
+		"fixed":   ratesCfg(shardlimit.FixedWindow, 0, rate(3, s), rate(5, time.Minute)),
+		"counter": ratesCfg(shardlimit.SlidingCounter, 5, rate(3, s), rate(5, 10*s), rate(8, time.Minute), rate(20, time.Hour)),
+		"gcra":    ratesCfg(shardlimit.GCRA, 0, rate(3, s), rate(5, time.Minute), rate(9, time.Hour)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newExact(t, c, ExactConfig{Config: cfg, EvictionCheck: -1})
+			e.callerTime = true
+			e.AllowN("warm", T0, 1) // loads the script
+			m := redistest.StartMonitor(t, srv.Addr)
+			const decisions = 30
+			for i := range decisions {
+				key, now := fmt.Sprintf("user:%d", i%3), at(time.Duration(i)*100*ms)
+				if i%5 == 4 {
+					e.Peek(key, now, 1)
+				} else {
+					e.AllowN(key, now, 1+i%2)
+				}
+			}
+			cmds := m.Sync(t)
+			m.Stop()
+			scripts, other := 0, map[string]int{}
+			for _, cmd := range cmds {
+				switch name := strings.ToUpper(cmd[0]); name {
+				case "EVALSHA", "EVAL":
+					if name == "EVAL" {
+						t.Errorf("EVAL after the script was loaded: %q", cmd[:3])
+					}
+					scripts++
+					nk, err := strconv.Atoi(cmd[2])
+					if err != nil || nk != len(cfg.Rates) || 3+nk > len(cmd) {
+						t.Fatalf("script call with %q keys for %d rates: %q", cmd[2], len(cfg.Rates), cmd)
+					}
+					keys := cmd[3 : 3+nk]
+					user := keys[0][strings.IndexByte(keys[0], '{')+1 : strings.IndexByte(keys[0], '}')]
+					want := e.StateKeys(user)
+					for i, k := range keys {
+						if k != want[i] || keySlot(k) != keySlot(keys[0]) {
+							t.Fatalf("script call keys %q, want %q in one slot", keys, want)
+						}
+					}
+				case "HMGET", "HGETALL", "HSET", "HINCRBY", "HDEL", "PEXPIRE":
+					other[name]++ // run by the scripts
+				default:
+					t.Errorf("unexpected command %q", cmd)
+				}
+			}
+			if scripts != decisions {
+				t.Errorf("MONITOR saw %d script calls for %d decisions (others: %v)", scripts, decisions, other)
+			}
+			if st := e.ExactStats(); st.Errors != 0 || st.Calls != decisions+1 {
+				t.Errorf("stats %+v", st)
+			}
+		})
+	}
+}
+
+// TestExactRatesLimits: SetLimits and SetDefaultLimits take one limit per
+// rate in the order of Config.Rates, the one-limit forms are refused, own
+// limits decide until ClearLimit, and Config reports the defaults in
+// force.
+func TestExactRatesLimits(t *testing.T) {
+	s := time.Second
+	cfg := ratesCfg(shardlimit.FixedWindow, 0, rate(10, time.Minute), rate(3, s))
+	e := replay(t, cfg)
+	for _, bad := range [][]int{nil, {1}, {1, 2, 3}, {1, -1}, {shardlimit.MaxLimit + 1, 1}} {
+		if err := e.SetLimits("k", bad...); !errors.Is(err, shardlimit.ErrInvalidConfig) {
+			t.Errorf("SetLimits(%v) = %v", bad, err)
+		}
+		if err := e.SetDefaultLimits(bad...); !errors.Is(err, shardlimit.ErrInvalidConfig) {
+			t.Errorf("SetDefaultLimits(%v) = %v", bad, err)
+		}
+	}
+	if err := e.SetLimit("k", 1); !errors.Is(err, shardlimit.ErrInvalidConfig) {
+		t.Errorf("SetLimit on two rates = %v", err)
+	}
+	if err := e.SetDefaultLimit(1); !errors.Is(err, shardlimit.ErrInvalidConfig) {
+		t.Errorf("SetDefaultLimit on two rates = %v", err)
+	}
+	if err := e.SetLimits("", 1, 1); !errors.Is(err, shardlimit.ErrInvalidKey) {
+		t.Errorf("SetLimits with an empty key = %v", err)
+	}
+	// Own limits: 2 per minute, 5 per second; the minute binds.
+	if err := e.SetLimits("own", 2, 5); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.AllowN("own", T0, 2); !r.Allowed || r.Limit != 2 || r.Window != time.Minute || r.Remaining != 0 {
+		t.Fatalf("own limits: %+v", r)
+	}
+	if r := e.AllowN("own", at(s), 1); r.Allowed || r.RetryAfter != 59*s {
+		t.Fatalf("own limits, minute spent: %+v", r)
+	}
+	// 0 blocks: Never, whatever the other rate says.
+	if err := e.SetLimits("banned", 10, 0); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.AllowN("banned", T0, 1); r.Allowed || r.RetryAfter != shardlimit.Never || r.Limit != 0 || r.Window != s {
+		t.Fatalf("a limit of 0: %+v", r)
+	}
+	if err := e.ClearLimit("own"); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.AllowN("own", at(s), 1); !r.Allowed || r.Limit != 3 || r.Remaining != 2 || r.Window != s {
+		t.Fatalf("after ClearLimit: %+v", r)
+	}
+	// Defaults: 4 per minute, 1 per second.
+	if err := e.SetDefaultLimits(4, 1); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.AllowN("d", T0, 1); !r.Allowed || r.Limit != 1 || r.Window != s || r.Remaining != 0 {
+		t.Fatalf("new defaults: %+v", r)
+	}
+	got := e.Config()
+	if got.Limit != 0 || got.Window != 0 || len(got.Rates) != 2 || got.Rates[0] != rate(4, time.Minute) || got.Rates[1] != rate(1, s) {
+		t.Fatalf("Config() = %+v", got)
+	}
+	got.Rates[0].Limit = 99 // a copy
+	if r := e.Config().Rates[0]; r.Limit != 4 {
+		t.Fatalf("Config().Rates aliases the limiter's: %+v", r)
+	}
+	if fb := e.fallback.Config(); len(fb.Rates) != 2 || fb.Rates[0] != rate(4, time.Minute) || fb.Rates[1] != rate(1, s) {
+		t.Fatalf("the fallback's Config() = %+v", fb)
+	}
+	if st := e.ExactStats(); st.Errors != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestExactRatesFallback: the local fallback has the same rates and has
+// recorded, for each, what Redis admitted: once Redis is gone it
+// continues from this process's usage of every rate.
+func TestExactRatesFallback(t *testing.T) {
+	p := redistest.StartProxy(t, redistest.RequireRedis(t))
+	cfg := ratesCfg(shardlimit.FixedWindow, 0, rate(5, time.Minute), rate(8, time.Hour))
+	e := newExact(t, newClient(t, p.Addr), ExactConfig{Config: cfg, ProbeInterval: time.Hour, DegradeAfter: time.Nanosecond})
+	if fb := e.fallback.Config(); len(fb.Rates) != 2 || fb.Rates[0] != cfg.Rates[0] || fb.Rates[1] != cfg.Rates[1] {
+		t.Fatalf("fallback config %+v", fb)
+	}
+	// Instants on a window boundary of both rates, ahead of the clock (the
+	// janitor never finds the key idle): the fallback decides at the
+	// instants passed; Redis at its own clock.
+	now := time.Now().Truncate(time.Hour).Add(time.Hour)
+	for i := range 5 {
+		if r := e.AllowN("k", now, 1); !r.Allowed {
+			t.Fatalf("healthy call %d denied: %+v", i, r)
+		}
+	}
+	p.SetMode(redistest.Drop)
+	for e.State() == Healthy {
+		e.AllowN("other", now, 1)
+	}
+	if r := e.AllowN("k", now, 1); r.Allowed || r.Window != time.Minute || r.RetryAfter != time.Minute {
+		t.Fatalf("fallback, minute spent through Redis: %+v", r)
+	}
+	// A minute later: the hour has 8 - 5 = 3 left.
+	got := 0
+	for range 5 {
+		r := e.AllowN("k", now.Add(time.Minute), 1)
+		if r.Allowed {
+			got++
+		} else if r.Window != time.Hour {
+			t.Fatalf("fallback, hour spent: %+v", r)
+		}
+	}
+	if got != 3 {
+		t.Fatalf("the fallback admitted %d in the next minute, want 3 (8 - 5 admitted through Redis this hour)", got)
+	}
+}
+
+// TestExactRatesPolicies: fail open and fail closed with several rates
+// report the binding rate as the in-process limiters do: a fresh key's
+// numbers for fail open, no room for fail closed.
+func TestExactRatesPolicies(t *testing.T) {
+	c := newClient(t, "127.0.0.1:1")
+	s := time.Second
+	cfg := ratesCfg(shardlimit.FixedWindow, 0, rate(10, time.Minute), rate(3, s))
+	open := newExact(t, c, ExactConfig{Config: cfg, Policy: FailOpen, Timeout: DefaultTimeout, ProbeInterval: time.Hour})
+	for i := range 4 {
+		if r := open.AllowN("k", time.Now(), 1); !r.Allowed || r.Remaining != 2 || r.Limit != 3 || r.Window != s {
+			t.Fatalf("fail open call %d: %+v", i, r)
+		}
+	}
+	if r := open.AllowN("k", time.Now(), 3); !r.Allowed || r.Remaining != 0 || r.Limit != 3 || r.Window != s {
+		t.Fatalf("fail open, n = 3: %+v", r)
+	}
+	if r := open.AllowN("k", time.Now(), 4); r.Allowed || r.RetryAfter != shardlimit.Never || r.Remaining != 3 || r.Window != s {
+		t.Fatalf("fail open, n above one limit: %+v", r)
+	}
+	closed := newExact(t, c, ExactConfig{Config: cfg, Policy: FailClosed, Timeout: DefaultTimeout, ProbeInterval: 2 * s})
+	for i := range 3 {
+		if r := closed.AllowN("k", time.Now(), 1); r.Allowed || r.RetryAfter != 2*s || r.Limit != 10 || r.Window != time.Minute {
+			t.Fatalf("fail closed call %d: %+v", i, r)
+		}
+	}
+	if r := closed.AllowN("k", time.Now(), 4); r.Allowed || r.RetryAfter != shardlimit.Never {
+		t.Fatalf("fail closed, n above one limit: %+v", r)
+	}
+	if r := closed.AllowN("k", time.Now(), 0); !r.Allowed || r.Window != time.Minute {
+		t.Fatalf("fail closed peek: %+v", r)
+	}
+}
+
+// TestExactRatesFallbackConfig: a fallback given must have the limiter's
+// windows in the same order (its limits may be stricter).
+func TestExactRatesFallbackConfig(t *testing.T) {
+	c := sharedClient(t)
+	s := time.Second
+	cfg := ratesCfg(shardlimit.GCRA, 0, rate(10, time.Minute), rate(3, s))
+	for name, fcfg := range map[string]shardlimit.Config{
+		"one rate":      gcraCfg(3, s),
+		"other order":   ratesCfg(shardlimit.GCRA, 0, rate(3, s), rate(10, time.Minute)),
+		"other windows": ratesCfg(shardlimit.GCRA, 0, rate(10, time.Hour), rate(3, s)),
+		"three":         ratesCfg(shardlimit.GCRA, 0, rate(10, time.Minute), rate(3, s), rate(1, time.Hour)),
+	} {
+		fb, err := shardlimit.New(fcfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e, err := NewExact(c, ExactConfig{Config: cfg, Fallback: fb}); !errors.Is(err, shardlimit.ErrInvalidConfig) {
+			if e != nil {
+				e.Close()
+			}
+			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
+		}
+		fb.Close()
+	}
+	strict := ratesCfg(shardlimit.SlidingLog, 0, rate(5, time.Minute), rate(1, s))
+	fb, err := shardlimit.New(strict)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fb.Close()
+	e := newExact(t, c, ExactConfig{Config: cfg, Fallback: fb})
+	if err := e.SetLimits("k", 4, 2); err != nil {
+		t.Fatal(err)
+	}
+	if r := fb.AllowN("k", time.Now(), 3); r.Allowed || r.Limit != 2 {
+		t.Fatalf("SetLimits did not reach the fallback: %+v", r)
+	}
+}
+
+// TestExactRatesBadReplies: the reply of a two-rate decision is checked
+// strictly: its length, every element's type and range, and its
+// consistency with the cost and the limits; anything else is ErrBadReply,
+// counted and decided by the policy. Well-formed replies are reported by
+// the binding rate.
+func TestExactRatesBadReplies(t *testing.T) {
+	arr := func(xs ...string) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "*%d\r\n", len(xs))
+		for _, x := range xs {
+			if strings.HasPrefix(x, "$") {
+				fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(x)-1, x[1:])
+			} else {
+				fmt.Fprintf(&b, ":%s\r\n", x)
+			}
+		}
+		return b.String()
+	}
+	// Limits 3 per second and 5 per 10 seconds; every call costs 1.
+	type reply struct {
+		resp string
+		want shardlimit.Result // zero: a bad reply
+	}
+	s := time.Second
+	replies := []reply{
+		{arr("1", "2", "1000000", "0", "4", "10000000", "0"), shardlimit.Result{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: s, Window: s}},
+		{arr("0", "0", "500000", "500000", "0", "9000000", "9000000"), shardlimit.Result{Limit: 5, ResetAfter: 9 * s, RetryAfter: 9 * s, Window: 10 * s}},
+		{arr("0", "2", "500000", "0", "0", "9000000", "9000000"), shardlimit.Result{Limit: 5, ResetAfter: 9 * s, RetryAfter: 9 * s, Window: 10 * s}},
+		{arr("1", "2", "0", "0"), shardlimit.Result{}},                                  // one rate's shape
+		{arr("1", "2", "0", "0", "4", "0", "0", "1", "0", "0"), shardlimit.Result{}},    // three rates'
+		{arr("1", "2", "0", "0", "6", "0", "0"), shardlimit.Result{}},                   // remaining above the limit
+		{arr("1", "-1", "0", "0", "4", "0", "0"), shardlimit.Result{}},                  // negative remaining
+		{arr("1", "2", "0", "0", "4", "-5", "0"), shardlimit.Result{}},                  // negative reset
+		{arr("1", "2", "0", "0", "4", "0", "7"), shardlimit.Result{}},                   // admitted with a wait
+		{arr("0", "0", "0", "-1", "0", "0", "5"), shardlimit.Result{}},                  // never, though the cost fits the limit
+		{arr("0", "0", "0", "-2", "0", "0", "5"), shardlimit.Result{}},                  // retry below -1
+		{arr("2", "2", "0", "0", "4", "0", "0"), shardlimit.Result{}},                   // allowed is not a bit
+		{arr("1", "2", "0", "0", "$4", "0", "0"), shardlimit.Result{}},                  // a string
+		{arr("1", "2", "0", "0", "4", "0", "9223372036854775807"), shardlimit.Result{}}, // beyond any duration
+		{"*7\r\n:1\r\n:2\r\n:0\r\n:0\r\n*1\r\n:4\r\n:0\r\n:0\r\n", shardlimit.Result{}}, // a nested array
+		{"-ERR shardlimit: key x holds corrupt state\r\n", shardlimit.Result{}},         // an error reply (not ErrBadReply)
+	}
+	var next atomic.Int64
+	f := redistest.StartFake(t, func(args []string) []byte {
+		switch strings.ToUpper(args[0]) {
+		case "EVALSHA", "EVAL":
+			return []byte(replies[int(next.Add(1)-1)%len(replies)].resp)
+		}
+		return nil
+	})
+	cfg := ratesCfg(shardlimit.FixedWindow, 0, rate(3, s), rate(5, 10*s))
+	e := newExact(t, newClient(t, f.Addr), ExactConfig{Config: cfg, EvictionCheck: -1})
+	now := time.Now()
+	bad, policy := uint64(0), uint64(0)
+	for i, rp := range replies {
+		r := e.AllowN(fmt.Sprintf("k%d", i), now, 1)
+		st := e.ExactStats()
+		if rp.want != (shardlimit.Result{}) {
+			if r != rp.want || st.PolicyDecisions != policy {
+				t.Fatalf("reply %d: %+v, want %+v (stats %+v)", i, r, rp.want, st)
+			}
+			continue
+		}
+		policy++
+		if !strings.HasPrefix(rp.resp, "-") {
+			bad++
+			if !errors.Is(st.LastError, ErrBadReply) {
+				t.Errorf("reply %d: LastError %v, want ErrBadReply", i, st.LastError)
+			}
+		}
+		// The fallback's decision of a fresh key.
+		if !r.Allowed || r.Err != nil || st.PolicyDecisions != policy || st.BadReplies != bad || st.State != Healthy {
+			t.Fatalf("reply %d %q: %+v, stats %+v; want the fallback's decision", i, rp.resp, r, st)
+		}
+	}
+}
+
+// TestExactWindowChangeStartsFresh: each rate's state is named by its
+// window (and bucket), so a limiter whose window or bucket count changed
+// never reads the old one's state as its own: it starts fresh, without an
+// error, instead of misreading a 1-second window's id as a far later
+// hour's (which once blocked such a key for centuries).
+func TestExactWindowChangeStartsFresh(t *testing.T) {
+	c := sharedClient(t)
+	s := time.Second
+	for name, pair := range map[string][2]shardlimit.Config{
+		"fixed":   {fixedCfg(2, s), fixedCfg(2, time.Hour)},
+		"buckets": {counterCfg(2, 10*s, 10), counterCfg(2, 10*s, 2)},
+		"gcra":    {gcraCfg(2, time.Hour), gcraCfg(2, s)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			prefix := redistest.Prefix(t)
+			old := newExact(t, c, ExactConfig{Config: pair[0], Prefix: prefix})
+			old.callerTime = true
+			if r := old.AllowN("k", T0, 2); !r.Allowed {
+				t.Fatalf("old: %+v", r)
+			}
+			e := newExact(t, c, ExactConfig{Config: pair[1], Prefix: prefix})
+			e.callerTime = true
+			if r := e.AllowN("k", at(5*s), 2); !r.Allowed || r.Remaining != 0 {
+				t.Fatalf("new: %+v, stats %+v", r, e.ExactStats())
+			}
+			if st := e.ExactStats(); st.Errors != 0 {
+				t.Fatalf("stats %+v", st)
+			}
+		})
+	}
+}
+
+// TestExactRatesConcurrent: 64 goroutines spend one key of two rates in
+// bursts at fixed instants. Each script decides all rates atomically, so
+// every burst admits exactly what one caller calling in sequence would
+// (the in-process limiter says how many), and for the fixed window the
+// counters in Redis hold exactly the units admitted in each window.
+func TestExactRatesConcurrent(t *testing.T) {
+	s := time.Second
+	for name, cfg := range map[string]shardlimit.Config{
+		"fixed":   ratesCfg(shardlimit.FixedWindow, 0, rate(100, time.Minute), rate(30, s)),
+		"counter": ratesCfg(shardlimit.SlidingCounter, 5, rate(100, time.Minute), rate(30, s)),
+		"gcra":    ratesCfg(shardlimit.GCRA, 0, rate(100, time.Minute), rate(30, s)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := replay(t, cfg)
+			cc := cfg
+			cc.JanitorInterval = -1
+			core, err := shardlimit.New(cc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer core.Close()
+			const goroutines, calls = 64, 5
+			total := 0
+			for burst := range 4 {
+				now := at(time.Duration(burst) * s)
+				want := 0
+				for range goroutines * calls {
+					if core.AllowN("hot", now, 1).Allowed {
+						want++
+					}
+				}
+				var admitted atomic.Int64
+				var wg stdsync.WaitGroup
+				start := make(chan struct{})
+				for range goroutines {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						<-start
+						for range calls {
+							r := e.AllowN("hot", now, 1)
+							if r.Err != nil {
+								t.Error(r.Err)
+							}
+							if r.Allowed {
+								admitted.Add(1)
+							}
+						}
+					}()
+				}
+				close(start)
+				wg.Wait()
+				if got := int(admitted.Load()); got != want {
+					t.Fatalf("burst %d: %d admitted, want %d", burst, got, want)
+				}
+				total += want
+				if cfg.Algorithm != shardlimit.FixedWindow {
+					continue
+				}
+				c, ctx := sharedClient(t), ctxT(t, 5*time.Second)
+				keys := e.StateKeys("hot")
+				if got, _ := c.HGet(ctx, keys[0], "c").Int(); got != total {
+					t.Fatalf("burst %d: the minute's counter holds %d, want %d", burst, got, total)
+				}
+				if got, _ := c.HGet(ctx, keys[1], "c").Int(); got != want {
+					t.Fatalf("burst %d: the second's counter holds %d, want %d", burst, got, want)
+				}
+			}
+			// The fixed window: the minute's limit, reached in the fourth
+			// second (the others' totals are the core's, checked above).
+			if cfg.Algorithm == shardlimit.FixedWindow && total != 100 {
+				t.Fatalf("%d admitted in the minute, want 100", total)
+			}
+			if st := e.ExactStats(); st.Errors != 0 || st.PolicyDecisions != 0 {
+				t.Fatalf("stats %+v", st)
+			}
+		})
+	}
+}
+
+// TestExactRatesClockStepBack: with several rates, the server clock (here:
+// the instants passed) stepping back keeps every rate's units counted, as
+// with one rate: nothing above either limit, no error, a positive wait
+// at most the step longer than the longest window.
+func TestExactRatesClockStepBack(t *testing.T) {
+	s := time.Second
+	for name, cfg := range map[string]shardlimit.Config{
+		"fixed":   ratesCfg(shardlimit.FixedWindow, 0, rate(5, 10*s), rate(4, s)),
+		"counter": ratesCfg(shardlimit.SlidingCounter, 10, rate(5, 10*s), rate(4, s)),
+		"gcra":    ratesCfg(shardlimit.GCRA, 0, rate(5, 10*s), rate(4, s)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := replay(t, cfg)
+			if r := e.AllowN("k", at(100*s), 3); !r.Allowed {
+				t.Fatalf("before the step: %+v", r)
+			}
+			got := 0
+			for range 5 {
+				r := e.AllowN("k", at(95*s), 1)
+				if r.Err != nil {
+					t.Fatal(r.Err)
+				}
+				if r.Allowed {
+					got++
+				} else if r.RetryAfter <= 0 || r.RetryAfter > 15*s {
+					t.Fatalf("after the step: %+v", r)
+				}
+			}
+			if got > 1 {
+				t.Fatalf("after stepping back 5s: %d admitted, want at most 1 (3 of 4 already used)", got)
+			}
+			if st := e.ExactStats(); st.Errors != 0 || st.PolicyDecisions != 0 {
+				t.Fatalf("stats %+v", st)
+			}
+		})
+	}
+}
