@@ -163,8 +163,7 @@ type Shared struct {
 	policy   FailurePolicy
 	fbLimit  int
 	onChange func(StateChange)
-	size     int64 // bucket length, ns
-	span     int   // buckets per key
+	rates    []shared.Rate // the limiter's rates, longest window first
 	watch    *evictionWatch
 
 	defMu    stdsync.Mutex
@@ -268,6 +267,9 @@ func NewShared(client RedisClient, cfg SharedConfig) (*Shared, error) {
 		why = errNoInfo
 	}
 	s.watch = newEvictionWatch(every, why)
+	if len(cfg.Rates) > 1 {
+		return nil, bad("several rates are not shared yet")
+	}
 	tab, err := shared.NewTable(cfg.Config)
 	if err != nil {
 		return nil, err
@@ -277,7 +279,7 @@ func NewShared(client RedisClient, cfg SharedConfig) (*Shared, error) {
 	full := s.core.Config()
 	s.clock = full.Clock
 	s.defLimit = full.Limit
-	s.size, s.span = tab.Buckets()
+	s.rates = tab.Rates()
 	s.stop = make(chan struct{})
 	s.done = make(chan struct{})
 	s.loopCtx, s.loopCancel = context.WithCancel(context.Background())
@@ -626,9 +628,10 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 		s.flushes = s.tab.Collect(i, s.flushes)
 	}
 	s.items, s.owners = s.items[:0], s.owners[:0]
-	m := s.span
 	for fi := range s.flushes {
 		f := &s.flushes[fi]
+		rate := &s.rates[f.Rate]
+		m, size := rate.Count, rate.Size
 		for k := range m {
 			id := f.Newest - int64(m-1-k)
 			newest := k == m-1
@@ -637,14 +640,14 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 			}
 			// Bucket id counts until (id+m)*size; keep it one bucket and a
 			// second longer for nodes whose clocks lag.
-			end := (id + int64(m)) * s.size
+			end := (id + int64(m)) * size
 			if end <= now {
 				s.dropped.Add(uint64(f.Deltas[k]))
 				if f.Deltas[k] != 0 {
 					// Collect counted them sent: take them out of the
 					// floor, or a later flush of the bucket (the clock
 					// came back) would write what was counted dropped.
-					s.tab.Forget(&shared.Flush{Key: f.Key, Newest: id, Deltas: []uint32{f.Deltas[k]}})
+					s.tab.Forget(&shared.Flush{Key: f.Key, Rate: f.Rate, Newest: id, Deltas: []uint32{f.Deltas[k]}})
 				}
 				continue
 			}
@@ -654,7 +657,7 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 			}
 			s.items = append(s.items, Item{
 				Key: f.Key, ID: id, Delta: f.Deltas[k], Floor: int64(f.Sent[k]),
-				TTL:  time.Duration(end-now+s.size) + time.Second,
+				TTL:  time.Duration(end-now+size) + time.Second,
 				Span: span,
 			})
 			s.owners = append(s.owners, owner{fi, k})
@@ -687,13 +690,14 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 			case Applied:
 				applied++
 				s.sentUnits.Add(uint64(it.Delta))
-				if it.Span > 0 || m == 1 {
+				if it.Span > 0 || s.rates[f.Rate].Count == 1 {
 					s.tab.Apply(f, res.Totals)
-					if !final && s.nearLimit(f, res.Totals, nowTime) {
+					if !final && s.nearLimit(f, res.Totals, now) &&
+						(len(s.near) == 0 || s.near[len(s.near)-1] != f.Key) { // one key's rates are together
 						s.near = append(s.near, f.Key)
 					}
 				} else {
-					s.tab.Apply(&shared.Flush{Key: f.Key, Newest: it.ID}, []int64{res.Total})
+					s.tab.Apply(&shared.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID}, []int64{res.Total})
 				}
 			case NotApplied:
 				s.itemErrs.Add(1)
@@ -704,12 +708,12 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 				}
 				if it.Delta > 0 {
 					s.retried.Add(uint64(it.Delta))
-					s.tab.Restore(&shared.Flush{Key: f.Key, Newest: it.ID, Deltas: []uint32{it.Delta}})
+					s.tab.Restore(&shared.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID, Deltas: []uint32{it.Delta}})
 				} else {
 					// A read or a heal (floor only) that did not run: the
 					// key is collected again, or a counter an earlier lost
 					// reply left short would never be healed.
-					s.tab.Restore(&shared.Flush{Key: f.Key, Newest: it.ID, Deltas: zeroDelta[:]})
+					s.tab.Restore(&shared.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID, Deltas: zeroDelta[:]})
 				}
 			default:
 				s.itemErrs.Add(1)
@@ -724,7 +728,7 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 				// floor (all this node sent for its newest bucket) heals
 				// the counter if they were lost, even if the key sees no
 				// further traffic.
-				s.tab.Restore(&shared.Flush{Key: f.Key, Newest: it.ID, Deltas: zeroDelta[:]})
+				s.tab.Restore(&shared.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID, Deltas: zeroDelta[:]})
 			}
 		}
 	}
@@ -750,14 +754,15 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 	return err
 }
 
-// nearLimit reports whether key f, whose buckets' cluster totals are
-// totals (as f.Sent, oldest first), is near its limit: the other nodes
-// admitted units of it and its room left is at most what they admit, at
-// their pace so far, in twice the time this node takes to admit one, plus
-// one. Such a key is read at every flush (Touch queues it), so a node that
-// decides it seldom never decides it on a view older than two flushes:
-// without that its view is as old as its last decision.
-func (s *Shared) nearLimit(f *shared.Flush, totals []int64, now time.Time) bool {
+// nearLimit reports whether key f, whose buckets' cluster totals of rate
+// f.Rate are totals (as f.Sent, oldest first), is near that rate's limit:
+// the other nodes admitted units of it and the rate's room left is at most
+// what they admit, at their pace so far, in twice the time this node takes
+// to admit one, plus one. Such a key is read at every flush (Touch queues
+// it, with all its rates), so a node that decides it seldom never decides
+// it on a view older than two flushes: without that its view is as old as
+// its last decision.
+func (s *Shared) nearLimit(f *shared.Flush, totals []int64, now int64) bool {
 	if len(totals) != len(f.Sent) {
 		return false
 	}
@@ -769,8 +774,8 @@ func (s *Shared) nearLimit(f *shared.Flush, totals []int64, now time.Time) bool 
 	if local == 0 || remote == 0 {
 		return false
 	}
-	r := s.core.Peek(f.Key, now, 0)
-	return r.Err == nil && int64(r.Remaining) <= (2*remote+local-1)/local+1
+	rem, ok := s.tab.Remaining(f.Key, now, f.Rate)
+	return ok && int64(rem) <= (2*remote+local-1)/local+1
 }
 
 func cmpErr(first, err error) error {
