@@ -2,6 +2,8 @@ package shardlimit
 
 import (
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -331,5 +333,71 @@ func TestSharedSlidingLogSeveralRatesRetry(t *testing.T) {
 	}
 	if rem, _ := tab.Remaining("k", at(0.5).UnixNano(), 0); rem != 9 {
 		t.Fatalf("rate 0 remaining %d, want 9 (the other units were in the second's rate only)", rem)
+	}
+}
+
+// TestSharedSeveralRatesRace: goroutines decide keys of two rates while
+// another plays the reconciler, collecting, applying and restoring (a
+// failed flush) at random. Every unit admitted is, for each rate, sent
+// exactly once in the end: the last collect's Sent of the key's bucket is
+// what was admitted.
+func TestSharedSeveralRatesRace(t *testing.T) {
+	for _, alg := range []Algorithm{FixedWindow, SlidingCounter, SlidingLog} {
+		t.Run(alg.String(), func(t *testing.T) {
+			l, tab := newSharedT(t, Config{Algorithm: alg, Rates: []Rate{{1 << 20, time.Minute}, {1 << 20, time.Hour}}, Shards: 4})
+			keys := []string{"a", "b", "c", "d", "e"}
+			now := at(30)
+			var admitted [5]atomic.Int64
+			var wg sync.WaitGroup
+			stop := make(chan struct{})
+			for g := range 4 {
+				wg.Go(func() {
+					for i := range 2000 {
+						k := (g + i) % len(keys)
+						n := 1 + i%3
+						if l.AllowN(keys[k], now, n).Allowed {
+							admitted[k].Add(int64(n))
+						}
+					}
+				})
+			}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					for _, f := range collectAll(tab) {
+						if i%3 == 0 {
+							tab.Restore(&f)
+						} else {
+							tab.Apply(&f, make([]int64, len(f.Deltas)))
+						}
+					}
+				}
+			}()
+			wg.Wait()
+			close(stop)
+			<-done
+			for _, key := range keys {
+				tab.Touch(key, now.UnixNano()) // queued for the last collect
+			}
+			sent := map[string][2]int64{}
+			for _, f := range collectAll(tab) {
+				v := sent[f.Key]
+				v[f.Rate] = int64(f.Sent[len(f.Sent)-1])
+				sent[f.Key] = v
+			}
+			for k, key := range keys {
+				for rate := range 2 {
+					if got, want := sent[key][rate], admitted[k].Load(); got != want {
+						t.Errorf("%s, rate %d: %d units sent, %d admitted", key, rate, got, want)
+					}
+				}
+			}
+		})
 	}
 }
