@@ -85,12 +85,16 @@ func (y *syncSet) unsent(side []uint32) uint64 {
 	return sum
 }
 
-// add records n units admitted locally at key time t in every rate: in
-// each rate's bucket of t, to which the rate's decision brought its rings.
-func (y *syncSet) add(side []uint32, t int64, n uint32) {
-	for k := range y.rates {
+// takeBack takes n units out of the newest bucket of every rate after the
+// first: a decision of several rates records its units in each rate as it
+// consumes, the first rate last, and takes them back if the first (the
+// sliding log's ring) cannot keep them.
+func (y *syncSet) takeBack(side []uint32, n uint32) {
+	for k := 1; k < y.rates; k++ {
 		r := &y.rate[k]
-		r.add(side, r.bucketOf(side, t), n)
+		delta, _, _ := r.arrays(side)
+		i := r.idx(r.head(side))
+		delta[i] -= min(delta[i], n)
 	}
 }
 

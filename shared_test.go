@@ -401,3 +401,27 @@ func TestSharedSeveralRatesRace(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedSlidingLogFullTakesBack: when the ring of a shared log of two
+// rates cannot grow (the shard's ring memory is exhausted), the decision
+// fails with ErrTooManyKeys and no rate keeps its units for the store.
+func TestSharedSlidingLogFullTakesBack(t *testing.T) {
+	l, tab := newSharedT(t, Config{Algorithm: SlidingLog, Rates: []Rate{{100, 10 * time.Second}, {50, time.Second}}, Shards: 1})
+	if r := l.AllowN("k", at(0.5), 1); !r.Allowed {
+		t.Fatalf("%+v", r)
+	}
+	// No page may be added: the ring of 4 cannot grow to 8.
+	s := &l.(*logLimiter).tab.shards[0]
+	s.mu.Lock()
+	s.rings.pages = append(s.rings.pages, make([][]uint32, maxRingPages-len(s.rings.pages))...)
+	s.rings.cur = -1
+	s.mu.Unlock()
+	if r := l.AllowN("k", at(0.5), 5); r.Allowed || !errors.Is(r.Err, ErrTooManyKeys) {
+		t.Fatalf("a ring that cannot grow: %+v", r)
+	}
+	for _, f := range collectAll(tab) {
+		if d, _ := newest(f); d != 1 {
+			t.Errorf("rate %d: %d units for the store, want the 1 admitted", f.Rate, d)
+		}
+	}
+}

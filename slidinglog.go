@@ -206,25 +206,32 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, slot uint32, t int64, n
 		skip = r.head
 	}
 	used := int64(key.count - skip)
+	var bucket int64 // id of te's sync bucket of rate k, when shared
 	if a.sync != nil {
 		// The other nodes' units in rate k's window, by its own buckets.
 		y := &a.sync.rate[k]
-		if d := y.rotate(side, y.bucketOf(side, te)); d != 0 && !s.peekCopy(side) {
+		bucket = y.bucketOf(side, te)
+		if d := y.rotate(side, bucket); d != 0 && !s.peekCopy(side) {
 			s.syncDropped.Add(uint64(d))
 		}
 		used += y.estimate(side, te)
 	}
 	allowed := n == 0 || int64(n) <= int64(lim) && used+int64(n) <= int64(lim)
 	pushed := false // this decision's units are in the ring
-	if allowed && n > 0 && consumed && k == 0 {
-		if !a.push(s, key, te, uint32(n), lim0) {
-			return verdict{word: verdictFull} // no memory for the timestamps
+	if allowed && n > 0 && consumed {
+		if k == 0 {
+			if !a.push(s, key, te, uint32(n), lim0) {
+				if a.sync != nil {
+					// The other rates, which consume first, recorded the
+					// units: they were not admitted.
+					a.sync.takeBack(side, uint32(n))
+				}
+				return verdict{word: verdictFull} // no memory for the timestamps
+			}
+			pushed = true
 		}
-		pushed = true
 		if a.sync != nil {
-			// Rate 0, which keeps the ring, decides last: the units count
-			// in every rate's sync state, as they count in the ring.
-			a.sync.add(side, te, uint32(n))
+			a.sync.rate[k].add(side, bucket, uint32(n))
 		}
 	}
 	if mode&full == 0 {
