@@ -24,7 +24,9 @@ const (
 // SharedConfig configures a Shared limiter. Its embedded Config takes the
 // fields of shardlimit.Config with their meaning and defaults; Algorithm
 // must be FixedWindow, SlidingCounter or SlidingLog (GCRA is shared in exact
-// mode only: NewExact).
+// mode only: NewExact). Config.Rates may give several rates, each shared
+// through counters of its own (see Shared); their windows must then be
+// whole microseconds, which name them in the store.
 type SharedConfig struct {
 	shardlimit.Config
 
