@@ -51,8 +51,8 @@ type Table interface {
 	// Collect appends to dst, for every key of shard i that had a decision
 	// since the last Collect, one Flush per rate (in the order of Rates,
 	// one key's Flushes together), moving its deltas to sent. It takes the
-	// shard's lock once. Keys, Deltas and Sent of the returned Flushes share
-	// backing arrays per call.
+	// shard's lock once. Deltas and Sent of the returned Flushes share one
+	// backing array per call; one key's Flushes share its Key.
 	Collect(i int, dst []Flush) []Flush
 	// Apply records the cluster totals of f's buckets of rate f.Rate (same
 	// order as f.Deltas; a shorter totals covers the newest buckets) for the
