@@ -34,7 +34,7 @@ type limiter[E any] struct {
 // rates, whose keys keep stride side words (sync state laid out by y
 // included; y nil unless shared) and extras extra records, and starts its
 // janitor. cfg has its defaults filled in.
-func (l *limiter[E]) init(cfg Config, rs *rateSet, alg algorithm[E], stride, extras int, y *syncLayout) {
+func (l *limiter[E]) init(cfg Config, rs *rateSet, alg algorithm[E], stride, extras int, y *syncSet) {
 	l.alg, l.cfg, l.rates, l.clock = alg, cfg, *rs, cfg.Clock
 	for _, r := range cfg.rates() {
 		l.defaults = append(l.defaults, r.Limit)

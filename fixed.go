@@ -18,7 +18,7 @@ type fixedRec struct {
 type fixedWindow struct {
 	rates  int
 	window [MaxRates]int64 // W of each rate, ns, longest first
-	sync   *syncLayout     // nil unless shared (one rate; one bucket: the window)
+	sync   *syncSet        // nil unless shared (per rate, one bucket: the window)
 }
 
 // NewFixedWindow returns a fixed window limiter: each key may consume
@@ -74,9 +74,9 @@ func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, slot uint32, t int
 	used := int64(r.count)
 	var side []uint32
 	if a.sync != nil {
-		// Other nodes' units of this window count too.
+		// Other nodes' units of this rate's window count too.
 		side, _ = s.keyState(slot, 0)
-		used += a.remote(s, side, r.start, mode)
+		used += a.remote(s, &a.sync.rate[k], side, r.start)
 	}
 	var allowed bool
 	var retry time.Duration
@@ -91,7 +91,8 @@ func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, slot uint32, t int
 		if mode&consume != 0 {
 			r.count += uint32(n)
 			if a.sync != nil {
-				a.sync.add(side, a.sync.head(side), uint32(n))
+				y := &a.sync.rate[k]
+				y.add(side, y.head(side), uint32(n))
 			}
 		}
 	default:
@@ -100,15 +101,15 @@ func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, slot uint32, t int
 	return makeVerdict(allowed, k, lim, int(max(0, int64(lim)-used)), reset, retry)
 }
 
-// remote rotates a shared key's sync state to the window that starts at
-// start and returns the other nodes' units in it. Units the rotation
-// dropped unsent are counted when mode keeps the decision.
-func (a *fixedWindow) remote(s *shard[fixedRec], side []uint32, start int64, mode decideMode) int64 {
-	id := a.sync.bucketOf(side, start)
-	if d := a.sync.rotate(side, id); d != 0 && mode&consume != 0 {
+// remote rotates a shared key's sync state of one rate (layout y) to the
+// window that starts at start and returns the other nodes' units in it.
+// Units the rotation dropped unsent are counted (see peekCopy).
+func (a *fixedWindow) remote(s *shard[fixedRec], y *syncLayout, side []uint32, start int64) int64 {
+	id := y.bucketOf(side, start)
+	if d := y.rotate(side, id); d != 0 && !s.peekCopy(side) {
 		s.syncDropped.Add(uint64(d))
 	}
-	return int64(a.sync.remote(side, id))
+	return int64(y.remote(side, id))
 }
 
 func (a *fixedWindow) idle(s *shard[fixedRec], r *fixedRec, slot uint32, t int64) bool {

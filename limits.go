@@ -158,13 +158,8 @@ func (l *limiter[E]) Reset(key string) error {
 	if y := l.tab.sync; y != nil {
 		// Unsent units leave with the key's state: counted dropped, as
 		// evict counts them.
-		delta, _, _ := y.arrays(side)
-		var lost uint64
-		for _, d := range delta {
-			lost += uint64(d)
-		}
-		s.syncDropped.Add(lost)
-		clear(side[y.off:])
+		s.syncDropped.Add(y.unsent(side))
+		clear(side[y.flags:])
 	}
 	l.alg.init(s, rec, slot, last)
 	return nil

@@ -194,13 +194,13 @@ type table[E any] struct {
 	alg         algorithm[E]
 	slab        slabUser[E]     // non-nil if side words and extras are slab entries the records name
 	owner       storageOwner[E] // non-nil if the algorithm keeps storage outside the records
-	sync        *syncLayout     // nil unless built for package sync
+	sync        *syncSet        // nil unless built for package sync
 }
 
 // init sets up t for alg with stride side words and extras extra records
 // per key (sync state included, as laid out by y, nil unless shared), and
 // the default limits of rs's rates.
-func (t *table[E]) init(cfg Config, rs *rateSet, alg algorithm[E], stride, extras int, y *syncLayout) {
+func (t *table[E]) init(cfg Config, rs *rateSet, alg algorithm[E], stride, extras int, y *syncSet) {
 	t.shards = make([]shard[E], cfg.Shards)
 	t.mask = uint64(cfg.Shards - 1)
 	t.policy = cfg.WhenFull
@@ -472,12 +472,7 @@ func (t *table[E]) evict(s *shard[E], slot uint32, now int64) {
 	}
 	side, extra := t.sideOf(s, slot)
 	if y := t.sync; y != nil {
-		delta, _, _ := y.arrays(side)
-		var lost uint64
-		for _, d := range delta {
-			lost += uint64(d)
-		}
-		s.syncDropped.Add(lost)
+		s.syncDropped.Add(y.unsent(side))
 	}
 	if t.owner != nil {
 		t.owner.release(s, &r.rec)
@@ -691,7 +686,7 @@ func (t *table[E]) rehash(s *shard[E], n int) {
 			if !s.stored(slot) {
 				continue
 			}
-			if side, _ := t.sideOf(s, uint32(slot)); side[y.off]&syncTouched != 0 {
+			if side, _ := t.sideOf(s, uint32(slot)); side[y.flags]&syncTouched != 0 {
 				s.dirty = append(s.dirty, uint32(slot))
 			}
 		}

@@ -12,25 +12,100 @@ import (
 // its counts with other nodes through a store, in the key's side words after
 // the algorithm's own:
 //
-//	[off]           flags (syncTouched: a decision since the last Collect)
-//	[off+1, off+2]  id of the newest bucket the arrays describe (int64)
-//	[off+3, ...]    delta[m], sent[m], remote[m]
+//	[off]             flags (syncTouched: a decision since the last Collect)
+//	then, per rate k (longest window first), from o_0 = off+1:
+//	[o_k, o_k+1]      id of the newest bucket rate k's arrays describe (int64)
+//	[o_k+2, ...]      delta[m_k], sent[m_k], remote[m_k]
+//	                  (o_{k+1} = o_k + 2 + 3*m_k)
 //
-// Bucket id b holds the units of [b*G, (b+1)*G); the arrays are rings
-// indexed b mod m and cover the m newest buckets: for a fixed window m = 1
-// and G = W, for the sliding counter and log m = n+1 and G = W/n. delta is
-// what this node admitted and has not sent, sent what it sent in total,
-// remote the other nodes' units as last read from the store.
+// Bucket id b of rate k holds the units of [b*G_k, (b+1)*G_k); the arrays
+// are rings indexed b mod m_k and cover the m_k newest buckets: for a fixed
+// window m_k = 1 and G_k = W_k, for the sliding counter and log m_k = n+1
+// and G_k = W_k/n. delta is what this node admitted and has not sent, sent
+// what it sent in total, remote the other nodes' units as last read from
+// the store. Every admitted unit counts in every rate's delta, so each rate
+// shares its own units with its own bound. One flags word serves all rates:
+// a key is collected with all of them.
 
 const syncTouched = 1
 
+// syncSet is the sync state's layout: the flags word and one syncLayout
+// per rate.
+type syncSet struct {
+	flags int // side word of the flags
+	rates int
+	rate  [MaxRates]syncLayout // per rate, longest window first
+}
+
+// newSyncSet lays out the sync state of alg's rates rs from side word off,
+// with n buckets per window for the sliding counter and log.
+func newSyncSet(off int, alg Algorithm, rs *rateSet, n int64) *syncSet {
+	y := &syncSet{flags: off, rates: rs.n}
+	o := off + 1
+	for k := range rs.n {
+		l := syncLayout{off: o, m: int(n) + 1, bucket: rs.window[k] / n}
+		if alg == FixedWindow {
+			l.m, l.bucket = 1, rs.window[k]
+		}
+		y.rate[k] = l
+		o += l.words()
+	}
+	return y
+}
+
+// words returns the side words of the sync state.
+func (y *syncSet) words() int {
+	w := 1
+	for k := range y.rates {
+		w += y.rate[k].words()
+	}
+	return w
+}
+
+// holds reports whether the sync words of any rate still matter at key
+// time t (see syncLayout.holds).
+func (y *syncSet) holds(side []uint32, t int64) bool {
+	for k := range y.rates {
+		if y.rate[k].holds(side, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// unsent returns the units of every rate not yet sent.
+func (y *syncSet) unsent(side []uint32) uint64 {
+	var sum uint64
+	for k := range y.rates {
+		delta, _, _ := y.rate[k].arrays(side)
+		for _, d := range delta {
+			sum += uint64(d)
+		}
+	}
+	return sum
+}
+
+// takeBack takes n units out of the newest bucket of every rate after the
+// first: a decision of several rates records its units in each rate as it
+// consumes, the first rate last, and takes them back if the first (the
+// sliding log's ring) cannot keep them.
+func (y *syncSet) takeBack(side []uint32, n uint32) {
+	for k := 1; k < y.rates; k++ {
+		r := &y.rate[k]
+		delta, _, _ := r.arrays(side)
+		i := r.idx(r.head(side))
+		delta[i] -= min(delta[i], n)
+	}
+}
+
+// syncLayout is one rate's sync state: its head and rings.
 type syncLayout struct {
-	off    int   // first side word of the sync state
+	off    int   // first side word of the rate's state (its head)
 	m      int   // buckets kept
 	bucket int64 // G, ns
 }
 
-func (y *syncLayout) words() int { return 3 + 3*y.m }
+func (y *syncLayout) words() int { return 2 + 3*y.m }
 
 func (y *syncLayout) idx(id int64) int {
 	i := id % int64(y.m)
@@ -41,15 +116,15 @@ func (y *syncLayout) idx(id int64) int {
 }
 
 func (y *syncLayout) head(side []uint32) int64 {
-	return int64(uint64(side[y.off+1]) | uint64(side[y.off+2])<<32)
+	return int64(uint64(side[y.off]) | uint64(side[y.off+1])<<32)
 }
 
 func (y *syncLayout) setHead(side []uint32, id int64) {
-	side[y.off+1], side[y.off+2] = uint32(id), uint32(uint64(id)>>32)
+	side[y.off], side[y.off+1] = uint32(id), uint32(uint64(id)>>32)
 }
 
 func (y *syncLayout) arrays(side []uint32) (delta, sent, remote []uint32) {
-	a := y.off + 3
+	a := y.off + 2
 	return side[a : a+y.m], side[a+y.m : a+2*y.m], side[a+2*y.m : a+3*y.m]
 }
 
@@ -150,10 +225,20 @@ func (y *syncLayout) add(side []uint32, id int64, n uint32) {
 	delta[y.idx(id)] += n
 }
 
+// peekCopy reports whether side, a shared key's side words, is the scratch
+// copy a peek decides on. A rotation of the sync rings counts the unsent
+// units it drops (Shared reports them) unless it rotates a peek's copy:
+// the stored key drops them again when it moves. Every decision on the
+// stored key counts them, the first pass of a key of several rates
+// included, which consumes nothing but moves the rings for good.
+func (s *shard[E]) peekCopy(side []uint32) bool {
+	return &side[0] == &s.scratchSd[0]
+}
+
 // markTouched queues slot for the next Collect. Requires s.mu held.
-func markTouched[E any](s *shard[E], y *syncLayout, slot uint32, side []uint32) {
-	if side[y.off]&syncTouched == 0 {
-		side[y.off] |= syncTouched
+func markTouched[E any](s *shard[E], y *syncSet, slot uint32, side []uint32) {
+	if side[y.flags]&syncTouched == 0 {
+		side[y.flags] |= syncTouched
 		s.dirty = append(s.dirty, slot)
 	}
 }
@@ -173,38 +258,42 @@ func newShared(c any) (shared.Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(cfg.Rates) > 1 {
-		return nil, fmt.Errorf("%w: several rates are not shared yet", ErrInvalidConfig)
-	}
 	rs := newRateSet(cfg)
-	w, n := rs.window[0], int64(cfg.Buckets)
-	if alg != FixedWindow && w%n != 0 {
-		return nil, fmt.Errorf("%w: window %v is not a multiple of %d buckets in nanoseconds", ErrInvalidConfig, time.Duration(w), n)
+	n := int64(cfg.Buckets)
+	for k := range rs.n {
+		if w := rs.window[k]; alg != FixedWindow && w%n != 0 {
+			return nil, fmt.Errorf("%w: window %v is not a multiple of %d buckets in nanoseconds", ErrInvalidConfig, time.Duration(w), n)
+		}
 	}
 	switch alg {
 	case FixedWindow:
-		y := &syncLayout{off: 0, m: 1, bucket: w}
+		y := newSyncSet(0, alg, &rs, 1)
 		l := &fixedLimiter{}
-		l.init(cfg, &rs, &fixedWindow{rates: 1, window: rs.window, sync: y}, y.words(), 0, y)
+		l.init(cfg, &rs, &fixedWindow{rates: rs.n, window: rs.window, sync: y}, y.words(), rs.n-1, y)
 		return l, nil
 	case SlidingCounter:
-		y := &syncLayout{off: int(n) + 1, m: int(n) + 1, bucket: w / n}
+		y := newSyncSet(rs.n*int(n+1), alg, &rs, n)
 		a := newSlidingCounter(&rs, n, y)
 		l := &counterLimiter{}
-		l.init(cfg, &rs, a, a.stride, 0, y)
+		l.init(cfg, &rs, a, a.stride, rs.n-1, y)
 		return l, nil
 	case SlidingLog:
-		y := &syncLayout{off: 0, m: int(n) + 1, bucket: w / n}
+		y := newSyncSet(0, alg, &rs, n)
 		a := newSlidingLog(&rs, cfg.Clock, y)
 		l := &logLimiter{}
-		l.init(cfg, &rs, a, a.stride, 0, y)
+		l.init(cfg, &rs, a, a.stride, rs.n-1, y)
 		return l, nil
 	}
 	return nil, fmt.Errorf("%w: %v is shared through Redis in exact mode only (package sync, NewExact)", ErrInvalidConfig, alg)
 }
 
-func (l *limiter[E]) Buckets() (size int64, count int) {
-	return l.tab.sync.bucket, l.tab.sync.m
+func (l *limiter[E]) Rates() []shared.Rate {
+	y := l.tab.sync
+	out := make([]shared.Rate, y.rates)
+	for k := range out {
+		out[k] = shared.Rate{Window: l.rates.window[k], Size: y.rate[k].bucket, Count: y.rate[k].m}
+	}
+	return out
 }
 
 func (l *limiter[E]) Shards() int { return len(l.tab.shards) }
@@ -214,32 +303,39 @@ func (l *limiter[E]) Collect(i int, dst []shared.Flush) []shared.Flush {
 	s := &l.tab.shards[i]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	words := make([]uint32, 0, 2*y.m*len(s.dirty))
+	m := 0 // buckets of all rates
+	for k := range y.rates {
+		m += y.rate[k].m
+	}
+	words := make([]uint32, 0, 2*m*len(s.dirty))
 	for _, slot := range s.dirty {
 		if int(slot) >= len(s.recs) || !s.stored(int(slot)) {
 			continue
 		}
 		side, _ := l.tab.sideOf(s, slot)
-		if side[y.off]&syncTouched == 0 {
+		if side[y.flags]&syncTouched == 0 {
 			continue
 		}
-		side[y.off] &^= syncTouched
-		delta, sent, _ := y.arrays(side)
-		head := y.head(side)
-		f := shared.Flush{Key: string(s.keyOf(slot)), Newest: head}
-		start := len(words)
-		for k := range y.m {
-			words = append(words, delta[y.idx(head-int64(y.m-1-k))])
+		side[y.flags] &^= syncTouched
+		key := string(s.keyOf(slot))
+		for k := range y.rates {
+			r := &y.rate[k]
+			delta, sent, _ := r.arrays(side)
+			head := r.head(side)
+			start := len(words)
+			for b := range r.m {
+				words = append(words, delta[r.idx(head-int64(r.m-1-b))])
+			}
+			for b := range r.m {
+				i := r.idx(head - int64(r.m-1-b))
+				sent[i] += delta[i]
+				delta[i] = 0
+				words = append(words, sent[i])
+			}
+			dst = append(dst, shared.Flush{Key: key, Rate: k, Newest: head,
+				Deltas: words[start : start+r.m : start+r.m],
+				Sent:   words[start+r.m : start+2*r.m : start+2*r.m]})
 		}
-		for k := range y.m {
-			i := y.idx(head - int64(y.m-1-k))
-			sent[i] += delta[i]
-			delta[i] = 0
-			words = append(words, sent[i])
-		}
-		f.Deltas = words[start : start+y.m : start+y.m]
-		f.Sent = words[start+y.m : start+2*y.m : start+2*y.m]
-		dst = append(dst, f)
 	}
 	s.dirty = s.dirty[:0]
 	return dst
@@ -260,13 +356,20 @@ func (l *limiter[E]) syncSide(key string) (*shard[E], uint32, []uint32) {
 	return s, slot, side
 }
 
+// layout returns the sync layout of the limiter's rate k (an index into
+// Rates, as a Flush names it).
+func (l *limiter[E]) layout(k int) *syncLayout {
+	y := l.tab.sync
+	return &y.rate[:y.rates][k]
+}
+
 func (l *limiter[E]) Apply(f *shared.Flush, totals []int64) {
 	s, _, side := l.syncSide(f.Key)
 	if s == nil {
 		return
 	}
 	defer s.mu.Unlock()
-	y := l.tab.sync
+	y := l.layout(f.Rate)
 	_, sent, remote := y.arrays(side)
 	for k, total := range totals {
 		i, ok := y.kept(side, f.Newest-int64(len(totals)-1-k))
@@ -290,7 +393,7 @@ func (l *limiter[E]) Restore(f *shared.Flush) {
 		return
 	}
 	defer s.mu.Unlock()
-	y := l.tab.sync
+	y := l.layout(f.Rate)
 	delta, sent, _ := y.arrays(side)
 	for k, d := range f.Deltas {
 		if d == 0 {
@@ -304,7 +407,7 @@ func (l *limiter[E]) Restore(f *shared.Flush) {
 		delta[i] += d
 		sent[i] -= min(sent[i], d)
 	}
-	markTouched(s, y, slot, side)
+	markTouched(s, l.tab.sync, slot, side)
 }
 
 func (l *limiter[E]) Forget(f *shared.Flush) {
@@ -313,7 +416,7 @@ func (l *limiter[E]) Forget(f *shared.Flush) {
 		return
 	}
 	defer s.mu.Unlock()
-	y := l.tab.sync
+	y := l.layout(f.Rate)
 	_, sent, _ := y.arrays(side)
 	for k, d := range f.Deltas {
 		if i, ok := y.kept(side, f.Newest-int64(len(f.Deltas)-1-k)); ok {
@@ -322,10 +425,10 @@ func (l *limiter[E]) Forget(f *shared.Flush) {
 	}
 }
 
-// Touch brings key to instant t as a decision of cost 0 would (its windows
-// and sync rings move forward; an instant behind the key's latest changes
-// nothing) and queues it for the next Collect. It reports whether the key
-// is stored.
+// Touch brings key to instant t as a decision of cost 0 would (the windows
+// and sync rings of all its rates move forward; an instant behind the
+// key's latest changes nothing) and queues it for the next Collect. It
+// reports whether the key is stored.
 func (l *limiter[E]) Touch(key string, t int64) bool {
 	h := l.tab.hash(key)
 	s := l.tab.shardFor(h)
@@ -341,6 +444,33 @@ func (l *limiter[E]) Touch(key string, t int64) bool {
 	side, _ := l.tab.sideOf(s, slot)
 	markTouched(s, l.tab.sync, slot, side)
 	return true
+}
+
+// Remaining returns the units rate k of key admits at t as a peek of that
+// rate alone reports them (the other nodes' units included): false if key
+// is not stored. It changes nothing.
+func (l *limiter[E]) Remaining(key string, t int64, k int) (int, bool) {
+	_ = l.layout(k) // k is a rate
+	h := l.tab.hash(key)
+	s := l.tab.shardFor(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	slot, ok := find(s, h, key)
+	if !ok {
+		return 0, false
+	}
+	s.scratch = *s.rec(slot)
+	side, extra := l.tab.sideOf(s, slot)
+	copy(s.scratchSd, side)
+	copy(s.scratchEx, extra)
+	mode := full
+	if k > 0 {
+		// Rate 0 first, as every decision does: the sliding log's ring
+		// moves there.
+		l.alg.decide(s, &s.scratch, scratchSlot, t, 0, mode)
+		return l.alg.decide(s, &s.scratchEx[k-1], scratchSlot, t, 0, mode.withRate(k)).remaining(), true
+	}
+	return l.alg.decide(s, &s.scratch, scratchSlot, t, 0, mode).remaining(), true
 }
 
 func (l *limiter[E]) SyncStats() (dropped uint64, dirty int) {

@@ -39,7 +39,7 @@ type slidingCounter struct {
 	rates   int
 	bucket  [MaxRates]int64 // G of each rate, ns, longest window first
 	buckets int64           // n
-	sync    *syncLayout     // nil unless shared (one rate; the same buckets)
+	sync    *syncSet        // nil unless shared (per rate, the same buckets)
 	stride  int             // side words per key: n+1 counters per rate, then the sync state's
 }
 
@@ -68,7 +68,7 @@ func NewSlidingCounter(cfg Config) (Limiter, error) {
 
 // newSlidingCounter returns the counter of rs's rates with n buckets each,
 // shared through y if y is not nil.
-func newSlidingCounter(rs *rateSet, n int64, y *syncLayout) *slidingCounter {
+func newSlidingCounter(rs *rateSet, n int64, y *syncSet) *slidingCounter {
 	a := &slidingCounter{rates: rs.n, buckets: n, sync: y, stride: rs.n * int(n+1)}
 	for k := range rs.n {
 		a.bucket[k] = rs.window[k] / n
@@ -99,9 +99,9 @@ func (a *slidingCounter) init(s *shard[counterRec], r *counterRec, slot uint32, 
 		clear(c)
 		p.sum, p.last = 0, t
 		a.setHead(p, t/a.bucket[k])
-	}
-	if a.sync != nil {
-		a.sync.setHead(side, r.head)
+		if a.sync != nil {
+			a.sync.rate[k].setHead(side, p.head)
+		}
 	}
 }
 
@@ -154,9 +154,9 @@ func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, slot uint32
 	side := s.sideWords(slot, key.side)
 	m := int(a.buckets + 1)
 	c := side[k*m : (k+1)*m : (k+1)*m]
-	var delta, sent, remote []uint32 // a shared key's sync rings (one rate), indexed as c
+	var delta, sent, remote []uint32 // a shared key's sync rings of rate k, indexed as c
 	if a.sync != nil {
-		delta, sent, remote = a.sync.arrays(side)
+		delta, sent, remote = a.sync.rate[k].arrays(side)
 	}
 	g := a.bucket[k]
 	kt := max(t, key.last) // per key, time never goes back
@@ -182,8 +182,8 @@ func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, slot uint32
 		}
 		r.head, r.hidx = j, uint32(i)
 		if delta != nil {
-			a.sync.setHead(side, j)
-			if dropped != 0 && mode&consume != 0 {
+			a.sync.rate[k].setHead(side, j)
+			if dropped != 0 && !s.peekCopy(side) {
 				s.syncDropped.Add(dropped)
 			}
 		}
@@ -246,21 +246,6 @@ func (a *slidingCounter) explain(r *counterRec, c, remote []uint32, k int, t int
 	// Units admitted now are in bucket j, which never makes it the oldest.
 	reset := time.Duration(a.resetAt(g, j, hi, c, remote, sum) - t)
 	return makeVerdict(allowed, k, lim, int(max(0, int64(lim)-est)), reset, retry)
-}
-
-// remote rotates a shared key's sync rings to bucket j and returns the
-// other nodes' units per bucket and in all. Units the rotation dropped
-// unsent are counted when mode keeps the decision.
-func (a *slidingCounter) remote(s *shard[counterRec], side []uint32, j int64, mode decideMode) ([]uint32, int64) {
-	if d := a.sync.rotate(side, j); d != 0 && mode&consume != 0 {
-		s.syncDropped.Add(uint64(d))
-	}
-	_, _, remote := a.sync.arrays(side)
-	var sum int64
-	for _, v := range remote {
-		sum += int64(v)
-	}
-	return remote, sum
 }
 
 // count returns the units of the bucket at counter index i: local, plus

@@ -35,7 +35,7 @@ type slidingLog struct {
 	window [MaxRates]int64 // W of each rate, ns, longest first
 	unit   int64           // timestamp resolution, ns
 	ahead  int64           // how late units are stamped: the clock's resolution (CoarseClock)
-	sync   *syncLayout     // nil unless shared (one rate): other nodes' units by bucket
+	sync   *syncSet        // nil unless shared: other nodes' units by bucket, per rate
 	stride int             // side words per key: the sync state's, 0 unless shared
 }
 
@@ -74,7 +74,7 @@ func NewSlidingLog(cfg Config) (Limiter, error) {
 
 // newSlidingLog returns the log of rs's rates for clock c, shared through
 // y if y is not nil.
-func newSlidingLog(rs *rateSet, c Clock, y *syncLayout) *slidingLog {
+func newSlidingLog(rs *rateSet, c Clock, y *syncSet) *slidingLog {
 	a := &slidingLog{rates: rs.n, window: rs.window, unit: logUnit(rs.window[0]), ahead: clockResolution(c), sync: y}
 	if y != nil {
 		a.stride = y.words()
@@ -215,23 +215,32 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, slot uint32, t int64, n
 		skip = r.head
 	}
 	used := int64(key.count - skip)
-	var bucket int64 // id of te's sync bucket, when shared (one rate)
+	var bucket int64 // id of te's sync bucket of rate k, when shared
 	if a.sync != nil {
-		bucket = a.sync.bucketOf(side, te)
-		if d := a.sync.rotate(side, bucket); d != 0 && consumed {
+		// The other nodes' units in rate k's window, by its own buckets.
+		y := &a.sync.rate[k]
+		bucket = y.bucketOf(side, te)
+		if d := y.rotate(side, bucket); d != 0 && !s.peekCopy(side) {
 			s.syncDropped.Add(uint64(d))
 		}
-		used += a.sync.estimate(side, te)
+		used += y.estimate(side, te)
 	}
 	allowed := n == 0 || int64(n) <= int64(lim) && used+int64(n) <= int64(lim)
 	pushed := false // this decision's units are in the ring
-	if allowed && n > 0 && consumed && k == 0 {
-		if !a.push(s, key, te+a.late(mode), uint32(n), lim0) {
-			return verdict{word: verdictFull} // no memory for the timestamps
+	if allowed && n > 0 && consumed {
+		if k == 0 {
+			if !a.push(s, key, te+a.late(mode), uint32(n), lim0) {
+				if a.sync != nil {
+					// The other rates, which consume first, recorded the
+					// units: they were not admitted.
+					a.sync.takeBack(side, uint32(n))
+				}
+				return verdict{word: verdictFull} // no memory for the timestamps
+			}
+			pushed = true
 		}
-		pushed = true
 		if a.sync != nil {
-			a.sync.add(side, bucket, uint32(n))
+			a.sync.rate[k].add(side, bucket, uint32(n))
 		}
 	}
 	if mode&full == 0 {
@@ -265,7 +274,7 @@ func (a *slidingLog) numbers(s *shard[logRec], r *logRec, k int, skip uint32, si
 	}
 	var remote int64
 	if a.sync != nil && side != nil {
-		remote = a.sync.estimate(side, te)
+		remote = a.sync.rate[k].estimate(side, te)
 		used += remote
 	}
 	switch {
@@ -274,7 +283,7 @@ func (a *slidingLog) numbers(s *shard[logRec], r *logRec, k int, skip uint32, si
 		retry = Never
 	case used+int64(n) <= int64(lim): // this rate admits it
 	case remote > 0:
-		retry = time.Duration(a.admitAtShared(s, r, side, te, int64(n), int64(lim)) - t)
+		retry = time.Duration(a.admitAtShared(s, r, k, side, te, int64(n), int64(lim)) - t)
 	default:
 		// The (used+n-lim)-th oldest counted timestamp must expire first.
 		i := wrap(r.head+skip+uint32(used+int64(n)-int64(lim))-1, r.cap)
@@ -311,10 +320,13 @@ func until(x, t, tu int64) time.Duration {
 }
 
 // admitAtShared returns the earliest instant >= te at which n units fit
-// with the other nodes' units of a shared key: local units in the window
-// plus the remote estimate, both non-increasing in time, so a binary
-// search over (te, te+W+G] finds it.
-func (a *slidingLog) admitAtShared(s *shard[logRec], r *logRec, side []uint32, te, n, lim int64) int64 {
+// rate k with the other nodes' units of a shared key: local units in the
+// rate's window plus its remote estimate, both non-increasing in time, so
+// a binary search over (te, te+W+G] finds it. r is the key's record (the
+// ring): entries that no longer count in rate k's window are counted
+// expired with the rest.
+func (a *slidingLog) admitAtShared(s *shard[logRec], r *logRec, k int, side []uint32, te, n, lim int64) int64 {
+	y, w := &a.sync.rate[k], a.window[k]
 	var buf []uint32
 	if r.count > 0 {
 		buf = s.rings.ring(r.ref, r.cap)
@@ -325,15 +337,15 @@ func (a *slidingLog) admitAtShared(s *shard[logRec], r *logRec, side []uint32, t
 		lo, hi := uint32(0), r.count
 		for lo < hi {
 			mid := lo + (hi-lo)/2
-			if a.expiry(te, buf[(r.head+mid)%r.cap], a.window[0]) <= at {
+			if a.expiry(te, buf[(r.head+mid)%r.cap], w) <= at {
 				lo = mid + 1
 			} else {
 				hi = mid
 			}
 		}
-		return int64(r.count-lo)+a.sync.estimate(side, at)+n <= lim
+		return int64(r.count-lo)+y.estimate(side, at)+n <= lim
 	}
-	lo, hi := te, te+a.window[0]+2*a.sync.bucket // fits(lo) is false, fits(hi) true
+	lo, hi := te, te+w+2*y.bucket // fits(lo) is false, fits(hi) true
 	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2
 		if fits(mid) {

@@ -165,7 +165,7 @@ func checkShape[E any](tb testing.TB, tab *table[E], s *shard[E]) map[string]uin
 			}
 		}
 		for key, slot := range keys {
-			if side, _ := tab.sideOf(s, slot); side[y.off]&syncTouched != 0 && !queued[slot] {
+			if side, _ := tab.sideOf(s, slot); side[y.flags]&syncTouched != 0 && !queued[slot] {
 				tb.Fatalf("touched key %.20q at %d not in the dirty list", key, slot)
 			}
 		}
@@ -257,7 +257,7 @@ func checkModel[E any](tb testing.TB, tab *table[E], s *shard[E], m *tableModel)
 		}
 		side, _ := tab.sideOf(s, slot)
 		for k, w := range side {
-			if y := tab.sync; y != nil && k == y.off {
+			if y := tab.sync; y != nil && k == y.flags {
 				if got := w&syncTouched != 0; got != m.touched[key] {
 					tb.Fatalf("key %.20q: sync touched %v, want %v", key, got, m.touched[key])
 				}
@@ -454,7 +454,7 @@ func runTableModel[E any](t *testing.T, tab *table[E], seed uint64, mode int) {
 		v := 1 + r.Uint32N(limitMask)
 		*tab.alg.limitWord(rec) = v
 		for k := range side {
-			if y := tab.sync; y == nil || k != y.off {
+			if y := tab.sync; y == nil || k != y.flags {
 				side[k] = sideWord(v, k)
 			}
 		}

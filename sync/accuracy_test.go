@@ -31,27 +31,40 @@ type issued struct {
 	allowed bool
 }
 
-// keyClass is a set of keys of one limit offered one load.
+// keyClass is a set of keys of one set of limits offered one load.
 type keyClass struct {
-	name  string
-	limit int     // per window (SetLimit on every node)
-	load  float64 // units offered per window, all nodes together, / limit
-	keys  int
+	name   string
+	limits []int   // per rate of its suite (SetLimits on every node)
+	perSec float64 // units offered per second, all nodes together
+	keys   int
+	tight  bool // at most 1.05x when the nodes keep to their schedule
 }
 
-// TestSharedAccuracy is the multi-node accuracy test (issues 4 and 11): 4
-// Shared limiters (one go-redis client each) share one Redis, flush every
+// suite is a limiter configuration and the keys it is offered.
+type suite struct {
+	name    string
+	rates   []shardlimit.Rate // the limits are replaced per key by its class's
+	classes []keyClass
+}
+
+// TestSharedAccuracy is the multi-node accuracy test (issues 4, 11 and 13):
+// 4 Shared limiters (one go-redis client each) share one Redis, flush every
 // 50 ms, and are driven by an open-loop pacer on the real clock: per node
 // and key, requests at fixed instants whatever the answers, AllowN at the
 // instant the request is actually made. The harness, not the library,
-// counts the admitted units per key and window. Windows of 10 s. Busy keys
-// (limit 1000) are offered 2x and 1.2x the limit; low-rate keys (limit 20,
-// offered 2x: one request a second per node, so R*T = 0.05, a node decides
-// such a key once every 20 flushes) would, without the near-limit reads,
-// decide on a view as old as their last decision and admit up to a unit
-// per other node over the limit. For the fixed window and the sliding
-// counter (10 buckets; windows counted on bucket boundaries, where the
-// algorithm's own guarantee is exact):
+// counts the admitted units per key and window. Limiters of one rate, a
+// window of 10 s: busy keys (limit 1000) are offered 2x and 1.2x the limit;
+// low-rate keys (limit 20, offered 2x: one request a second per node, so
+// R*T = 0.05, a node decides such a key once every 20 flushes) would,
+// without the near-limit reads, decide on a view as old as their last
+// decision and admit up to a unit per other node over the limit. Limiters
+// of two rates, per second and per 10 s (issue 13): busy keys (100 per
+// second and 600 per 10 s, offered 200 per second: the second's rate binds
+// for 6 s, then the 10 s rate) and low-rate keys (4 per second and 20 per
+// 10 s, offered 8 per second, 2 per node). For the fixed window and the
+// sliding counter (10 buckets; windows counted on bucket boundaries, where
+// the algorithm's own guarantee is exact), for every key and each of its
+// rates:
 //
 //   - the largest admitted/limit never exceeds L + P, P the most requests
 //     the other nodes were offered (together) in an interval of length
@@ -59,38 +72,38 @@ type keyClass struct {
 //     (SharedStats.MaxFlushGap: the interval, stretched on a loaded
 //     machine) and d the largest flush latency the nodes measured
 //     (SharedStats.MaxLatency): a node near its limit sees the others at
-//     most D late. P is at most DESIGN.md's (N-1)*R*D; for the low-rate
-//     keys, whose requests come 250 ms apart over all nodes, it is 1 while
-//     D stays below 250 ms (without the near-limit reads they admitted
-//     L + 3: each other node's last unit unseen);
-//   - busy keys at 2x admit at most 1.05x when the nodes kept to their
-//     schedule (T at most twice the interval, d at most one);
-//   - every key admits at least 0.95x the limit in the run's window (no
-//     double counting).
+//     most D late. P is at most DESIGN.md's (N-1)*R*D; for the one-rate
+//     low-rate keys, whose requests come 250 ms apart over all nodes, it is
+//     1 while D stays below 250 ms (without the near-limit reads they
+//     admitted L + 3: each other node's last unit unseen);
+//   - busy keys of one rate at 2x admit at most 1.05x when the nodes kept
+//     to their schedule (T at most twice the interval, d at most one);
+//   - every key admits at least 0.95x each limit in the run's first window
+//     of it (no double counting).
 //
 // The windows are aligned to the run by an offset clock, so one full window
-// takes 10 s of real time; the two algorithms run at once.
+// of 10 s takes 10 s of real time; the four runs (two algorithms, one and
+// two rates) run at once.
 func TestSharedAccuracy(t *testing.T) {
 	t.Parallel()
 	const (
 		nodes    = 4
-		window   = 10 * time.Second
+		window   = 10 * time.Second // the longest; the run's length
 		buckets  = 10
 		interval = 50 * time.Millisecond
 		lead     = 200 * time.Millisecond
 	)
-	classes := []keyClass{
-		{name: "busy", limit: 1000, load: 2.0, keys: 4},
-		{name: "busy", limit: 1000, load: 1.2, keys: 4},
-		{name: "low rate", limit: 20, load: 2.0, keys: 4},
+	suites := []suite{
+		{name: "one rate", rates: []shardlimit.Rate{{Limit: 1000, Window: window}}, classes: []keyClass{
+			{name: "busy", limits: []int{1000}, perSec: 200, keys: 4, tight: true},
+			{name: "busy", limits: []int{1000}, perSec: 120, keys: 4},
+			{name: "low rate", limits: []int{20}, perSec: 4, keys: 4},
+		}},
+		{name: "two rates", rates: []shardlimit.Rate{{Limit: 100, Window: time.Second}, {Limit: 600, Window: window}}, classes: []keyClass{
+			{name: "busy", limits: []int{100, 600}, perSec: 200, keys: 4},
+			{name: "low rate", limits: []int{4, 20}, perSec: 8, keys: 4},
+		}},
 	}
-	var keyClasses []keyClass // by key
-	for _, c := range classes {
-		for range c.keys {
-			keyClasses = append(keyClasses, c)
-		}
-	}
-	nkeys := len(keyClasses)
 	addr := redistest.RequireRedis(t)
 
 	// The run starts on a window boundary of the offset clock.
@@ -100,66 +113,76 @@ func TestSharedAccuracy(t *testing.T) {
 	clock := offsetClock{off: time.Duration(boundary - start.UnixNano())}
 	origin := time.Unix(0, boundary) // the run's start on the offset clock
 
-	// Per node, the arrival instants of every key: key k is offered
-	// load*limit per window by all nodes together, evenly spaced, each node
-	// shifted by a fraction of the spacing.
-	schedule := make([][]arrival, nodes)
-	for n := range nodes {
-		for k, c := range keyClasses {
-			perNode := c.load * float64(c.limit) / nodes // per window
-			gap := time.Duration(float64(window) / perNode)
-			// Node n's first request at (n + k/nkeys) / nodes of the
-			// spacing: the nodes take turns, keys differ in phase.
-			first := gap * time.Duration(n*nkeys+k) / time.Duration(nodes*nkeys)
-			for at := first; at < window; at += gap {
-				schedule[n] = append(schedule[n], arrival{at: at, key: k})
-			}
-		}
-		slices.SortFunc(schedule[n], func(a, b arrival) int { return cmp.Compare(a.at, b.at) })
-	}
-
 	type result struct {
-		alg  shardlimit.Algorithm
-		lims [nodes]*Shared
-		log  [nodes][]issued
+		suite *suite
+		alg   shardlimit.Algorithm
+		keys  []keyClass // by key
+		lims  [nodes]*Shared
+		log   [nodes][]issued
 	}
 	var results []*result
 	var wg stdsync.WaitGroup
-	for _, alg := range []shardlimit.Algorithm{shardlimit.FixedWindow, shardlimit.SlidingCounter} {
-		res := &result{alg: alg}
-		results = append(results, res)
-		prefix := redistest.Prefix(t) + alg.String() + ":"
-		for n := range nodes {
-			res.lims[n] = newShared(t, newClient(t, addr), SharedConfig{
-				Config: shardlimit.Config{Algorithm: alg, Limit: 1000, Window: window, Buckets: buckets,
-					Clock: clock, JanitorInterval: -1},
-				Prefix:        prefix,
-				FlushInterval: interval,
-			})
-			for k, c := range keyClasses {
-				if err := res.lims[n].SetLimit(keyName(k), c.limit); err != nil {
-					t.Fatal(err)
-				}
+	for si := range suites {
+		su := &suites[si]
+		var keyClasses []keyClass // by key
+		for _, c := range su.classes {
+			for range c.keys {
+				keyClasses = append(keyClasses, c)
 			}
 		}
+		nkeys := len(keyClasses)
+		// Per node, the arrival instants of every key: key k is offered
+		// perSec units a second by all nodes together, evenly spaced, each
+		// node shifted by a fraction of the spacing.
+		schedule := make([][]arrival, nodes)
 		for n := range nodes {
-			wg.Go(func() {
-				s := res.lims[n]
-				out := make([]issued, 0, len(schedule[n]))
-				for _, a := range schedule[n] {
-					if d := time.Until(origin.Add(a.at - clock.off)); d > 0 {
-						time.Sleep(d)
-					}
-					at := clock.Now()
-					r := s.AllowN(keyName(a.key), at, 1)
-					if r.Err != nil {
-						t.Errorf("%v node %d: %v", alg, n, r.Err)
-						return
-					}
-					out = append(out, issued{at: at, key: a.key, allowed: r.Allowed})
+			for k, c := range keyClasses {
+				gap := time.Duration(float64(time.Second) * nodes / c.perSec)
+				// Node n's first request at (n + k/nkeys) / nodes of the
+				// spacing: the nodes take turns, keys differ in phase.
+				first := gap * time.Duration(n*nkeys+k) / time.Duration(nodes*nkeys)
+				for at := first; at < window; at += gap {
+					schedule[n] = append(schedule[n], arrival{at: at, key: k})
 				}
-				res.log[n] = out
-			})
+			}
+			slices.SortFunc(schedule[n], func(a, b arrival) int { return cmp.Compare(a.at, b.at) })
+		}
+		for _, alg := range []shardlimit.Algorithm{shardlimit.FixedWindow, shardlimit.SlidingCounter} {
+			res := &result{suite: su, alg: alg, keys: keyClasses}
+			results = append(results, res)
+			prefix := redistest.Prefix(t) + fmt.Sprintf("%s:%d:", alg, len(su.rates))
+			for n := range nodes {
+				res.lims[n] = newShared(t, newClient(t, addr), SharedConfig{
+					Config: shardlimit.Config{Algorithm: alg, Rates: su.rates, Buckets: buckets,
+						Clock: clock, JanitorInterval: -1},
+					Prefix:        prefix,
+					FlushInterval: interval,
+				})
+				for k, c := range keyClasses {
+					if err := res.lims[n].SetLimits(keyName(k), c.limits...); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			for n := range nodes {
+				wg.Go(func() {
+					s := res.lims[n]
+					out := make([]issued, 0, len(schedule[n]))
+					for _, a := range schedule[n] {
+						if d := time.Until(origin.Add(a.at - clock.off)); d > 0 {
+							time.Sleep(d)
+						}
+						at := clock.Now()
+						r := s.AllowN(keyName(a.key), at, 1)
+						if r.Err != nil {
+							t.Errorf("%v node %d: %v", alg, n, r.Err)
+							return
+						}
+						out = append(out, issued{at: at, key: a.key, allowed: r.Allowed})
+					}
+					res.log[n] = out
+				})
+			}
 		}
 	}
 	wg.Wait()
@@ -172,34 +195,39 @@ func TestSharedAccuracy(t *testing.T) {
 			gap = max(gap, st.MaxFlushGap)
 			near = max(near, st.NearKeys)
 			if st.ItemErrors != 0 || st.State != Healthy {
-				t.Errorf("%v: stats %+v", res.alg, st)
+				t.Errorf("%v, %s: stats %+v", res.alg, res.suite.name, st)
 			}
 		}
-		a := accuracy{nodes: nodes, window: window, buckets: buckets,
-			origin: origin, delay: 2 * (max(gap, interval) + d), log: res.log[:]}
+		delay := 2 * (max(gap, interval) + d)
 		nominal := gap <= 2*interval && d <= interval
-		if res.alg == shardlimit.FixedWindow {
-			a.buckets = 1
-		}
-		t.Run(res.alg.String(), func(t *testing.T) {
-			t.Logf("D = 2(T + d) = 2(%v + %v) = %v (flush interval %v)", max(gap, interval), d, a.delay, interval)
+		t.Run(res.alg.String()+"/"+res.suite.name, func(t *testing.T) {
+			t.Logf("D = 2(T + d) = 2(%v + %v) = %v (flush interval %v)", max(gap, interval), d, delay, interval)
 			if !nominal {
 				t.Logf("the nodes fell behind their schedule: the 1.05x check is skipped, the bound holds it")
 			}
-			for k, c := range keyClasses {
-				admitted, full, others, rate := a.measure(k)
-				bound := c.limit + others
-				t.Logf("%s (%s, limit %d, offered %.1fx): max admitted/limit %.4f (%d; full window %d), bound %.4f (L + %d; (N-1)RD = %.1f)",
-					keyName(k), c.name, c.limit, c.load, float64(admitted)/float64(c.limit), admitted, full,
-					float64(bound)/float64(c.limit), others, (nodes-1)*rate*a.delay.Seconds())
-				if admitted > bound {
-					t.Errorf("%s: %d admitted in one window, above the bound %d", keyName(k), admitted, bound)
+			for ri, rate := range res.suite.rates {
+				a := accuracy{nodes: nodes, window: rate.Window, buckets: buckets,
+					origin: origin, delay: delay, log: res.log[:]}
+				if res.alg == shardlimit.FixedWindow {
+					a.buckets = 1
 				}
-				if nominal && c.limit == 1000 && c.load >= 2 && float64(admitted) > 1.05*float64(c.limit) {
-					t.Errorf("%s offered %.1fx: %d admitted in one window, above 1.05x the limit", keyName(k), c.load, admitted)
-				}
-				if float64(full) < 0.95*float64(c.limit) {
-					t.Errorf("%s offered %.1fx: %d admitted in the run's window, below 0.95x the limit", keyName(k), c.load, full)
+				for k, c := range res.keys {
+					lim := c.limits[ri]
+					admitted, full, others, r := a.measure(k)
+					bound := lim + others
+					offered := c.perSec * rate.Window.Seconds() / float64(lim)
+					t.Logf("%s (%s, limit %d per %v, offered %.1fx): max admitted/limit %.4f (%d; first window %d), bound %.4f (L + %d; (N-1)RD = %.1f)",
+						keyName(k), c.name, lim, rate.Window, offered, float64(admitted)/float64(lim), admitted, full,
+						float64(bound)/float64(lim), others, (nodes-1)*r*delay.Seconds())
+					if admitted > bound {
+						t.Errorf("%s, rate %d per %v: %d admitted in one window, above the bound %d", keyName(k), lim, rate.Window, admitted, bound)
+					}
+					if nominal && c.tight && float64(admitted) > 1.05*float64(lim) {
+						t.Errorf("%s offered %.1fx: %d admitted in one window, above 1.05x the limit", keyName(k), offered, admitted)
+					}
+					if float64(full) < 0.95*float64(lim) {
+						t.Errorf("%s, rate %d per %v, offered %.1fx: %d admitted in the run's first window, below 0.95x the limit", keyName(k), lim, rate.Window, offered, full)
+					}
 				}
 			}
 			t.Logf("near-limit keys read at a flush: at most %d", near)
@@ -213,13 +241,13 @@ func keyName(k int) string { return fmt.Sprintf("key%d", k) }
 type accuracy struct {
 	nodes, buckets int // buckets 1 for a fixed window
 	window         time.Duration
-	origin         time.Time     // start of the run's full window
+	origin         time.Time     // start of the run (and of a window)
 	delay          time.Duration // D
 	log            [][]issued    // per node
 }
 
 // measure returns, for key k, the most units admitted in one window
-// (windows on bucket boundaries), the units admitted in the run's own
+// (windows on bucket boundaries), the units admitted in the run's first
 // window, the most requests for k the other nodes of any node were offered
 // together in an interval of length D, and the largest rate, in units per
 // second, at which one node was offered k over an interval of length D.

@@ -17,12 +17,18 @@ import (
 const MaxSpan = shardlimit.MaxBuckets
 
 // Item is one operation of a batch sent to a Backend: add Delta units to
-// the counter of window or bucket ID of limiter Key, keep it for TTL, and
-// read back its total (and, with Span, the totals of the Span counters
-// before it).
+// the counter of window or bucket ID of limiter Key (of its rate of window
+// Window, for a limiter of several rates), keep it for TTL, and read back
+// its total (and, with Span, the totals of the Span counters before it).
 type Item struct {
 	// Key is the limiter key: 1 to shardlimit.MaxKeyBytesLimit bytes.
 	Key string
+	// Window is 0 for a limiter of one rate. For a limiter of several
+	// rates (shardlimit.Config.Rates) it is the window of the rate whose
+	// counter the Item names, a positive whole number of microseconds: each
+	// rate has counters of its own, which a Backend must keep apart (a
+	// RedisBackend names them <prefix>{<key>}:<window in µs>:<id>).
+	Window time.Duration
 	// ID is the window or bucket id, usually floor(unix_nanos / length).
 	ID int64
 	// Delta is the number of units to add; 0 adds nothing and writes
@@ -107,7 +113,9 @@ type Backend interface {
 	Add(ctx context.Context, items []Item, out []ItemResult) []ItemResult
 	// Read returns the totals of the counters of key for IDs id-span .. id,
 	// oldest first, appended to dst[:0], reading them in one atomic step and
-	// writing nothing. span is in [0, MaxSpan].
+	// writing nothing. span is in [0, MaxSpan]. It reads the counters of a
+	// limiter of one rate (Item.Window 0); an Item of Delta 0 reads those
+	// of any rate.
 	Read(ctx context.Context, key string, id int64, span int, dst []int64) ([]int64, error)
 	// Time returns the store's clock, for estimating this node's offset to
 	// it.
@@ -160,7 +168,15 @@ func NewRedisBackend(client RedisClient, prefix string) (*RedisBackend, error) {
 // id of limiter key: <prefix>{<key>}:<id>, or <prefix>#{<hex of key>}:<id>
 // for a key containing a brace.
 func (b *RedisBackend) CounterKey(key string, id int64) string {
-	return counterKey(tagged(b.prefix, key), id)
+	return counterKey(tagged(b.prefix, key), 0, id)
+}
+
+// RateCounterKey returns the Redis key holding the counter of window or
+// bucket id of limiter key's rate of window w (Item.Window), for a limiter
+// of several rates: <prefix>{<key>}:<w in microseconds>:<id> (the key
+// hex-encoded after '#' if it has a brace). For w = 0 it is CounterKey.
+func (b *RedisBackend) RateCounterKey(key string, w time.Duration, id int64) string {
+	return counterKey(tagged(b.prefix, key), w, id)
 }
 
 // checkItem validates an item before it is sent.
@@ -170,6 +186,8 @@ func checkItem(it *Item) error {
 		return fmt.Errorf("%w: empty key", shardlimit.ErrInvalidKey)
 	case len(it.Key) > shardlimit.MaxKeyBytesLimit:
 		return fmt.Errorf("%w: key of %d bytes is longer than %d", shardlimit.ErrInvalidKey, len(it.Key), shardlimit.MaxKeyBytesLimit)
+	case it.Window < 0 || it.Window%time.Microsecond != 0:
+		return fmt.Errorf("%w: window %v is not a whole number of microseconds", ErrInvalidItem, it.Window)
 	case it.TTL < time.Millisecond:
 		return fmt.Errorf("%w: ttl %v is below 1ms", ErrInvalidItem, it.TTL)
 	case it.Span < 0 || it.Span > MaxSpan:
@@ -185,7 +203,7 @@ func (b *RedisBackend) scriptArgs(it *Item) ([]string, []any) {
 	tag := tagged(b.prefix, it.Key)
 	keys := make([]string, it.Span+1)
 	for i := range keys {
-		keys[i] = counterKey(tag, it.ID-int64(i))
+		keys[i] = counterKey(tag, it.Window, it.ID-int64(i))
 	}
 	ttl := (it.TTL + time.Millisecond - 1) / time.Millisecond
 	return keys, []any{it.Delta, int64(ttl), it.Floor}

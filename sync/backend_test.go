@@ -44,11 +44,23 @@ func TestKeyLayout(t *testing.T) {
 	if got := b.CounterKey("}a{", -3); got != "rl:#{7d617b}:-3" {
 		t.Fatalf("CounterKey with braces = %q", got)
 	}
+	if got := b.RateCounterKey("user:42", 10*time.Second, 7); got != "rl:{user:42}:10000000:7" {
+		t.Fatalf("RateCounterKey = %q", got)
+	}
+	if got := b.RateCounterKey("}a{", time.Millisecond, -3); got != "rl:#{7d617b}:1000:-3" {
+		t.Fatalf("RateCounterKey with braces = %q", got)
+	}
+	if got := b.RateCounterKey("user:42", 0, 7); got != b.CounterKey("user:42", 7) {
+		t.Fatalf("RateCounterKey of window 0 = %q", got)
+	}
 	for _, key := range []string{"a", "user:1", "}x", "{x}", "x}", "a}b{c", "::", "ключ", "\x00\xff", strings.Repeat("k", 600)} {
 		s := keySlot(b.CounterKey(key, 0))
 		for _, id := range []int64{1, 99, -1, 1 << 40} {
 			if got := keySlot(b.CounterKey(key, id)); got != s {
 				t.Errorf("key %q: id %d in slot %d, id 0 in slot %d", key, id, got, s)
+			}
+			if got := keySlot(b.RateCounterKey(key, time.Hour, id)); got != s {
+				t.Errorf("key %q: id %d of the hour's rate in slot %d, id 0 in slot %d", key, id, got, s)
 			}
 		}
 		if strings.ContainsAny(key, "{}") {
@@ -194,16 +206,18 @@ func TestBackendInvalidItems(t *testing.T) {
 		{Key: "k", ID: 1, Delta: 1, TTL: time.Minute, Span: -1},
 		{Key: "k", ID: 1, Delta: 1, TTL: time.Minute, Floor: -1},
 		{Key: strings.Repeat("x", shardlimit.MaxKeyBytesLimit+1), ID: 1, Delta: 1, TTL: time.Minute},
+		{Key: "k", ID: 1, Delta: 1, TTL: time.Minute, Window: -time.Second},
+		{Key: "k", ID: 1, Delta: 1, TTL: time.Minute, Window: time.Second + time.Nanosecond},
 		{Key: "k", ID: 1, Delta: 1, TTL: time.Minute},
 	}
 	out := b.Add(ctx, items, nil)
-	wantErr := []error{shardlimit.ErrInvalidKey, ErrInvalidItem, ErrInvalidItem, ErrInvalidItem, shardlimit.ErrInvalidKey}
+	wantErr := []error{shardlimit.ErrInvalidKey, ErrInvalidItem, ErrInvalidItem, ErrInvalidItem, shardlimit.ErrInvalidKey, ErrInvalidItem, ErrInvalidItem}
 	for i, w := range wantErr {
 		if out[i].Outcome != NotApplied || !errors.Is(out[i].Err, w) {
 			t.Errorf("item %d: %+v, want NotApplied %v", i, out[i], w)
 		}
 	}
-	if r := out[5]; r.Outcome != Applied || r.Total != 1 {
+	if r := out[len(items)-1]; r.Outcome != Applied || r.Total != 1 {
 		t.Errorf("valid item: %+v", r)
 	}
 }

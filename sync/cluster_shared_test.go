@@ -2,6 +2,7 @@ package sync
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,11 +14,15 @@ import (
 )
 
 // TestCaseB23SharedCluster is CASES.md B23 for Shared on a local 6-node
-// Redis Cluster (3 masters, 3 replicas; fixed window, limit 100, W = 60 s):
+// Redis Cluster (3 masters, 3 replicas; fixed window, limit 100, W = 60 s),
+// beside a limiter of two rates (sliding counter of 6 buckets, 100 per
+// minute and 1000 per hour), whose every script call reads 7 counters of
+// one rate:
 //
 //  1. one Allow for each of user:0 .. user:999, then two flushes: zero item
-//     errors, the script calls reached every master, and every key's
-//     counter is 1;
+//     errors (no CROSSSLOT), the script calls reached every master, every
+//     call's Redis keys carry one hash tag, and every key's counter (of
+//     each rate) is 1;
 //  2. a master is killed, then every key takes a second unit while the
 //     reconciler keeps flushing: the flushes for the dead master's slots
 //     fail until a replica has taken over, then recover on their own, and
@@ -58,9 +63,34 @@ func TestCaseB23SharedCluster(t *testing.T) {
 		mons = append(mons, redistest.StartMonitor(t, m))
 	}
 
+	two := newShared(t, client, SharedConfig{
+		Config: shardlimit.Config{Algorithm: shardlimit.SlidingCounter, Buckets: 6, Clock: clock,
+			Rates: []shardlimit.Rate{{Limit: 100, Window: time.Minute}, {Limit: 1000, Window: time.Hour}}},
+		FlushInterval: 50 * time.Millisecond,
+		FlushTimeout:  5 * time.Second,
+	})
+	// twoCounters reads the counters of every rate of two in the bucket of
+	// now, or returns what is wrong.
+	twoCounters := func(want int64) string {
+		for _, r := range two.tab.Rates() {
+			got, err := readRateCounters(t, client, two, keys, time.Duration(r.Window), now.UnixNano()/r.Size)
+			if err != nil {
+				return err.Error()
+			}
+			for i, v := range got {
+				if v != want {
+					return fmt.Sprintf("counter of %s, rate %v = %d, want %d; stats %+v", keys[i], time.Duration(r.Window), v, want, two.SharedStats())
+				}
+			}
+		}
+		return ""
+	}
 	for _, k := range keys {
 		if r := s.AllowN(k, now, 1); !r.Allowed || r.Remaining != 99 {
 			t.Fatalf("%s: %+v", k, r)
+		}
+		if r := two.AllowN(k, now, 1); !r.Allowed || r.Remaining != 99 {
+			t.Fatalf("%s of two rates: %+v", k, r)
 		}
 	}
 	mustFlush(t, s)
@@ -68,15 +98,26 @@ func TestCaseB23SharedCluster(t *testing.T) {
 	if st := s.SharedStats(); st.ItemErrors != 0 || st.Items != uint64(len(keys)) || st.SentUnits != uint64(len(keys)) {
 		t.Fatalf("stats after two flushes %+v", st)
 	}
+	mustFlush(t, two)
+	mustFlush(t, two)
+	if st := two.SharedStats(); st.ItemErrors != 0 || st.Items != 2*uint64(len(keys)) || st.SentUnits != 2*uint64(len(keys)) {
+		t.Fatalf("stats of two rates after two flushes %+v", st)
+	}
+	if msg := twoCounters(1); msg != "" {
+		t.Fatal(msg)
+	}
 	for i, v := range counters(t, client, s, keys, id) {
 		if v != 1 {
 			t.Fatalf("counter of %s = %d, want 1", keys[i], v)
 		}
 	}
-	// The eviction watch reads INFO of every master.
+	// The eviction watch reads INFO of every master (two's first check
+	// comes after the monitors started).
 	eventually(t, 10*time.Second, func() string {
-		if ev := s.SharedStats().Eviction; ev.Policy != "noeviction" || !ev.Safe() || ev.Err != nil {
-			return fmt.Sprintf("eviction %+v", ev)
+		for _, l := range []*Shared{s, two} {
+			if ev := l.SharedStats().Eviction; ev.Policy != "noeviction" || !ev.Safe() || ev.Err != nil {
+				return fmt.Sprintf("eviction %+v", ev)
+			}
 		}
 		return ""
 	})
@@ -86,6 +127,9 @@ func TestCaseB23SharedCluster(t *testing.T) {
 			switch name := strings.ToUpper(cmd[0]); name {
 			case "EVALSHA", "EVAL":
 				calls++
+				if msg := oneTag(cmd); msg != "" {
+					t.Errorf("master %s: %s", masters[i], msg)
+				}
 			case "INFO":
 				infos++
 			}
@@ -109,6 +153,9 @@ func TestCaseB23SharedCluster(t *testing.T) {
 		if r := s.AllowN(k, now, 1); !r.Allowed {
 			t.Fatalf("%s during the failover: %+v", k, r)
 		}
+		if r := two.AllowN(k, now, 1); !r.Allowed {
+			t.Fatalf("%s of two rates during the failover: %+v", k, r)
+		}
 	}
 	t.Logf("killed master %s; %s took over", masters[0], awaitTakeover())
 	eventually(t, 30*time.Second, func() string {
@@ -123,9 +170,39 @@ func TestCaseB23SharedCluster(t *testing.T) {
 		}
 		return ""
 	})
+	eventually(t, 30*time.Second, func() string { return twoCounters(2) })
 	st := s.SharedStats()
 	t.Logf("stats after the failover %+v", st)
+	t.Logf("stats of two rates after the failover %+v", two.SharedStats())
 	if st.ItemErrors == 0 {
 		t.Error("no item failed while a master was dead: the test did not test the failover")
 	}
+}
+
+// oneTag returns what is wrong with the Redis keys of a script call
+// (EVAL or EVALSHA, its numkeys, its keys), "" if every key has the hash
+// tag of the first: a call of one limiter key never spans two slots.
+func oneTag(cmd []string) string {
+	if len(cmd) < 3 {
+		return fmt.Sprintf("short script call %q", cmd)
+	}
+	n, err := strconv.Atoi(cmd[2])
+	if err != nil || n < 1 || len(cmd) < 3+n {
+		return fmt.Sprintf("script call %q: bad numkeys", cmd)
+	}
+	tag := func(k string) string {
+		i := strings.IndexByte(k, '{')
+		j := strings.IndexByte(k[i+1:], '}')
+		if i < 0 || j <= 0 {
+			return ""
+		}
+		return k[i : i+j+2]
+	}
+	keys := cmd[3 : 3+n]
+	for _, k := range keys {
+		if tag(k) == "" || tag(k) != tag(keys[0]) {
+			return fmt.Sprintf("script call with keys %q: not one hash tag", keys)
+		}
+	}
+	return ""
 }

@@ -11,7 +11,8 @@
 //     other process through the store: a reconciler goroutine flushes the
 //     units admitted since its last flush every FlushInterval (50 ms by
 //     default) and folds the cluster's totals back into the local
-//     decisions (fixed window, sliding counter, sliding log).
+//     decisions (fixed window, sliding counter, sliding log), for every
+//     rate of a limiter of several.
 //   - Backend, the small interface through which the reconciler reaches the
 //     shared store, and RedisBackend, its go-redis implementation for a
 //     single node, Sentinel or Cluster. Each item of a batch is applied by
@@ -42,6 +43,14 @@
 // A key that contains '{' or '}' would change the hash tag, so it is written
 // hex-encoded after a '#': <prefix>#{<hex of key>}:<suffix>. The prefix
 // (default DefaultPrefix) may not contain braces.
+//
+// A Shared limiter of several rates (Config.Rates) keeps each rate's
+// counters apart, under the same hash tag:
+//
+//	<prefix>{<key>}:<W>:<id>   counter of window or bucket id of the rate of window W (µs)
+//
+// A Shared limiter of one rate keeps <prefix>{<key>}:<id>, so its counters
+// do not change when Limit and Window are written as one Rate.
 //
 // # go-redis client settings
 //

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/shardlimit/shardlimit"
 )
@@ -50,7 +51,11 @@ func tagged(prefix, key string) string {
 }
 
 // counterKey returns the Redis key of the counter of window or bucket id:
-// <prefix>{<key>}:<id>.
-func counterKey(tag string, id int64) string {
-	return tag + ":" + strconv.FormatInt(id, 10)
+// <prefix>{<key>}:<id>, or for the rate of window w > 0 of a limiter of
+// several rates <prefix>{<key>}:<w in microseconds>:<id>.
+func counterKey(tag string, w time.Duration, id int64) string {
+	if w == 0 {
+		return tag + ":" + strconv.FormatInt(id, 10)
+	}
+	return tag + ":" + strconv.FormatInt(int64(w/time.Microsecond), 10) + ":" + strconv.FormatInt(id, 10)
 }

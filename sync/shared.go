@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	stdsync "sync"
 	"sync/atomic"
 	"time"
@@ -23,7 +24,9 @@ const (
 // SharedConfig configures a Shared limiter. Its embedded Config takes the
 // fields of shardlimit.Config with their meaning and defaults; Algorithm
 // must be FixedWindow, SlidingCounter or SlidingLog (GCRA is shared in exact
-// mode only: NewExact).
+// mode only: NewExact). Config.Rates may give several rates, each shared
+// through counters of its own (see Shared); their windows must then be
+// whole microseconds, which name them in the store.
 type SharedConfig struct {
 	shardlimit.Config
 
@@ -64,8 +67,16 @@ type SharedConfig struct {
 	// FallbackLimit, if positive, is the default limit while Degraded under
 	// FallbackLocal: a stricter per-node limit such as Limit/N for N nodes
 	// bounds the cluster to about the limit while the store is down. Keys
-	// with a limit of their own (SetLimit) keep it. In [0, MaxLimit].
+	// with a limit of their own (SetLimit) keep it. In [0, MaxLimit]
+	// ([0, MaxSlidingLogLimit] for SlidingLog). For a limiter of several
+	// rates use FallbackLimits.
 	FallbackLimit int
+
+	// FallbackLimits, if set, are the default limits while Degraded under
+	// FallbackLocal, one per rate in the order of Config.Rates (such as
+	// each rate's limit/N), each in [1, MaxLimit] ([1, MaxSlidingLogLimit]
+	// for SlidingLog). FallbackLimit must then be 0.
+	FallbackLimits []int
 
 	// EvictionCheck is how often the reconciler reads the store's
 	// eviction state (INFO), in [1ms, 1h]; default 2s; negative: never.
@@ -80,12 +91,16 @@ type SharedConfig struct {
 	OnStateChange func(StateChange)
 }
 
-// SharedStats are a Shared limiter's counters since construction.
+// SharedStats are a Shared limiter's counters since construction. With
+// several rates (Config.Rates) every admitted unit counts in each rate's
+// counters, so the unit counts (SentUnits, RetriedUnits, UnknownUnits,
+// DroppedUnits) count it once per rate: for each rate, every unit admitted
+// is sent, retried until sent, unknown or dropped.
 type SharedStats struct {
 	State         State         // state now
 	Flushes       uint64        // flushes that sent at least one item
 	FailedFlushes uint64        // of which nothing was applied
-	Items         uint64        // items sent (one per key and bucket)
+	Items         uint64        // items sent (one per key, rate and bucket)
 	ItemErrors    uint64        // items not applied
 	BadReplies    uint64        // of which the store's reply was unreadable (ErrBadReply)
 	LastKeys      int           // keys in the last flush
@@ -130,10 +145,14 @@ type SharedStats struct {
 // trip, at any request rate; a window then admits at most the limit L plus
 // what the other nodes admitted in the D before this node's last admission
 // in it: with N nodes each offered R units/s, min(N*L, L + (N-1)*R*D),
-// plus units lost to store faults. A key this node has not admitted in its
-// window (idle here) is brought up to date by the flush after its next
-// decision: its first decisions after the gap can overshoot by what the
-// others admitted meanwhile. With one node it is exactly the local
+// plus units lost to store faults. With several rates (Config.Rates) each
+// rate is shared with counters of its own and holds its own bound: rate
+// k's window admits at most min(N*L_k, L_k + (N-1)*R*D), a request any
+// rate denies consumes from none, and a key is near its limit when any of
+// its rates is. A key this node has not admitted in its window (idle here)
+// is brought up to date by the flush after its next decision: its first
+// decisions after the gap can overshoot by what the others admitted
+// meanwhile. With one node it is exactly the local
 // algorithm. The fixed window shares its window's count; the sliding
 // counter its buckets'; the sliding log keeps its exact local log and adds
 // the other nodes' units by Buckets sub-windows, weighted as the counter
@@ -161,14 +180,14 @@ type Shared struct {
 	maxBatch int
 	failMax  int
 	policy   FailurePolicy
-	fbLimit  int
+	fbLimits []int // the default limits while Degraded (FallbackLocal), nil for none
 	onChange func(StateChange)
-	size     int64 // bucket length, ns
-	span     int   // buckets per key
+	alg      shardlimit.Algorithm
+	rates    []shared.Rate // the limiter's rates, longest window first
 	watch    *evictionWatch
 
-	defMu    stdsync.Mutex
-	defLimit int // the configured default limit (not the fallback)
+	defMu     stdsync.Mutex
+	defLimits []int // the configured default limits, as Config.Rates (not the fallback)
 
 	state    atomic.Int32
 	flushMu  stdsync.Mutex // one flush at a time (the loop and Shutdown)
@@ -252,10 +271,36 @@ func NewShared(client RedisClient, cfg SharedConfig) (*Shared, error) {
 		return nil, bad("unknown failure policy %d", int(cfg.Policy))
 	}
 	s.policy = cfg.Policy
-	if cfg.FallbackLimit < 0 || cfg.FallbackLimit > shardlimit.MaxLimit {
-		return nil, bad("fallback limit %d outside [0, %d]", cfg.FallbackLimit, shardlimit.MaxLimit)
+	s.alg = cfg.Algorithm
+	rates := max(1, len(cfg.Rates))
+	switch {
+	case cfg.FallbackLimit < 0 || cfg.FallbackLimit > s.maxLimit():
+		return nil, bad("fallback limit %d outside [0, %d]", cfg.FallbackLimit, s.maxLimit())
+	case cfg.FallbackLimit > 0 && cfg.FallbackLimits != nil:
+		return nil, bad("both FallbackLimit and FallbackLimits set")
+	case cfg.FallbackLimit > 0 && rates > 1:
+		return nil, bad("FallbackLimit set for %d rates: set FallbackLimits", rates)
+	case cfg.FallbackLimit > 0:
+		s.fbLimits = []int{cfg.FallbackLimit}
+	case cfg.FallbackLimits != nil:
+		if len(cfg.FallbackLimits) != rates {
+			return nil, bad("%d fallback limits for %d rates", len(cfg.FallbackLimits), rates)
+		}
+		for _, l := range cfg.FallbackLimits {
+			if l < 1 || l > s.maxLimit() {
+				return nil, bad("fallback limit %d outside [1, %d]", l, s.maxLimit())
+			}
+		}
+		s.fbLimits = slices.Clone(cfg.FallbackLimits)
 	}
-	s.fbLimit = cfg.FallbackLimit
+	if rates > 1 {
+		// The Redis keys of a rate name its window in microseconds.
+		for _, r := range cfg.Rates {
+			if r.Window%time.Microsecond != 0 {
+				return nil, bad("window %v of several rates is not a whole number of microseconds", r.Window)
+			}
+		}
+	}
 	s.onChange = cfg.OnStateChange
 	every := cmp0(cfg.EvictionCheck, DefaultEvictionCheck)
 	if every > time.Hour || every >= 0 && every < time.Millisecond {
@@ -276,13 +321,26 @@ func NewShared(client RedisClient, cfg SharedConfig) (*Shared, error) {
 	s.core = tab.(shardlimit.Limiter)
 	full := s.core.Config()
 	s.clock = full.Clock
-	s.defLimit = full.Limit
-	s.size, s.span = tab.Buckets()
+	for _, r := range full.Rates {
+		s.defLimits = append(s.defLimits, r.Limit)
+	}
+	if len(full.Rates) == 0 {
+		s.defLimits = []int{full.Limit}
+	}
+	s.rates = tab.Rates()
 	s.stop = make(chan struct{})
 	s.done = make(chan struct{})
 	s.loopCtx, s.loopCancel = context.WithCancel(context.Background())
 	go s.run()
 	return s, nil
+}
+
+// maxLimit returns the largest limit of the limiter's algorithm.
+func (s *Shared) maxLimit() int {
+	if s.alg == shardlimit.SlidingLog {
+		return shardlimit.MaxSlidingLogLimit
+	}
+	return shardlimit.MaxLimit
 }
 
 func cmp0[T comparable](v, def T) T {
@@ -310,7 +368,8 @@ func (s *Shared) byPolicy(key string, now time.Time, n int) shardlimit.Result {
 	switch {
 	case n == 0:
 		r.Allowed = true
-	case n > r.Limit:
+	case n > r.Limit || len(s.rates) > 1 && s.core.Peek(key, now, n).RetryAfter == shardlimit.Never:
+		// No wait can admit it (above a rate's limit).
 		r.Allowed, r.RetryAfter = false, shardlimit.Never
 	case s.policy == FailOpen:
 		r.Allowed, r.Remaining = true, r.Limit-n
@@ -399,37 +458,44 @@ func (s *Shared) Peek(key string, now time.Time, n int) shardlimit.Result {
 // node. See shardlimit.Limiter.
 func (s *Shared) SetLimit(key string, limit int) error { return s.core.SetLimit(key, limit) }
 
-// SetLimits is SetLimit with the limits as a list: a shared limiter has one
-// rate, so exactly one limit (see shardlimit.Limiter).
+// SetLimits gives key limits of its own in this process, one per rate in
+// the order of Config.Rates; set them on every node. See
+// shardlimit.Limiter.
 func (s *Shared) SetLimits(key string, limits ...int) error { return s.core.SetLimits(key, limits...) }
 
 // ClearLimit makes key use the default limit again.
 func (s *Shared) ClearLimit(key string) error { return s.core.ClearLimit(key) }
 
-// SetDefaultLimits is SetDefaultLimit with the limit as a list: a shared
-// limiter has one rate, so it takes exactly one limit.
+// SetDefaultLimits changes the limits of every key without its own, one
+// per rate in the order of Config.Rates; while Degraded with fallback
+// limits, they take effect on recovery. It returns an error wrapping
+// shardlimit.ErrInvalidConfig if the count of limits is not the count of
+// rates or a limit is out of range.
 func (s *Shared) SetDefaultLimits(limits ...int) error {
-	if len(limits) != 1 {
-		return fmt.Errorf("%w: %d limits for 1 rate", shardlimit.ErrInvalidConfig, len(limits))
+	if len(limits) != len(s.defLimits) {
+		return fmt.Errorf("%w: %d limits for %d rates", shardlimit.ErrInvalidConfig, len(limits), len(s.defLimits))
 	}
-	return s.SetDefaultLimit(limits[0])
-}
-
-// SetDefaultLimit changes the limit of every key without its own; while
-// Degraded with a FallbackLimit, it takes effect on recovery.
-func (s *Shared) SetDefaultLimit(limit int) error {
+	for _, l := range limits {
+		if l < 0 || l > s.maxLimit() {
+			return fmt.Errorf("%w: limit %d outside [0, %d]", shardlimit.ErrInvalidConfig, l, s.maxLimit())
+		}
+	}
 	s.defMu.Lock()
 	defer s.defMu.Unlock()
-	if State(s.state.Load()) == Degraded && s.fbLimit > 0 && s.policy == FallbackLocal {
-		if err := s.core.SetDefaultLimit(s.fbLimit); err != nil {
+	if State(s.state.Load()) == Degraded && s.fbLimits != nil && s.policy == FallbackLocal {
+		if err := s.core.SetDefaultLimits(s.fbLimits...); err != nil {
 			return err
 		}
-	} else if err := s.core.SetDefaultLimit(limit); err != nil {
+	} else if err := s.core.SetDefaultLimits(limits...); err != nil {
 		return err
 	}
-	s.defLimit = limit
+	copy(s.defLimits, limits)
 	return nil
 }
+
+// SetDefaultLimit changes the limit of every key without its own: it is
+// SetDefaultLimits(limit), for a limiter of one rate.
+func (s *Shared) SetDefaultLimit(limit int) error { return s.SetDefaultLimits(limit) }
 
 // Reset forgets key's local usage in this process (not in the store).
 func (s *Shared) Reset(key string) error { return s.core.Reset(key) }
@@ -643,9 +709,14 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 		s.flushes = s.tab.Collect(i, s.flushes)
 	}
 	s.items, s.owners = s.items[:0], s.owners[:0]
-	m := s.span
 	for fi := range s.flushes {
 		f := &s.flushes[fi]
+		rate := &s.rates[f.Rate]
+		m, size := rate.Count, rate.Size
+		var window time.Duration // names the rate's counters if there are several
+		if len(s.rates) > 1 {
+			window = time.Duration(rate.Window)
+		}
 		for k := range m {
 			id := f.Newest - int64(m-1-k)
 			newest := k == m-1
@@ -654,14 +725,14 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 			}
 			// Bucket id counts until (id+m)*size; keep it one bucket and a
 			// second longer for nodes whose clocks lag.
-			end := (id + int64(m)) * s.size
+			end := (id + int64(m)) * size
 			if end <= now {
 				s.dropped.Add(uint64(f.Deltas[k]))
 				if f.Deltas[k] != 0 {
 					// Collect counted them sent: take them out of the
 					// floor, or a later flush of the bucket (the clock
 					// came back) would write what was counted dropped.
-					s.tab.Forget(&shared.Flush{Key: f.Key, Newest: id, Deltas: []uint32{f.Deltas[k]}})
+					s.tab.Forget(&shared.Flush{Key: f.Key, Rate: f.Rate, Newest: id, Deltas: []uint32{f.Deltas[k]}})
 				}
 				continue
 			}
@@ -670,8 +741,8 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 				span = m - 1
 			}
 			s.items = append(s.items, Item{
-				Key: f.Key, ID: id, Delta: f.Deltas[k], Floor: int64(f.Sent[k]),
-				TTL:  time.Duration(end-now+s.size) + time.Second,
+				Key: f.Key, Window: window, ID: id, Delta: f.Deltas[k], Floor: int64(f.Sent[k]),
+				TTL:  time.Duration(end-now+size) + time.Second,
 				Span: span,
 			})
 			s.owners = append(s.owners, owner{fi, k})
@@ -704,13 +775,14 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 			case Applied:
 				applied++
 				s.sentUnits.Add(uint64(it.Delta))
-				if it.Span > 0 || m == 1 {
+				if it.Span > 0 || s.rates[f.Rate].Count == 1 {
 					s.tab.Apply(f, res.Totals)
-					if !final && s.nearLimit(f, res.Totals, nowTime) {
+					if !final && s.nearLimit(f, res.Totals, now) &&
+						(len(s.near) == 0 || s.near[len(s.near)-1] != f.Key) { // one key's rates are together
 						s.near = append(s.near, f.Key)
 					}
 				} else {
-					s.tab.Apply(&shared.Flush{Key: f.Key, Newest: it.ID}, []int64{res.Total})
+					s.tab.Apply(&shared.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID}, []int64{res.Total})
 				}
 			case NotApplied:
 				s.itemErrs.Add(1)
@@ -721,12 +793,12 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 				}
 				if it.Delta > 0 {
 					s.retried.Add(uint64(it.Delta))
-					s.tab.Restore(&shared.Flush{Key: f.Key, Newest: it.ID, Deltas: []uint32{it.Delta}})
+					s.tab.Restore(&shared.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID, Deltas: []uint32{it.Delta}})
 				} else {
 					// A read or a heal (floor only) that did not run: the
 					// key is collected again, or a counter an earlier lost
 					// reply left short would never be healed.
-					s.tab.Restore(&shared.Flush{Key: f.Key, Newest: it.ID, Deltas: zeroDelta[:]})
+					s.tab.Restore(&shared.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID, Deltas: zeroDelta[:]})
 				}
 			default:
 				s.itemErrs.Add(1)
@@ -741,7 +813,7 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 				// floor (all this node sent for its newest bucket) heals
 				// the counter if they were lost, even if the key sees no
 				// further traffic.
-				s.tab.Restore(&shared.Flush{Key: f.Key, Newest: it.ID, Deltas: zeroDelta[:]})
+				s.tab.Restore(&shared.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID, Deltas: zeroDelta[:]})
 			}
 		}
 	}
@@ -767,14 +839,15 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 	return err
 }
 
-// nearLimit reports whether key f, whose buckets' cluster totals are
-// totals (as f.Sent, oldest first), is near its limit: the other nodes
-// admitted units of it and its room left is at most what they admit, at
-// their pace so far, in twice the time this node takes to admit one, plus
-// one. Such a key is read at every flush (Touch queues it), so a node that
-// decides it seldom never decides it on a view older than two flushes:
-// without that its view is as old as its last decision.
-func (s *Shared) nearLimit(f *shared.Flush, totals []int64, now time.Time) bool {
+// nearLimit reports whether key f, whose buckets' cluster totals of rate
+// f.Rate are totals (as f.Sent, oldest first), is near that rate's limit:
+// the other nodes admitted units of it and the rate's room left is at most
+// what they admit, at their pace so far, in twice the time this node takes
+// to admit one, plus one. Such a key is read at every flush (Touch queues
+// it, with all its rates), so a node that decides it seldom never decides
+// it on a view older than two flushes: without that its view is as old as
+// its last decision.
+func (s *Shared) nearLimit(f *shared.Flush, totals []int64, now int64) bool {
 	if len(totals) != len(f.Sent) {
 		return false
 	}
@@ -786,8 +859,8 @@ func (s *Shared) nearLimit(f *shared.Flush, totals []int64, now time.Time) bool 
 	if local == 0 || remote == 0 {
 		return false
 	}
-	r := s.core.Peek(f.Key, now, 0)
-	return r.Err == nil && int64(r.Remaining) <= (2*remote+local-1)/local+1
+	rem, ok := s.tab.Remaining(f.Key, now, f.Rate)
+	return ok && int64(rem) <= (2*remote+local-1)/local+1
 }
 
 func cmpErr(first, err error) error {
@@ -837,17 +910,18 @@ func (s *Shared) update(cause error) {
 	}
 }
 
-// applyFallback switches the default limit to FallbackLimit and back.
+// applyFallback switches the default limits to the fallback limits and
+// back.
 func (s *Shared) applyFallback(on bool) {
-	if s.fbLimit == 0 || s.policy != FallbackLocal {
+	if s.fbLimits == nil || s.policy != FallbackLocal {
 		return
 	}
 	s.defMu.Lock()
 	defer s.defMu.Unlock()
 	if on {
-		_ = s.core.SetDefaultLimit(s.fbLimit)
+		_ = s.core.SetDefaultLimits(s.fbLimits...)
 	} else {
-		_ = s.core.SetDefaultLimit(s.defLimit)
+		_ = s.core.SetDefaultLimits(s.defLimits...)
 	}
 }
 

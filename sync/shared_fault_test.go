@@ -65,12 +65,19 @@ func counters(t *testing.T, c redis.Cmdable, s *Shared, keys []string, id int64)
 // Cluster client to reload its slot map before returning the error.
 func readCounters(t *testing.T, c redis.Cmdable, s *Shared, keys []string, id int64) ([]int64, error) {
 	t.Helper()
+	return readRateCounters(t, c, s, keys, 0, id)
+}
+
+// readRateCounters is readCounters for the rate of window w of a limiter
+// of several rates (0: of one rate).
+func readRateCounters(t *testing.T, c redis.Cmdable, s *Shared, keys []string, w time.Duration, id int64) ([]int64, error) {
+	t.Helper()
 	be := s.backend.(*RedisBackend)
 	ctx := ctxT(t, 10*time.Second)
 	pipe := c.Pipeline()
 	cmds := make([]*redis.StringCmd, len(keys))
 	for i, k := range keys {
-		cmds[i] = pipe.Get(ctx, be.CounterKey(k, id))
+		cmds[i] = pipe.Get(ctx, be.RateCounterKey(k, w, id))
 	}
 	_, _ = pipe.Exec(ctx)
 	out := make([]int64, len(keys))
@@ -201,15 +208,31 @@ func TestSharedRedisPaused(t *testing.T) {
 // started again empty while two nodes keep deciding. No panic, decisions
 // and local limits continue, both nodes turn Degraded and back; afterwards
 // every key's counter is healed to at least what each node sent for the
-// live window (the floor), and never more than both sent together.
+// live window (the floor), and never more than both sent together. With
+// two rates, each rate's counters are.
 func TestSharedRedisRestartedEmpty(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		rates []shardlimit.Rate
+	}{
+		{"one rate", []shardlimit.Rate{{Limit: 1000, Window: time.Minute}}},
+		{"two rates", []shardlimit.Rate{{Limit: 1000, Window: time.Minute}, {Limit: 5000, Window: time.Hour}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testRestartedEmpty(t, tc.rates) })
+	}
+}
+
+func testRestartedEmpty(t *testing.T, rates []shardlimit.Rate) {
 	srv := redistest.StartServer(t)
 	clock := shardlimit.NewManualClock(at(time.Second))
 	now := clock.Now()
 	cfg := SharedConfig{
-		Config:        shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 1000, Window: time.Minute, Clock: clock},
+		Config:        shardlimit.Config{Algorithm: shardlimit.FixedWindow, Rates: rates, Clock: clock},
 		Prefix:        redistest.Prefix(t),
 		FlushInterval: 10 * time.Millisecond, FlushTimeout: 100 * time.Millisecond, FailAfter: 2,
+	}
+	if len(rates) == 1 {
+		cfg.Limit, cfg.Window, cfg.Rates = rates[0].Limit, rates[0].Window, nil
 	}
 	chA, chB := newChanges(), newChanges()
 	cfgA, cfgB := cfg, cfg
@@ -231,17 +254,32 @@ func TestSharedRedisRestartedEmpty(t *testing.T) {
 			}
 		}
 	}
-	id := now.UnixNano() / int64(time.Minute)
+	// check returns what is wrong with the counters of every rate, for
+	// the window of now, by want(key index, counter).
 	c := newClient(t, srv.Addr)
-	round(3)
-	eventually(t, 5*time.Second, func() string {
-		for i, v := range counters(t, c, a, keys, id) {
-			if v != 6 {
-				return fmt.Sprintf("counter of %s = %d, want 6", keys[i], v)
+	check := func(want func(i int, v int64) string) func() string {
+		return func() string {
+			for _, r := range rates {
+				w := r.Window // names the rate's counters if there are several
+				if len(rates) == 1 {
+					w = 0
+				}
+				for i, v := range rateCounters(t, c, a, keys, w, now.UnixNano()/int64(r.Window)) {
+					if msg := want(i, v); msg != "" {
+						return fmt.Sprintf("rate %v: %s", r.Window, msg)
+					}
+				}
 			}
+			return ""
+		}
+	}
+	round(3)
+	eventually(t, 5*time.Second, check(func(i int, v int64) string {
+		if v != 6 {
+			return fmt.Sprintf("counter of %s = %d, want 6", keys[i], v)
 		}
 		return ""
-	})
+	}))
 
 	srv.Stop()
 	round(2)
@@ -261,15 +299,13 @@ func TestSharedRedisRestartedEmpty(t *testing.T) {
 	chA.wait(t, Healthy, 5*time.Second)
 	chB.wait(t, Healthy, 5*time.Second)
 	round(1) // mid-run: traffic goes on
-	eventually(t, 5*time.Second, func() string {
-		for i, v := range counters(t, c, a, keys, id) {
-			sa, sb := sent[a][i], sent[b][i]
-			if v < max(sa, sb) || v > sa+sb {
-				return fmt.Sprintf("counter of %s = %d, want in [max(%d, %d), %d]", keys[i], v, sa, sb, sa+sb)
-			}
+	eventually(t, 5*time.Second, check(func(i int, v int64) string {
+		sa, sb := sent[a][i], sent[b][i]
+		if v < max(sa, sb) || v > sa+sb {
+			return fmt.Sprintf("counter of %s = %d, want in [max(%d, %d), %d]", keys[i], v, sa, sb, sa+sb)
 		}
 		return ""
-	})
+	}))
 	for _, s := range []*Shared{a, b} {
 		if st := s.SharedStats(); st.Trips != 1 || st.Recoveries != 1 || st.State != Healthy {
 			t.Errorf("stats %+v", st)

@@ -46,8 +46,7 @@
 // intervals before they see each other's counts (see package sync). GCRA
 // has no such shared mode: GCRA rules are decided by sync.Exact, one Redis
 // round trip (at most 50 ms) per request, exact across servers. A rule of
-// several limits (/baz) is decided in memory, per server, as long as
-// package sync cannot share it (the demo logs it at start). Each rule's
+// several limits (/baz) shares each of them. Each rule's
 // Redis keys start with <-redis-prefix><rule name>: so rules never share
 // counters. If Redis is down, slow, answers garbage or evicts keys, every
 // limiter decides locally (limits then hold per server) and returns to
@@ -385,12 +384,6 @@ func (sh *redisSync) newLimiter(rule string, cfg shardlimit.Config) (shardlimit.
 			FlushTimeout:  500 * time.Millisecond,
 			OnStateChange: logChange,
 		})
-	}
-	if err != nil && len(cfg.Rates) > 1 {
-		// Package sync shares one limit per key only, so far: keep the
-		// rule, decided per server, rather than refuse to start.
-		sh.log.Warn("rule not shared through redis: its limits hold per server", "rule", rule, "err", err)
-		return shardlimit.New(cfg)
 	}
 	if err != nil {
 		return nil, err

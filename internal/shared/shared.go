@@ -4,14 +4,31 @@
 // shardlimit implements Table and registers its constructor in NewTable.
 package shared
 
-// Flush is one key's state handed to the reconciler by Collect. Its slices
-// describe the key's live buckets, oldest first: index i is bucket
-// Newest-len(Deltas)+1+i.
+// Rate describes one rate (limit and window pair) of a Table as its sync
+// state keeps it.
+type Rate struct {
+	// Window is the rate's window in nanoseconds.
+	Window int64
+	// Size is the length of one of the rate's sync buckets in nanoseconds:
+	// the window for a fixed window, window/n for the sliding counter and
+	// log of n buckets.
+	Size int64
+	// Count is how many buckets a key keeps for the rate: the window's
+	// buckets plus the one that straddles the window's start; 1 for a
+	// fixed window.
+	Count int
+}
+
+// Flush is one key's state of one rate handed to the reconciler by
+// Collect. Its slices describe the rate's live buckets, oldest first: index
+// i is bucket Newest-len(Deltas)+1+i.
 type Flush struct {
 	// Key is the limiter key.
 	Key string
-	// Newest is the id of the key's newest live bucket: floor(t / size) for
-	// the key's latest instant t.
+	// Rate is the index of the rate in the Table's Rates.
+	Rate int
+	// Newest is the id of the key's newest live bucket of the rate:
+	// floor(t / size) for the key's latest instant t.
 	Newest int64
 	// Deltas are the units admitted locally and not yet sent, per bucket.
 	// Collect moved them to Sent.
@@ -24,20 +41,23 @@ type Flush struct {
 // Table is the side of a limiter its reconciler talks to. All methods are
 // safe for concurrent use with the limiter's decisions.
 type Table interface {
-	// Buckets returns the length of a sync bucket in nanoseconds and how
-	// many buckets a key keeps (the window's buckets plus the one that
-	// straddles the window's start; 1 for a fixed window).
-	Buckets() (size int64, count int)
+	// Rates returns the table's rates, longest window first (a Flush's
+	// Rate indexes it): one for a limiter of one rate, at most
+	// shardlimit.MaxRates. An admitted unit counts in every rate, each with
+	// buckets of its own.
+	Rates() []Rate
 	// Shards returns the number of shards; Collect works on one at a time.
 	Shards() int
-	// Collect appends to dst every key of shard i that had a decision since
-	// the last Collect, moving its deltas to sent. It takes the shard's lock
-	// once. Deltas and Sent of the returned Flushes share one backing array
-	// per call.
+	// Collect appends to dst, for every key of shard i that had a decision
+	// since the last Collect, one Flush per rate (in the order of Rates,
+	// one key's Flushes together), moving its deltas to sent. It takes the
+	// shard's lock once. Deltas and Sent of the returned Flushes share one
+	// backing array per call; one key's Flushes share its Key.
 	Collect(i int, dst []Flush) []Flush
-	// Apply records the cluster totals of f's buckets (same order as
-	// f.Deltas; a shorter totals covers the newest buckets) for the buckets
-	// the key still keeps: remote = total - sent.
+	// Apply records the cluster totals of f's buckets of rate f.Rate (same
+	// order as f.Deltas; a shorter totals covers the newest buckets) for the
+	// buckets the key still keeps: remote = total - sent. Restore and
+	// Forget, too, work on the rate f.Rate.
 	Apply(f *Flush, totals []int64)
 	// Restore gives back f's deltas, which provably did not reach the
 	// store, for the buckets the key still keeps; the key is collected again.
@@ -55,8 +75,14 @@ type Table interface {
 	// read the other nodes' units of the bucket of t for a key that had no
 	// decision in it yet. It reports whether the key is stored.
 	Touch(key string, t int64) bool
+	// Remaining returns how many units rate k (an index into Rates) of key
+	// admits at t (Unix nanoseconds), the other nodes' units included, as a
+	// peek at t of that rate alone reports them; false if key is not
+	// stored. It changes nothing.
+	Remaining(key string, t int64, k int) (int, bool)
 	// SyncStats returns units whose bucket ended before they were sent
-	// (dropped) and the keys with pending state (dirty).
+	// (dropped; with several rates, per rate: a unit dropped from two
+	// rates counts twice) and the keys with pending state (dirty).
 	SyncStats() (dropped uint64, dirty int)
 	// SetDefaultLimit and the rest of shardlimit.Limiter are on the same
 	// value; the reconciler type-asserts it.
