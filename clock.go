@@ -118,16 +118,18 @@ func (c *coarseClock) unixNano() int64 { return c.now.Load() }
 // resolution reports how far a reading may lag the instant it stands for.
 func (c *coarseClock) resolution() int64 { return int64(c.res) }
 
-// acquire starts the ticking goroutine for the first holder.
+// acquire starts the ticking goroutine for the first holder. It stores a
+// fresh reading before counting the holder: Now reads the stored one as
+// soon as refs is positive.
 func (c *coarseClock) acquire() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.refs.Add(1) > 1 {
-		return
+	if c.refs.Load() == 0 {
+		c.now.Store(c.tl.wall + int64(time.Since(c.tl.start)))
+		c.stop, c.done = make(chan struct{}), make(chan struct{})
+		go c.tick(c.stop, c.done)
 	}
-	c.now.Store(c.tl.wall + int64(time.Since(c.tl.start)))
-	c.stop, c.done = make(chan struct{}), make(chan struct{})
-	go c.tick(c.stop, c.done)
+	c.refs.Add(1)
 }
 
 // release stops the ticking goroutine when the last holder lets go, and
