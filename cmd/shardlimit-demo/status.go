@@ -64,8 +64,16 @@ func writeStatus(w io.Writer, mw *fasthttpmw.Middleware, counters string) {
 			route = strings.Join(r.Methods, ",") + " " + route
 		}
 		errs := r.Errors.TooManyKeys + r.Errors.Invalid + r.Errors.Closed + r.Errors.Other + r.BadCost + r.NoIdentity
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%s\t%d\t%d\t%d\t%d\t%d\t%d\n",
-			r.Name, dash(r.Tier), route, r.Algorithm, r.Limit, window(r.Window),
+		limits := fmt.Sprintf("%d/%s", r.Limit, window(r.Window))
+		if len(r.Limits) > 1 {
+			var ls []string
+			for _, l := range r.Limits {
+				ls = append(ls, fmt.Sprintf("%d/%s", l.Limit, window(l.Window)))
+			}
+			limits = strings.Join(ls, ",")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n",
+			r.Name, dash(r.Tier), route, r.Algorithm, limits,
 			r.Stats.Allowed, r.Stats.Denied, r.Stats.Keys, r.Stats.Evicted, r.Stats.Refused, errs)
 	}
 	tw.Flush()
