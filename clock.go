@@ -27,11 +27,12 @@ type systemClock struct {
 	tl timeline
 }
 
-// SystemClock returns the default Clock: the wall-clock time at the call plus
-// the monotonic time elapsed since. Unlike time.Now it never steps backwards
-// or forwards when the system clock is set; it drifts from the wall clock
-// only as fast as the monotonic clock does (parts per million). Safe for
-// concurrent use.
+// SystemClock returns a Clock that reads the system clock at each call
+// (the default is DefaultClock, which does not): the wall-clock time at
+// the call to SystemClock plus the monotonic time elapsed since. Unlike
+// time.Now it never steps backwards or forwards when the system clock is
+// set; it drifts from the wall clock only as fast as the monotonic clock
+// does (parts per million). Safe for concurrent use.
 func SystemClock() Clock {
 	return &systemClock{tl: newTimeline()}
 }
