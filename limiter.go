@@ -223,8 +223,8 @@ type Config struct {
 
 	// JanitorInterval is how often the background janitor evicts idle keys
 	// (keys whose state equals a fresh key's). 0 means the default: the
-	// window, clamped to [1s, 1min]. A negative value disables the janitor;
-	// call Sweep yourself then.
+	// window (the longest of Rates), clamped to [1s, 1min]. A negative
+	// value disables the janitor; call Sweep yourself then.
 	JanitorInterval time.Duration
 
 	// Clock supplies the time for the short forms (Allow, AllowBytes) and for
@@ -302,7 +302,11 @@ func (cfg Config) withDefaults(alg Algorithm) (Config, error) {
 		return cfg, fmt.Errorf("%w: max key bytes %d outside [1, %d]", ErrInvalidConfig, cfg.MaxKeyBytes, MaxKeyBytesLimit)
 	}
 	if cfg.JanitorInterval == 0 {
-		cfg.JanitorInterval = min(max(cfg.Window, time.Second), time.Minute)
+		longest := time.Duration(0) // a key is idle once every window passed
+		for _, r := range cfg.rates() {
+			longest = max(longest, r.Window)
+		}
+		cfg.JanitorInterval = min(max(longest, time.Second), time.Minute)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = SystemClock()

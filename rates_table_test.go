@@ -416,3 +416,30 @@ func runExtrasModel[E any](t *testing.T, tab *table[E], seed uint64, mode int) {
 		t.Fatalf("the run did not exercise the table: %d grows, %d evictions, %d rebuilds", grows, evicts, rebuilds)
 	}
 }
+
+// TestRatesJanitorIntervalDefault: the janitor's default interval is the
+// window clamped to [1 s, 1 min]; with several rates, the longest window,
+// after which a key used once is idle. Config.Window is 0 then, and the
+// default read it: a limiter of 3 per second and 100 per hour swept its
+// whole table every second, though no key could be idle for an hour.
+func TestRatesJanitorIntervalDefault(t *testing.T) {
+	for _, c := range []struct {
+		rates []Rate
+		want  time.Duration
+	}{
+		{[]Rate{{3, time.Second}, {100, time.Hour}}, time.Minute},
+		{[]Rate{{3, 10 * time.Millisecond}, {5, 5 * time.Second}}, 5 * time.Second},
+		{[]Rate{{5, 30 * time.Second}}, 30 * time.Second},
+		{[]Rate{{5, time.Millisecond}, {9, 2 * time.Millisecond}}, time.Second},
+	} {
+		l, err := New(Config{Algorithm: GCRA, Rates: c.rates})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := l.Config().JanitorInterval
+		l.Close()
+		if got != c.want {
+			t.Errorf("rates %v: janitor interval %v, want %v", c.rates, got, c.want)
+		}
+	}
+}
