@@ -387,7 +387,7 @@ type Result struct {
 	RetryAfter time.Duration
 	// Window is the window of Limit, Remaining and ResetAfter: the
 	// limiter's, or with several Config.Rates the binding one's, the rate
-	// with the least remaining after this decision (ties: the later reset).
+	// with the least remaining after this decision (ties: the longest window).
 	// 0 when Err is set.
 	Window time.Duration
 	// Err is non-nil when the request could not be decided: an invalid cost

@@ -601,3 +601,19 @@ func TestRatesReset(t *testing.T) {
 		})
 	}
 }
+
+// TestRatesBindingTiesToTheLongestWindow: of rates with equal remaining,
+// the Result reports the longest window's, even when another's resets
+// later: at 59.5 s the 7 s window [55 s, 62 s) (t0 is 1 s past a multiple
+// of 7 s) resets 2 s after the minute.
+func TestRatesBindingTiesToTheLongestWindow(t *testing.T) {
+	l := mustNew(t, Config{Algorithm: FixedWindow, Rates: []Rate{{2, 7 * time.Second}, {2, time.Minute}}})
+	r := l.AllowN("k", at(59.5), 2)
+	if !r.Allowed || r.Remaining != 0 || r.Window != time.Minute || r.ResetAfter != ms(500) {
+		t.Fatalf("%+v, want the minute's numbers", r)
+	}
+	r = l.AllowN("k", at(60), 1)
+	if r.Allowed || r.Window != 7*time.Second || r.RetryAfter != 2*time.Second {
+		t.Fatalf("%+v, want the 7 s window's denial", r)
+	}
+}
