@@ -617,3 +617,46 @@ func TestRatesBindingTiesToTheLongestWindow(t *testing.T) {
 		t.Fatalf("%+v, want the 7 s window's denial", r)
 	}
 }
+
+// TestRatesTimeRule runs stale patterns (time_test.go's and some of its
+// own: a sawtooth of ever earlier instants, every other call half a minute
+// early) on every algorithm with 100 per minute and 5 per second: each
+// decides exactly as the sequence raised to its running maximum, and on
+// that timeline the sliding log never holds more than a limit in any
+// window of any rate, nor the fixed window in an aligned one.
+func TestRatesTimeRule(t *testing.T) {
+	rates := []Rate{{100, time.Minute}, {5, time.Second}}
+	patterns := append(slices.Clone(stalePatterns),
+		stalePattern{"sawtooth of ever earlier instants", func(i int, _ *rand.Rand) time.Duration {
+			return time.Duration(i%40) * 100 * time.Millisecond
+		}, false},
+		stalePattern{"every other call 30 s early", func(i int, _ *rand.Rand) time.Duration {
+			return time.Duration(i%2) * 30 * time.Second
+		}, false},
+	)
+	for _, p := range patterns {
+		for _, alg := range allAlgorithms {
+			t.Run(p.name+"/"+alg.String(), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(11, uint64(alg)))
+				var calls []timedCall
+				for i := range 20 * 120 {
+					trueNow := at(float64(i) / 20)
+					now := trueNow.Add(-p.skew(i, rng)).Truncate(time.Microsecond)
+					calls = append(calls, timedCall{key: "k", now: now, true: trueNow, peek: i%7 == 3})
+				}
+				cfg := rateCfg(alg, rates)
+				decided, _ := clampedRun(t, cfg, calls)
+				var as []admission
+				for _, x := range decided["k"] {
+					as = append(as, admission{"k", x.UnixNano(), 1})
+				}
+				if len(as) < 100 {
+					t.Fatalf("%d admitted", len(as))
+				}
+				if alg == SlidingLog || alg == FixedWindow {
+					checkRateWindows(t, alg, rates, as, func(k int) int { return rates[k].Limit })
+				}
+			})
+		}
+	}
+}
