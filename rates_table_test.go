@@ -37,19 +37,7 @@ func TestRatesSweepIdleOnlyWhenEveryRateIs(t *testing.T) {
 			if r := l.AllowN("k", at(0), 1); !r.Allowed {
 				t.Fatal(r)
 			}
-			evictedAt := -1.0
-			for i := 1; i <= 700; i++ {
-				x := float64(i) / 10
-				p, f := l.Peek("k", at(x), 0), fresh.Peek("k", at(x), 0)
-				n := l.Sweep(at(x))
-				if n != 0 && p != f || n == 0 && p == f {
-					t.Fatalf("sweep at %v s evicted %d; the key's peek %+v, a fresh key's %+v", x, n, p, f)
-				}
-				if n != 0 {
-					evictedAt = x
-					break
-				}
-			}
+			evictedAt := sweepUntilEvicted(t, l, fresh, 0, 70, 6, true)
 			if evictedAt != idleAt[alg] {
 				t.Fatalf("evicted at %v s, want %v s", evictedAt, idleAt[alg])
 			}
@@ -63,6 +51,62 @@ func TestRatesSweepIdleOnlyWhenEveryRateIs(t *testing.T) {
 						t.Fatalf("return %d at %v s: %+v, want as a fresh key's %+v", i, sec, got, want)
 					}
 				}
+			}
+		})
+	}
+}
+
+// sweepUntilEvicted sweeps l every 100 ms from after sec0 to sec1 until it
+// evicts its one key "k", checking that a sweep evicts it only when its
+// peeks at every cost up to maxCost equal those of fresh's key "k", which
+// is never used, and, if iff, always then; it returns the instant of the
+// eviction, -1 if none. (Peeks show the binding rate: a rate that cannot
+// bind, its limit well above another's, may hide its usage from them.)
+func sweepUntilEvicted(t *testing.T, l, fresh Limiter, sec0, sec1 float64, maxCost int, iff bool) float64 {
+	t.Helper()
+	for i := int(sec0*10) + 1; i <= int(sec1*10); i++ {
+		x := float64(i) / 10
+		p, f := fingerprint(l, "k", at(x), maxCost), fingerprint(fresh, "k", at(x), maxCost)
+		same := fmt.Sprint(p) == fmt.Sprint(f)
+		n := l.Sweep(at(x))
+		if n != 0 && !same || n == 0 && same && iff {
+			t.Fatalf("sweep at %v s evicted %d; the key's peeks %+v, a fresh key's %+v", x, n, p, f)
+		}
+		if n != 0 {
+			return x
+		}
+	}
+	return -1
+}
+
+// TestRatesSweepShortWindowOutlastsLong: a key is idle only when every
+// rate is, and the last rate to go idle need not be the longest window's:
+// fixed windows of 7 s and a minute do not nest (a unit at 59.5 s leaves
+// the minute idle at 60 s and its 7 s window [55 s, 62 s) busy until
+// 62 s: t0 is 1 s past a multiple of 7 s); one-bucket counters of 1.5 s
+// and 1.4 s windows let a unit at 1.85 s go at 4.5 s and 4.6 s; GCRA's 1
+// per 10 s holds a unit longer than 10 per minute. The sliding log's
+// shorter windows always end first: it waits for the minute.
+func TestRatesSweepShortWindowOutlastsLong(t *testing.T) {
+	for _, c := range []struct {
+		alg        Algorithm
+		rates      []Rate
+		buckets    int
+		used, idle float64
+	}{
+		{FixedWindow, []Rate{{5, time.Minute}, {2, 7 * time.Second}}, 0, 59.5, 62},
+		{SlidingCounter, []Rate{{2, 1500 * time.Millisecond}, {2, 1400 * time.Millisecond}}, 1, 1.85, 4.6},
+		{GCRA, []Rate{{10, time.Minute}, {1, 10 * time.Second}}, 0, 59.5, 69.5},
+		{SlidingLog, []Rate{{5, time.Minute}, {2, 7 * time.Second}}, 0, 59.5, 119.5},
+	} {
+		t.Run(c.alg.String(), func(t *testing.T) {
+			cfg := Config{Algorithm: c.alg, Rates: c.rates, Buckets: c.buckets, Shards: 1, JanitorInterval: -1}
+			l, fresh := mustNew(t, cfg), mustNew(t, cfg)
+			if r := l.AllowN("k", at(c.used), 1); !r.Allowed {
+				t.Fatal(r)
+			}
+			if got := sweepUntilEvicted(t, l, fresh, c.used, c.idle+10, 6, false); got != c.idle {
+				t.Fatalf("evicted at %v s, want %v s", got, c.idle)
 			}
 		})
 	}
