@@ -7,6 +7,7 @@ package shardlimit
 
 import (
 	"cmp"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -233,6 +234,95 @@ func TestRatesConcurrentSetLimits(t *testing.T) {
 			}
 			if alg == SlidingLog || alg == FixedWindow {
 				checkRateWindows(t, alg, raceRates, all, largest)
+			}
+		})
+	}
+}
+
+// TestRatesConcurrentChaos is case B24 with two rates: 32 goroutines on
+// 256 keys with SetLimits (tiers of other numbers per window), ClearLimit,
+// peeks, Reset-free decisions and a janitor sweeping every millisecond by
+// an injected clock that moves 10 ms per phase. Per key and rate, the
+// recorded admissions keep each algorithm's promise: the sliding log at
+// most the limit in any window, the fixed window in any aligned window,
+// the counter and GCRA at most twice the limit (a burst at a bucket edge;
+// a full bucket plus a window's refill).
+func TestRatesConcurrentChaos(t *testing.T) {
+	const (
+		workers = 32
+		phases  = 200
+		ops     = 16
+	)
+	rates := []Rate{{25, 500 * time.Millisecond}, {10, 100 * time.Millisecond}}
+	tiers := [][]int{{20, 8}, {25, 10}, {15, 10}}
+	for _, alg := range allAlgorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			clock := NewManualClock(at(0))
+			l, err := New(Config{Algorithm: alg, Rates: rates, Buckets: 10, JanitorInterval: time.Millisecond, Clock: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			logs := make([][]admission, workers)
+			for p := range phases {
+				now := clock.Advance(10 * time.Millisecond)
+				parallel(workers, func(g int) {
+					rng := rand.New(rand.NewPCG(uint64(p), uint64(g)))
+					if g == 0 {
+						l.Sweep(now) // as the janitor does, but surely
+					}
+					for range ops {
+						// Four groups of 64 keys take turns for 250 ms: a
+						// group's keys go idle, the janitor evicts them, and
+						// they return.
+						key := fmt.Sprint("k", p/25%4, "-", rng.IntN(64))
+						switch rng.IntN(12) {
+						case 0:
+							if err := l.SetLimits(key, tiers[rng.IntN(len(tiers))]...); err != nil {
+								t.Error(err)
+							}
+						case 1:
+							if err := l.ClearLimit(key); err != nil {
+								t.Error(err)
+							}
+						case 2:
+							checkResultSane(t, l.Peek(key, now, 1+rng.IntN(3)))
+						default:
+							n := 1 + rng.IntN(2)
+							r := l.AllowN(key, now, n)
+							checkResultSane(t, r)
+							if r.Err != nil {
+								t.Error(r.Err)
+							}
+							if r.Allowed {
+								logs[g] = append(logs[g], admission{key, now.UnixNano(), n})
+							}
+						}
+					}
+				})
+			}
+			evicted := l.Stats().Evicted
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if evicted == 0 {
+				t.Fatal("the janitor evicted nothing: keys never left and returned")
+			}
+			byKey := map[string][]admission{}
+			for _, lg := range logs {
+				for _, a := range lg {
+					byKey[a.key] = append(byKey[a.key], a)
+				}
+			}
+			if len(byKey) < 100 {
+				t.Fatalf("%d keys admitted anything", len(byKey))
+			}
+			for _, as := range byKey {
+				switch alg {
+				case SlidingLog, FixedWindow:
+					checkRateWindows(t, alg, rates, as, func(k int) int { return rates[k].Limit })
+				default:
+					checkRateWindows(t, SlidingLog, rates, as, func(k int) int { return 2 * rates[k].Limit })
+				}
 			}
 		})
 	}
