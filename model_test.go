@@ -554,6 +554,8 @@ var modelConfigs = []struct {
 	{FixedWindow, []time.Duration{2 * time.Second}, 0, true},
 	{SlidingLog, []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 5 * time.Second}, 0, false},
 	{GCRA, []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 5 * time.Second}, 0, false},
+	{FixedWindow, []time.Duration{3 * time.Second, time.Second, 5 * time.Second, 2 * time.Second}, 0, false},
+	{SlidingCounter, []time.Duration{time.Second, 4 * time.Second, 3 * time.Second, 2 * time.Second}, 2, false},
 }
 
 // configName names a model configuration in subtests.

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/shardlimit/shardlimit/internal/shared"
 )
 
 // TestRatesBoolFormsDecideAsResultForms: AllowAt decides as AllowN: a
@@ -658,5 +660,56 @@ func TestRatesTimeRule(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestRatesConfig: Config.Rates is validated rate by rate, copied by New
+// and by Config, and refused where several rates are not supported.
+func TestRatesConfig(t *testing.T) {
+	bad := []struct {
+		name string
+		alg  Algorithm
+		cfg  Config
+	}{
+		{"too many rates", FixedWindow, Config{Rates: []Rate{{1, 1}, {1, 2}, {1, 3}, {1, 4}, {1, 5}}}},
+		{"a window twice", GCRA, Config{Rates: []Rate{{1, time.Second}, {2, time.Second}}}},
+		{"Rates and Limit", FixedWindow, Config{Limit: 3, Rates: []Rate{{1, time.Second}}}},
+		{"Rates and Window", FixedWindow, Config{Window: time.Second, Rates: []Rate{{1, time.Minute}}}},
+		{"a zero window", SlidingLog, Config{Rates: []Rate{{1, time.Second}, {1, 0}}}},
+		{"a window too long", GCRA, Config{Rates: []Rate{{1, time.Second}, {1, MaxWindow + 1}}}},
+		{"a negative limit", FixedWindow, Config{Rates: []Rate{{1, time.Second}, {-1, time.Minute}}}},
+		{"a log limit too large", SlidingLog, Config{Rates: []Rate{{1, time.Second}, {MaxSlidingLogLimit + 1, time.Minute}}}},
+		{"a window not a multiple of the buckets", SlidingCounter, Config{Buckets: 10, Rates: []Rate{{1, time.Second}, {1, 15}}}},
+	}
+	for _, b := range bad {
+		b.cfg.Algorithm = b.alg
+		if l, err := New(b.cfg); !errors.Is(err, ErrInvalidConfig) || l != nil {
+			t.Errorf("%s: New = %v, %v; want ErrInvalidConfig", b.name, l, err)
+		}
+	}
+	four := []Rate{{4, time.Second}, {3, 2 * time.Second}, {2, 3 * time.Second}, {1, 4 * time.Second}}
+	for _, alg := range allAlgorithms {
+		cfg := Config{Algorithm: alg, Rates: slices.Clone(four), JanitorInterval: -1}
+		l := mustNew(t, cfg)
+		cfg.Rates[0].Limit = 99 // the caller's slice is not the limiter's
+		got := l.Config()
+		if got.Limit != 0 || got.Window != 0 || !slices.Equal(got.Rates, four) {
+			t.Fatalf("%v: Config() = %+v", alg, got)
+		}
+		got.Rates[1].Limit = 99
+		if !slices.Equal(l.Config().Rates, four) {
+			t.Fatalf("%v: Config().Rates aliases the limiter's", alg)
+		}
+		// Four rates: the 4 s one (1 unit) binds a fresh key.
+		if r := l.AllowN("k", at(0), 1); !r.Allowed || r.Window != 4*time.Second || r.Limit != 1 || r.Remaining != 0 {
+			t.Fatalf("%v: %+v", alg, r)
+		}
+		if r := l.AllowN("k", at(0), 2); r.Allowed || r.RetryAfter != Never || r.Window != 4*time.Second {
+			t.Fatalf("%v: %+v", alg, r)
+		}
+	}
+	// Shared limiters keep one rate for now.
+	if _, err := shared.NewTable(Config{Algorithm: FixedWindow, Rates: twoRates}); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("a shared limiter of two rates: %v", err)
 	}
 }
