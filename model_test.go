@@ -269,9 +269,11 @@ type harness struct {
 	own    map[string][]int // keys with limits of their own
 	enc    map[string][]int // the limit each stored key's state is encoded for, per rate
 	last   map[string]int64 // each stored key's latest instant
+	floor  []int64          // per shard: no new key decides earlier (see shard.floor)
 	unit   int64            // instants are multiples of unit
 	window int64            // the shortest window: the pace of the clock in step
 	calls  int              // consuming calls so far: they rotate through the API's forms
+	swept  int              // keys evicted by sweeps
 }
 
 // newHarness returns a harness of one rate, configured by Limit and Window.
@@ -282,7 +284,7 @@ func newHarness(tb testing.TB, alg Algorithm, limit int, window time.Duration, b
 // newRatesHarness returns a harness of rates, configured by Config.Rates if
 // asRates or several rates are given, else by Limit and Window.
 func newRatesHarness(tb testing.TB, alg Algorithm, rates []Rate, buckets int, asRates bool) *harness {
-	cfg := Config{Algorithm: alg, Buckets: buckets, Shards: 4}
+	cfg := Config{Algorithm: alg, Buckets: buckets, Shards: 4, JanitorInterval: -1}
 	if asRates || len(rates) > 1 {
 		cfg.Rates = rates
 	} else {
@@ -290,7 +292,7 @@ func newRatesHarness(tb testing.TB, alg Algorithm, rates []Rate, buckets int, as
 	}
 	l := mustNew(tb, cfg)
 	h := &harness{t: tb, alg: alg, l: l, rates: slices.Clone(rates), own: map[string][]int{}, enc: map[string][]int{},
-		last: map[string]int64{}, unit: 1, window: math.MaxInt64}
+		last: map[string]int64{}, floor: make([]int64, 4), unit: 1, window: math.MaxInt64}
 	longest := int64(0)
 	for _, r := range rates {
 		h.def = append(h.def, r.Limit)
@@ -378,6 +380,10 @@ func (h *harness) allow(key string, t int64, n int, consume bool) {
 	h.t.Helper()
 	caller := t
 	t = max(t, h.last[key])
+	if _, stored := h.enc[key]; !stored {
+		sh, _ := keyShard(h.l, key)
+		t = max(t, h.floor[sh])
+	}
 	var got Result
 	boolOnly := false // the form answers Allowed only
 	now := time.Unix(0, caller)
@@ -443,6 +449,8 @@ func (h *harness) setLimits(key string, lims []int) {
 	if !stored {
 		enc = make([]int, len(lims))
 		h.enc[key] = enc
+		sh, _ := keyShard(h.l, key)
+		h.last[key] = h.floor[sh] // a new key starts at its shard's floor
 	}
 	for k, lim := range lims {
 		switch {
@@ -458,6 +466,58 @@ func (h *harness) setLimits(key string, lims []int) {
 			enc[k] = lim
 		}
 	}
+}
+
+// sweep sweeps the limiter at now: every key it evicts must have been
+// idle, its model state that of a fresh key (the next decisions on it
+// compare them), and never one with limits of its own; its shard's floor
+// rises to now and the key's latest instant.
+func (h *harness) sweep(now int64) {
+	h.t.Helper()
+	n := h.l.Sweep(time.Unix(0, now))
+	gone := 0
+	for key := range h.enc {
+		sh, ok := keyShard(h.l, key)
+		if ok {
+			continue
+		}
+		if _, own := h.own[key]; own {
+			h.t.Fatalf("%v %v: sweep at %d evicted key %q, which has limits of its own", h.alg, h.rates, now, key)
+		}
+		h.floor[sh] = max(h.floor[sh], now, h.last[key])
+		delete(h.enc, key)
+		delete(h.last, key)
+		gone++
+		h.swept++
+	}
+	if gone != n {
+		h.t.Fatalf("%v %v: sweep at %d reported %d evictions, %d keys left", h.alg, h.rates, now, n, gone)
+	}
+}
+
+// keyShard returns the index of key's shard in l and whether key is
+// stored.
+func keyShard(l Limiter, key string) (int, bool) {
+	switch l := l.(type) {
+	case *fixedLimiter:
+		return lookupKey(&l.tab, key)
+	case *logLimiter:
+		return lookupKey(&l.tab, key)
+	case *counterLimiter:
+		return lookupKey(&l.tab, key)
+	case *gcraLimiter:
+		return lookupKey(&l.tab, key)
+	}
+	panic("no table")
+}
+
+func lookupKey[E any](tab *table[E], key string) (int, bool) {
+	h := tab.hash(key)
+	s := tab.shardFor(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := find(s, h, key)
+	return int(h & tab.mask), ok
 }
 
 func (h *harness) clearLimit(key string) {
@@ -493,9 +553,10 @@ func (h *harness) limitsFrom(b uint8) []int {
 	return lims
 }
 
-// step runs one random operation drawn from r. One decision in four comes
-// with an instant behind the clock, by up to two windows (gap's upper
-// bits): a request read early, a stalled caller, a clock stepped back.
+// step runs one random operation drawn from r: a decision, a peek, a
+// limit change or a sweep. One decision (or sweep) in four comes with an
+// instant behind the clock, by up to two windows (gap's upper bits): a
+// request read early, a stalled caller, a clock stepped back.
 // The clock moves by fractions of the shortest window.
 func (h *harness) step(op, key, gap, n, lim uint8, clock *int64) {
 	*clock += int64(gap%64) * h.window / 64 / h.unit * h.unit
@@ -516,6 +577,8 @@ func (h *harness) step(op, key, gap, n, lim uint8, clock *int64) {
 		}
 	case 2:
 		h.clearLimit(k)
+	case 15:
+		h.sweep(now)
 	default:
 		h.allow(k, now, cost, true)
 	}
@@ -579,6 +642,8 @@ func ratesOf(windows []time.Duration, lim func(k int) int) []Rate {
 func TestAlgorithmsMatchReferenceModels(t *testing.T) {
 	for _, c := range modelConfigs {
 		t.Run(configName(c.alg, c.windows), func(t *testing.T) {
+			swept := 0
+			defer func() { t.Logf("%d keys swept", swept) }()
 			for seed := range uint64(20) {
 				rng := rand.New(rand.NewPCG(seed, uint64(c.alg)))
 				h := newRatesHarness(t, c.alg, ratesOf(c.windows, func(int) int { return 1 + rng.IntN(8) }), c.buckets, c.asRates)
@@ -586,6 +651,7 @@ func TestAlgorithmsMatchReferenceModels(t *testing.T) {
 				for range 2000 {
 					h.step(uint8(rng.Uint32()), uint8(rng.Uint32()), uint8(rng.IntN(24)|rng.IntN(4)<<6), uint8(rng.Uint32()), uint8(rng.Uint32()), &clock)
 				}
+				swept += h.swept
 			}
 		})
 	}
