@@ -713,3 +713,40 @@ func TestRatesConfig(t *testing.T) {
 		t.Errorf("a shared limiter of two rates: %v", err)
 	}
 }
+
+// TestRatesExtremes: a nanosecond's window beside ten years', limits of 1
+// and the largest, costs up to MaxLimit, instants from the epoch to the
+// last accepted one and back: every Result is sane, and a finite
+// RetryAfter is exact.
+func TestRatesExtremes(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			big := MaxLimit
+			if alg == SlidingLog {
+				big = 1000 // the ring would grow to 64 MiB at MaxSlidingLogLimit
+			}
+			for _, rates := range [][]Rate{
+				{{1, 1}, {big, MaxWindow}},
+				{{big, 1}, {1, MaxWindow}},
+				{{3, 1}, {5, 2}, {7, 3}, {big, MaxWindow}},
+			} {
+				l := mustNew(t, Config{Algorithm: alg, Rates: rates, Buckets: 1})
+				hi := time.Unix(0, maxInstant-1)
+				instants := []time.Time{time.Unix(0, 0), time.Unix(0, 1), time.Unix(0, 2), t0, t0, t0.Add(1), t0.Add(-1),
+					hi.Add(-MaxWindow), hi.Add(-2), hi.Add(-1), hi, time.Unix(0, 5), hi}
+				for _, now := range instants {
+					for _, n := range []int{0, 1, 2, 3, big, big + 1, MaxLimit} {
+						r := l.AllowN("k", now, n)
+						if r.Err != nil {
+							t.Fatalf("%v at %d n=%d: %+v", rates, now.UnixNano(), n, r)
+						}
+						checkResultSane(t, r)
+						if !r.Allowed && r.RetryAfter != Never && now.UnixNano()+int64(r.RetryAfter) <= maxInstant {
+							checkRetryExact(t, l, "k", now, n, r.RetryAfter)
+						}
+					}
+				}
+			}
+		})
+	}
+}
