@@ -262,6 +262,7 @@ func TestRatesConcurrentChaos(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { l.Close() })
 			logs := make([][]admission, workers)
 			for p := range phases {
 				now := clock.Advance(10 * time.Millisecond)
