@@ -81,13 +81,18 @@ func decideRates[E any](a algorithm[E], s *shard[E], r *E, extra []E, slot uint3
 	}
 	var fits uint8 // bit k: rate k admits the request
 	for k := range rates {
+		// Every rate decides, even after one denied: a decision brings
+		// each rate's state to its instant and limit (GCRA re-encodes its
+		// debt for a changed limit), so a bool form leaves the state a
+		// Result form does.
 		if a.decide(s, rec(k), slot, t, n, (mode &^ consume).withRate(k)).allowed() {
 			fits |= 1 << k
-		} else if mode&full == 0 {
-			return verdict{}
 		}
 	}
 	allowed := fits == 1<<rates-1
+	if !allowed && mode&full == 0 {
+		return verdict{}
+	}
 	var b binding
 	for k := rates - 1; k >= 0; k-- {
 		m, nk := mode, n

@@ -223,8 +223,8 @@ type Config struct {
 
 	// JanitorInterval is how often the background janitor evicts idle keys
 	// (keys whose state equals a fresh key's). 0 means the default: the
-	// (longest) window, clamped to [1s, 1min]. A negative value disables the janitor;
-	// call Sweep yourself then.
+	// window (the longest of Rates), clamped to [1s, 1min]. A negative
+	// value disables the janitor; call Sweep yourself then.
 	JanitorInterval time.Duration
 
 	// Clock supplies the time for the short forms (Allow, AllowBytes) and for
@@ -305,7 +305,7 @@ func (cfg Config) withDefaults(alg Algorithm) (Config, error) {
 		return cfg, fmt.Errorf("%w: max key bytes %d outside [1, %d]", ErrInvalidConfig, cfg.MaxKeyBytes, MaxKeyBytesLimit)
 	}
 	if cfg.JanitorInterval == 0 {
-		longest := time.Duration(0)
+		longest := time.Duration(0) // a key is idle once every window passed
 		for _, r := range cfg.rates() {
 			longest = max(longest, r.Window)
 		}
@@ -390,7 +390,7 @@ type Result struct {
 	RetryAfter time.Duration
 	// Window is the window of Limit, Remaining and ResetAfter: the
 	// limiter's, or with several Config.Rates the binding one's, the rate
-	// with the least remaining after this decision (ties: the later reset).
+	// with the least remaining after this decision (ties: the longest window).
 	// 0 when Err is set.
 	Window time.Duration
 	// Err is non-nil when the request could not be decided: an invalid cost
