@@ -5,8 +5,8 @@ package shardlimit
 // method requires the shard's mutex held. Instants are Unix nanoseconds on
 // the limiter's timeline.
 //
-// The time rule lives here: per key, time never goes back. decide and idle
-// work at max(t, the key's latest instant), so a request whose instant was
+// The time rule lives here: per key, time never goes back. decide works at
+// max(t, the key's latest instant), so a request whose instant was
 // read before another's (concurrent callers, request times read early, a
 // stalled goroutine, a wall clock set back) is decided at the key's latest
 // instant, and no pattern of instants can admit more than a sequence raised
@@ -26,8 +26,9 @@ type algorithm[E any] interface {
 	// ResetAfter and RetryAfter may be left 0.
 	decide(s *shard[E], rec *E, slot uint32, t int64, n int, mode decideMode) verdict
 	// idle reports whether the state of the key in slot (record rec) at
-	// max(t, its latest instant) equals a fresh key's. A key with a limit
-	// of its own is never idle.
+	// t, which is not before the key's latest instant (table.idleAt checks
+	// that), equals a fresh key's. A key with a limit of its own is never
+	// idle.
 	idle(s *shard[E], rec *E, slot uint32, t int64) bool
 	// limitWord returns the lim word of a record: the key's first rate's
 	// in its record, a later rate's in its extra record.
@@ -47,9 +48,10 @@ const (
 	// admitted: the bool-returning methods need no more, and the durations
 	// cost divisions and scans.
 	full
-	// lagging marks an instant read from the limiter's CoarseClock: the
-	// true instant lies up to the clock's resolution after it, so the
-	// sliding log stamps units that much later (never early).
+	// lagging marks an instant read from a clock whose readings lag
+	// (laggingClock, as CoarseClock): the true instant lies after it, so
+	// the sliding log stamps the units it admits at the true instant,
+	// which it reads then.
 	lagging
 	rateShift = iota // the rate index in bits 3-4
 )

@@ -56,13 +56,20 @@ func (c *systemClock) unixNano() int64 {
 //
 // Its readings lag the true time by up to the resolution (more while the
 // ticking goroutine is not scheduled: a stop-the-world pause, a starved
-// process). Decisions at a lagging instant are conservative for the fixed
-// window, the sliding counter and GCRA (usage expires later) and the
-// sliding log stays exact: a limiter whose Clock is a CoarseClock stamps
-// admitted units one resolution late, at the upper bound of the instant
-// the reading stands for, and expires them against the reading itself.
-// Under delays longer than the resolution a unit may count for less than
-// its window by the excess.
+// process). The short forms (Allow, AllowNow and their byte forms) decide
+// at the reading. The fixed window, the sliding counter and GCRA then
+// keep their limits over the readings, which may place a request up to the
+// lag earlier than it came: in real time a request can be admitted up to
+// that much early (the fixed window's next window opens up to a
+// resolution late, GCRA's emission interval can look that much shorter).
+// The sliding log stays exact in real time: deciding at an earlier instant
+// only counts more of the past, and when it admits, it reads the system
+// clock once and stamps the units at their true instant, from which the
+// Result's durations are measured too. Where the promise and the speed-up
+// conflict the promise wins: the log's admissions pay a clock read, its
+// denials do not. Instants passed to AllowAt and AllowN are decided as
+// given, so pass them time.Now() or your server's request time, not this
+// clock's readings.
 //
 // The goroutine runs while a limiter built with the clock is open: the
 // first one starts it, the last one's Close stops it. Now called with no
@@ -108,7 +115,7 @@ type coarseClock struct {
 // limiter holds the clock.
 func (c *coarseClock) Now() time.Time {
 	if c.refs.Load() == 0 {
-		return time.Unix(0, c.tl.wall+int64(time.Since(c.tl.start)))
+		return time.Unix(0, c.precise())
 	}
 	return time.Unix(0, c.now.Load())
 }
@@ -116,8 +123,9 @@ func (c *coarseClock) Now() time.Time {
 // unixNano is Now for a limiter holding the clock: one atomic load.
 func (c *coarseClock) unixNano() int64 { return c.now.Load() }
 
-// resolution reports how far a reading may lag the instant it stands for.
-func (c *coarseClock) resolution() int64 { return int64(c.res) }
+// precise returns the true current instant on the clock's timeline: the
+// system clock's reading, which the ticks store.
+func (c *coarseClock) precise() int64 { return c.tl.wall + int64(time.Since(c.tl.start)) }
 
 // acquire starts the ticking goroutine for the first holder. It stores a
 // fresh reading before counting the holder: Now reads the stored one as
@@ -126,7 +134,7 @@ func (c *coarseClock) acquire() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.refs.Load() == 0 {
-		c.now.Store(c.tl.wall + int64(time.Since(c.tl.start)))
+		c.now.Store(c.precise())
 		c.stop, c.done = make(chan struct{}), make(chan struct{})
 		go c.tick(c.stop, c.done)
 	}
@@ -156,7 +164,7 @@ func (c *coarseClock) tick(stop <-chan struct{}, done chan<- struct{}) {
 		case <-stop:
 			return
 		case <-t.C:
-			c.now.Store(c.tl.wall + int64(time.Since(c.tl.start)))
+			c.now.Store(c.precise())
 		}
 	}
 }
@@ -167,13 +175,12 @@ type sharedClock interface {
 	release()
 }
 
-// clockResolution returns how far c's readings may lag the instants they
-// stand for, in ns: 0 for a clock read at each call.
-func clockResolution(c Clock) int64 {
-	if r, ok := c.(interface{ resolution() int64 }); ok {
-		return r.resolution()
-	}
-	return 0
+// laggingClock is implemented by clocks whose readings (unixNano) lag the
+// true instant, and that can read the true instant too (precise), on the
+// same timeline, at a clock read's cost.
+type laggingClock interface {
+	nanoClock
+	precise() int64
 }
 
 // ManualClock is a Clock that only moves when told to, for tests and

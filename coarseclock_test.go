@@ -17,14 +17,13 @@ type steppedClock struct {
 	true atomic.Int64
 }
 
-func (c *steppedClock) Now() time.Time    { return time.Unix(0, c.unixNano()) }
-func (c *steppedClock) unixNano() int64   { return c.true.Load() / c.res * c.res }
-func (c *steppedClock) resolution() int64 { return c.res }
+func (c *steppedClock) Now() time.Time  { return time.Unix(0, c.unixNano()) }
+func (c *steppedClock) unixNano() int64 { return c.true.Load() / c.res * c.res }
+func (c *steppedClock) precise() int64  { return c.true.Load() }
 
 // TestCoarseClockKeepsTheLogExact: with a time source of 1 ms resolution,
 // no window of length W of the true instants ever holds more than the
-// limit: units are stamped a resolution late and expire against the
-// reading.
+// limit: units are decided at the reading and stamped at the true instant.
 func TestCoarseClockKeepsTheLogExact(t *testing.T) {
 	for _, w := range []time.Duration{10 * time.Millisecond, 100 * time.Millisecond, time.Second} {
 		clock := &steppedClock{res: int64(time.Millisecond)}
@@ -81,5 +80,27 @@ func TestCoarseClockRunsWhileHeld(t *testing.T) {
 	}
 	if _, err := CoarseClock(time.Microsecond); err == nil {
 		t.Fatal("a resolution under MinResolution was accepted")
+	}
+}
+
+// TestCoarseClockLogDurationsFromTheTrueInstant: a unit the sliding log
+// admits at a lagging reading is stamped at the true instant, and the
+// Result's durations are measured from it: a fresh key's ResetAfter is the
+// window exactly (a Reset header of 60, not 61, for a minute), and the
+// next request fits exactly one window after the true instant.
+func TestCoarseClockLogDurationsFromTheTrueInstant(t *testing.T) {
+	clock := &steppedClock{res: int64(time.Millisecond)}
+	clock.true.Store(at(0).Add(900 * time.Microsecond).UnixNano()) // reads at(0)
+	l := mustNew(t, Config{Algorithm: SlidingLog, Limit: 1, Window: time.Minute, Clock: clock})
+	r := l.AllowNow("k", 1)
+	if !r.Allowed || r.ResetAfter != time.Minute {
+		t.Fatalf("a fresh key at a reading 0.9 ms late: %+v, want ResetAfter 1m", r)
+	}
+	trueAt := time.Unix(0, clock.true.Load())
+	if l.Peek("k", trueAt.Add(time.Minute-1), 1).Allowed {
+		t.Fatal("a unit admitted at a lagging reading expired before a window of true time")
+	}
+	if !l.Peek("k", trueAt.Add(time.Minute), 1).Allowed {
+		t.Fatal("a unit admitted at a lagging reading counts longer than its window")
 	}
 }

@@ -32,6 +32,7 @@ func TestConfigValidation(t *testing.T) {
 		{"unknown full policy", FixedWindow, func(c *Config) { c.WhenFull = 7 }},
 		{"key bytes above max", FixedWindow, func(c *Config) { c.MaxKeyBytes = MaxKeyBytesLimit + 1 }},
 		{"negative key bytes", FixedWindow, func(c *Config) { c.MaxKeyBytes = -1 }},
+		{"janitor interval below the minimum", GCRA, func(c *Config) { c.JanitorInterval = MinJanitorInterval - 1 }},
 		{"unknown algorithm", Algorithm(9), func(c *Config) {}},
 		{"zero algorithm", 0, func(c *Config) {}},
 	}

@@ -41,7 +41,7 @@ func (l *limiter[E]) init(cfg Config, rs *rateSet, alg algorithm[E], stride, ext
 	}
 	l.relimit, _ = alg.(relimiter[E])
 	l.nano, _ = cfg.Clock.(nanoClock)
-	if clockResolution(cfg.Clock) > 0 {
+	if _, ok := cfg.Clock.(laggingClock); ok {
 		l.lag = lagging
 	}
 	l.tl = newTimeline()
@@ -57,6 +57,7 @@ func (l *limiter[E]) init(cfg Config, rs *rateSet, alg algorithm[E], stride, ext
 		sc.acquire()
 	}
 	l.tab.init(cfg, rs, alg, stride, extras, y)
+	l.tab.clock = l.now
 	if cfg.JanitorInterval > 0 {
 		l.stop = make(chan struct{})
 		l.done = make(chan struct{})

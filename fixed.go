@@ -113,7 +113,6 @@ func (a *fixedWindow) remote(s *shard[fixedRec], y *syncLayout, side []uint32, s
 }
 
 func (a *fixedWindow) idle(s *shard[fixedRec], r *fixedRec, slot uint32, t int64) bool {
-	t = max(t, r.last)
 	if r.lim&ownLimit != 0 {
 		return false
 	}

@@ -137,7 +137,6 @@ func (a *gcra) idle(s *shard[gcraRec], r *gcraRec, slot uint32, t int64) bool {
 	if r.lim&ownLimit != 0 {
 		return false
 	}
-	t = max(t, r.last)
 	var extra []gcraRec
 	if a.rates > 1 {
 		_, extra = s.keyState(slot, 0)

@@ -46,6 +46,9 @@ const (
 	MaxWindow = 10 * 365 * 24 * time.Hour
 	// MaxKeyBytesLimit is the largest value Config.MaxKeyBytes accepts.
 	MaxKeyBytesLimit = 1<<16 - 1
+	// MinJanitorInterval is the shortest Config.JanitorInterval: each
+	// sweep visits every key, so a shorter one would keep a processor busy.
+	MinJanitorInterval = time.Millisecond
 	// MaxShards is the largest shard count.
 	MaxShards = 1 << 16
 	// MaxBuckets is the largest bucket count of a sliding window counter.
@@ -224,19 +227,22 @@ type Config struct {
 	// JanitorInterval is how often the background janitor evicts idle keys
 	// (keys whose state equals a fresh key's). 0 means the default: the
 	// window (the longest of Rates), clamped to [1s, 1min]. A negative
-	// value disables the janitor; call Sweep yourself then.
+	// value disables the janitor; call Sweep yourself then. A positive
+	// value below MinJanitorInterval is an error.
 	JanitorInterval time.Duration
 
-	// Clock supplies the time for the short forms (Allow, AllowBytes) and for
-	// the janitor. Default DefaultClock(): a CoarseClock of 1 ms shared by
-	// the process, read with one atomic load (SystemClock reads the system
-	// clock at each call, three times the cost of a whole decision on a
-	// hot key). The N-forms take now explicitly:
-	// pass instants from this same clock, or time.Now() with the default
-	// (or disable the janitor and call Sweep with yours), because the
-	// janitor judges whether a key is idle by it, and a key it evicts at
-	// instant T decides its next request no earlier than T: a clock running
-	// ahead of your instants makes keys stand still until they catch up.
+	// Clock supplies the time for the short forms (Allow, AllowNow and
+	// their byte forms) and for the janitor. Default DefaultClock(): a
+	// CoarseClock of 1 ms shared by the process, read with one atomic load
+	// (SystemClock reads the system clock at each call, three times the
+	// cost of a whole decision on a hot key). The forms that take now
+	// decide at that instant as given: pass time.Now() or your server's
+	// request time (or, with a ManualClock, its readings). The janitor
+	// judges keys idle at this clock's time, and a key it evicts at
+	// instant T decides its next request no earlier than T: a clock
+	// running ahead of your instants makes new keys stand still until
+	// they catch up. Every clock of this package is wall time at its
+	// construction plus monotonic time since, the time time.Now() gives.
 	Clock Clock
 }
 
@@ -310,6 +316,9 @@ func (cfg Config) withDefaults(alg Algorithm) (Config, error) {
 			longest = max(longest, r.Window)
 		}
 		cfg.JanitorInterval = min(max(longest, time.Second), time.Minute)
+	}
+	if cfg.JanitorInterval > 0 && cfg.JanitorInterval < MinJanitorInterval {
+		return cfg, fmt.Errorf("%w: janitor interval %v below %v", ErrInvalidConfig, cfg.JanitorInterval, MinJanitorInterval)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = DefaultClock()
@@ -422,8 +431,8 @@ type Limiter interface {
 	// AllowAt reports whether one request for key may happen at now,
 	// consuming it if so: AllowN(key, now, 1).Allowed without the Result.
 	// It is the fastest decision: no clock read (pass a time the caller
-	// already has, read from the clock Config.Clock reads, which the
-	// janitor uses to judge keys idle), and no Result, which at 64 bytes
+	// already has, as time.Now() or the request's time; see Config.Clock),
+	// and no Result, which at 64 bytes
 	// costs its caller a copy through memory. It returns false too when the
 	// request cannot be decided (invalid key or instant, full table, closed
 	// limiter); AllowN's Result.Err says which.
@@ -434,9 +443,9 @@ type Limiter interface {
 	AllowN(key string, now time.Time, n int) Result
 	// AllowNow is AllowN at the limiter's Clock: what a server without a
 	// request time of its own calls for a Result. With a CoarseClock it
-	// lets the sliding log stamp units at the upper bound of the instant the
-	// reading stands for (see CoarseClock), which AllowN with the same
-	// reading cannot.
+	// decides at the clock's reading, and the sliding log stamps the units
+	// it admits at their true instant (see CoarseClock), which AllowN given
+	// the same reading cannot.
 	AllowNow(key string, n int) Result
 	// AllowBytes is Allow for a []byte key; it does not allocate for a key
 	// that is already stored and never retains key.
@@ -476,15 +485,20 @@ type Limiter interface {
 	// SetDefaultLimits changes the limits of every key without its own,
 	// one per rate in the order of Config.Rates.
 	SetDefaultLimits(limits ...int) error
-	// Reset forgets key's usage (not its own limit, if any).
+	// Reset forgets key's usage (not its own limit, if any): its next
+	// request is decided as a new key's. It returns ErrInvalidKey for an
+	// empty or too long key, ErrClosed after Close.
 	Reset(key string) error
 	// Len returns the number of keys stored.
 	Len() int
 	// Stats returns the cumulative counters.
 	Stats() Stats
 	// Sweep evicts, one shard at a time, every key whose state at now equals
-	// a fresh key's, and returns how many it evicted. The janitor calls it.
-	// A key evicted at now decides its next request no earlier than now.
+	// a fresh key's, and returns how many it evicted. The janitor calls it
+	// with the limiter's Clock. A key whose latest instant is after now is
+	// not idle. Every new key of a shard Sweep evicted from at now decides
+	// its first request no earlier than now, so a now ahead of your
+	// instants holds new keys back until they catch up.
 	Sweep(now time.Time) int
 	// Config returns the configuration in effect, defaults filled in.
 	Config() Config

@@ -146,7 +146,7 @@ func (l *limiter[E]) Reset(key string) error {
 	rec := s.rec(slot)
 	last := l.alg.lastSeen(rec)
 	if *l.alg.limitWord(rec)&ownLimit == 0 {
-		l.tab.evict(s, slot, last)
+		l.tab.evict(s, slot) // forgotten: its next request is a new key's
 		return nil
 	}
 	// A key with limits of its own keeps them (its lim words); init

@@ -157,12 +157,15 @@ type shard[E any] struct {
 	scratchEx []E
 	rings     ringPool // ring buffers of SlidingLog keys
 	dirty     []uint32 // slots with sync state to collect (see shared.go)
-	// floor is the latest instant at which a key of this shard was
-	// evicted, or that key's latest instant if later: per key, time never
-	// goes back, and an evicted key's latest instant is forgotten with it,
-	// so every new key decides no earlier than floor. A request read before
-	// its key was evicted (idle by then) is decided when the key was idle,
-	// not in a window the key had already spent.
+	// floor is the latest instant at which a key of this shard was judged
+	// idle and evicted: per key, time never goes back, and an evicted
+	// key's history is forgotten with it, so every new key decides no
+	// earlier than floor. A request read before its key was evicted (idle
+	// by then) is decided when the key was idle, not in a window the key
+	// had already spent. Keys are judged idle only at instants not before
+	// their own latest, and no later than the limiter's clock (the
+	// janitor's time, or a request's if earlier), so one key's far-future
+	// instant cannot move the floor of the others.
 	floor int64
 
 	evicted     atomic.Uint64
@@ -195,6 +198,7 @@ type table[E any] struct {
 	slab        slabUser[E]     // non-nil if side words and extras are slab entries the records name
 	owner       storageOwner[E] // non-nil if the algorithm keeps storage outside the records
 	sync        *syncSet        // nil unless built for package sync
+	clock       func() int64    // the limiter's clock on its timeline; makeRoom judges no later
 }
 
 // init sets up t for alg with stride side words and extras extra records
@@ -459,14 +463,28 @@ func (s *shard[E]) sideWords(slot, ref uint32) []uint32 {
 	return s.side[w : w+s.stride : w+s.stride]
 }
 
-// evict removes the key in slot, judged idle at now (or evicted to make room
-// at now), leaving a tombstone, or an empty position where the probe would
-// stop anyway (the next position is empty), which empties the tombstones
-// before it too. It raises s.floor to the key's latest instant and now.
+// idleAt reports whether the key in slot is idle at now: its state then
+// equals a fresh key's, and now is not before its latest instant (a key
+// whose time runs ahead of now is not judged at an earlier instant).
 // Requires s.mu held.
-func (t *table[E]) evict(s *shard[E], slot uint32, now int64) {
+func (t *table[E]) idleAt(s *shard[E], slot uint32, now int64) bool {
+	rec := s.rec(slot)
+	return t.alg.lastSeen(rec) <= now && t.alg.idle(s, rec, slot, now)
+}
+
+// evictIdle evicts the key in slot, which idleAt judged idle at now, and
+// raises s.floor to now: the key's next request is a new key's, decided
+// no earlier than now. Requires s.mu held.
+func (t *table[E]) evictIdle(s *shard[E], slot uint32, now int64) {
+	t.evict(s, slot)
+	s.floor = max(s.floor, now)
+}
+
+// evict removes the key in slot, leaving a tombstone, or an empty position
+// where the probe would stop anyway (the next position is empty), which
+// empties the tombstones before it too. Requires s.mu held.
+func (t *table[E]) evict(s *shard[E], slot uint32) {
 	r := &s.recs[slot]
-	s.floor = max(s.floor, now, t.alg.lastSeen(&r.rec))
 	if r.klen == longKey {
 		s.deadBytes += len(s.keyOf(slot))
 	}
@@ -501,15 +519,19 @@ func (t *table[E]) evict(s *shard[E], slot uint32, now int64) {
 // idle one, else (EvictLeastRecent) the least recently used of those
 // without a limit of their own. Requires s.mu held.
 func (t *table[E]) makeRoom(s *shard[E], now int64) bool {
+	// Keys are judged at the request's instant, but no later than the
+	// limiter's clock: one request's far-future instant must not make the
+	// others idle and move the shard's floor.
+	now = min(now, t.clock())
 	victim, oldest := uint32(math.MaxUint32), int64(math.MaxInt64)
 	// consider evicts slot if it is idle, else keeps it as the victim if it
 	// is the least recently used so far.
 	consider := func(slot uint32) bool {
-		rec := s.rec(slot)
-		if t.alg.idle(s, rec, slot, now) {
-			t.evict(s, slot, now)
+		if t.idleAt(s, slot, now) {
+			t.evictIdle(s, slot, now)
 			return true
 		}
+		rec := s.rec(slot)
 		if *t.alg.limitWord(rec)&ownLimit == 0 {
 			if last := t.alg.lastSeen(rec); last < oldest {
 				victim, oldest = slot, last
@@ -545,7 +567,7 @@ func (t *table[E]) makeRoom(s *shard[E], now int64) bool {
 		}
 	}
 	if t.policy == EvictLeastRecent && victim != math.MaxUint32 {
-		t.evict(s, victim, now)
+		t.evictIdle(s, victim, now) // not idle, but its next request waits for now too
 		return true
 	}
 	return false
@@ -569,8 +591,8 @@ func (t *table[E]) sweep(now int64, stop <-chan struct{}) int {
 			s.mu.Lock()
 			end := min(start+sweepChunk, len(s.recs))
 			for slot := start; slot < end; slot++ {
-				if s.stored(slot) && t.alg.idle(s, s.rec(uint32(slot)), uint32(slot), now) {
-					t.evict(s, uint32(slot), now)
+				if s.stored(slot) && t.idleAt(s, uint32(slot), now) {
+					t.evictIdle(s, uint32(slot), now)
 					evicted++
 				}
 			}

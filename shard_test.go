@@ -48,7 +48,7 @@ func TestHashCollisionsNeverShareABudget(t *testing.T) {
 		}
 	}
 	check(keys...)
-	l.tab.evict(s, slots["alpha"], 0) // the indexed one: a spilled key takes its place
+	l.tab.evict(s, slots["alpha"]) // the indexed one: a spilled key takes its place
 	check("beta", "gamma")
 	if _, ok := find(s, h, "alpha"); ok {
 		t.Fatal("evicted key still found")

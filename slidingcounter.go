@@ -311,9 +311,8 @@ func (a *slidingCounter) idle(s *shard[counterRec], r *counterRec, slot uint32, 
 	if r.lim&ownLimit != 0 {
 		return false
 	}
-	kt := max(t, r.last)
 	side, extra := s.keyState(slot, r.side)
-	if a.sync != nil && a.sync.holds(side, kt) {
+	if a.sync != nil && a.sync.holds(side, t) {
 		return false
 	}
 	for k := range a.rates {
@@ -321,7 +320,7 @@ func (a *slidingCounter) idle(s *shard[counterRec], r *counterRec, slot uint32, 
 		if p.sum == 0 {
 			continue
 		}
-		from := kt/a.bucket[k] - a.buckets
+		from := t/a.bucket[k] - a.buckets
 		for id := max(from, p.head-a.buckets); id <= p.head; id++ {
 			if c[a.idx(id)] != 0 {
 				return false

@@ -31,12 +31,12 @@ type logRec struct {
 // keeps every unit counted for at least W (never admits early) and at most
 // one unit longer.
 type slidingLog struct {
-	rates  int
-	window [MaxRates]int64 // W of each rate, ns, longest first
-	unit   int64           // timestamp resolution, ns
-	ahead  int64           // how late units are stamped: the clock's resolution (CoarseClock)
-	sync   *syncSet        // nil unless shared: other nodes' units by bucket, per rate
-	stride int             // side words per key: the sync state's, 0 unless shared
+	rates   int
+	window  [MaxRates]int64 // W of each rate, ns, longest first
+	unit    int64           // timestamp resolution, ns
+	precise func() int64    // the true instant, for a clock whose readings lag (CoarseClock); nil otherwise
+	sync    *syncSet        // nil unless shared: other nodes' units by bucket, per rate
+	stride  int             // side words per key: the sync state's, 0 unless shared
 }
 
 // NewSlidingLog returns a sliding window log limiter: exact, it admits at
@@ -75,7 +75,10 @@ func NewSlidingLog(cfg Config) (Limiter, error) {
 // newSlidingLog returns the log of rs's rates for clock c, shared through
 // y if y is not nil.
 func newSlidingLog(rs *rateSet, c Clock, y *syncSet) *slidingLog {
-	a := &slidingLog{rates: rs.n, window: rs.window, unit: logUnit(rs.window[0]), ahead: clockResolution(c), sync: y}
+	a := &slidingLog{rates: rs.n, window: rs.window, unit: logUnit(rs.window[0]), sync: y}
+	if lc, ok := c.(laggingClock); ok {
+		a.precise = lc.precise
+	}
 	if y != nil {
 		a.stride = y.words()
 	}
@@ -110,17 +113,6 @@ func (a *slidingLog) stamp(t int64) uint32 {
 	return uint32((t + a.unit - 1) / a.unit)
 }
 
-// late returns how much later than the instant decided at a unit decided
-// in mode is stamped: the clock's resolution for an instant read from a
-// CoarseClock (mode&lagging), so its stamp is an upper bound of the true
-// instant.
-func (a *slidingLog) late(mode decideMode) int64 {
-	if mode&lagging != 0 {
-		return a.ahead
-	}
-	return 0
-}
-
 // age returns how many units before tq (= t/unit, rounded down) the entry
 // e was stamped; -1 for an entry stamped in the current unit but rounded up.
 func age(tq int64, e uint32) int32 {
@@ -144,13 +136,13 @@ func (a *slidingLog) expiredUpTo(t, w int64) int64 {
 
 // advance brings r to instant te, its latest, dropping the timestamps that
 // have expired in the longest window, and moves the rates' skips in extra
-// past those expired in theirs. Every stamp is below r.last+ahead+unit, so
-// all have expired from r.last+W+ahead+unit on: no scan then.
+// past those expired in theirs. Every stamp is below r.last+unit, so all
+// have expired from r.last+W+unit on: no scan then.
 func (a *slidingLog) advance(s *shard[logRec], r *logRec, extra []logRec, te int64) {
 	count := r.count
 	switch {
 	case r.count == 0:
-	case te-r.last >= a.window[0]+a.ahead+a.unit:
+	case te-r.last >= a.window[0]+a.unit:
 		r.head, r.count = 0, 0
 	default:
 		buf := s.rings.ring(r.ref, r.cap)
@@ -229,7 +221,17 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, slot uint32, t int64, n
 	pushed := false // this decision's units are in the ring
 	if allowed && n > 0 && consumed {
 		if k == 0 {
-			if !a.push(s, key, te+a.late(mode), uint32(n), lim0) {
+			if mode&lagging != 0 {
+				// Decided at a reading of a clock that lags (the count only
+				// falls as time passes, so the admission holds at the true
+				// instant): stamp the units at the true instant, from
+				// which the key's time and the verdict's durations go on.
+				// A stamp at the reading could expire early in real time.
+				now := a.precise()
+				te, t = max(te, now), max(t, now)
+				key.last = te
+			}
+			if !a.push(s, key, te, uint32(n), lim0) {
 				if a.sync != nil {
 					// The other rates, which consume first, recorded the
 					// units: they were not admitted.
@@ -246,7 +248,7 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, slot uint32, t int64, n
 	if mode&full == 0 {
 		return verdict{word: b2u(allowed)}
 	}
-	rem, reset, retry := a.numbers(s, key, k, skip, side, t, te, a.late(mode), n, lim, allowed, pushed)
+	rem, reset, retry := a.numbers(s, key, k, skip, side, t, te, n, lim, allowed, pushed)
 	return makeVerdict(allowed, k, lim, int(max(0, rem)), reset, retry)
 }
 
@@ -255,8 +257,8 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, slot uint32, t int64, n
 // admitted the request or not) under limit lim: the rate counts the ring's
 // entries after its first skip, plus the other nodes' units when side
 // holds a shared key's sync state. Admitted units not pushed (a peek, or a
-// rate after the first) count as if stamped at te+late (see late).
-func (a *slidingLog) numbers(s *shard[logRec], r *logRec, k int, skip uint32, side []uint32, t, te, late int64, n int, lim uint32, allowed, pushed bool) (rem int64, reset, retry time.Duration) {
+// rate after the first) count as if stamped at te.
+func (a *slidingLog) numbers(s *shard[logRec], r *logRec, k int, skip uint32, side []uint32, t, te int64, n int, lim uint32, allowed, pushed bool) (rem int64, reset, retry time.Duration) {
 	// ResetAfter is measured from t rounded up to the timestamp resolution,
 	// the instant a unit admitted at t is stamped with, so a fresh unit's
 	// reset is exactly W and a whole-second window reads as whole seconds.
@@ -296,7 +298,7 @@ func (a *slidingLog) numbers(s *shard[logRec], r *logRec, k int, skip uint32, si
 	case skip < r.count:
 		reset = until(a.expiry(te, buf[wrap(r.head+skip, r.cap)], w), t, tu)
 	case allowed && n > 0:
-		reset = until(a.expiry(te, a.stamp(te+late), w), t, tu)
+		reset = until(a.expiry(te, a.stamp(te), w), t, tu)
 	}
 	return int64(lim) - used, reset, retry
 }
@@ -368,16 +370,6 @@ func (a *slidingLog) push(s *shard[logRec], r *logRec, t int64, n, lim uint32) b
 	}
 	buf := s.rings.ring(r.ref, r.cap)
 	e := a.stamp(t)
-	if r.count > 0 {
-		// The decided instants never go back, but a unit stamped late (a
-		// coarse clock's reading) can be followed by one stamped on
-		// time: keep the ring in time order, which the expiry scan and
-		// RetryAfter rely on, by counting this unit as long as the newest
-		// (at most a resolution longer).
-		if newest := buf[wrap(r.head+r.count-1, r.cap)]; int32(e-newest) < 0 {
-			e = newest
-		}
-	}
 	i := wrap(r.head+r.count, r.cap)
 	for range n {
 		buf[i] = e
@@ -416,7 +408,6 @@ func (a *slidingLog) resize(s *shard[logRec], r *logRec, c uint32) bool {
 }
 
 func (a *slidingLog) idle(s *shard[logRec], r *logRec, slot uint32, t int64) bool {
-	t = max(t, r.last)
 	if r.lim&ownLimit != 0 {
 		return false
 	}
@@ -425,7 +416,7 @@ func (a *slidingLog) idle(s *shard[logRec], r *logRec, slot uint32, t int64) boo
 			return false
 		}
 	}
-	if r.count == 0 || t-r.last >= a.window[0]+a.ahead+a.unit {
+	if r.count == 0 || t-r.last >= a.window[0]+a.unit {
 		return true
 	}
 	newest := s.rings.ring(r.ref, r.cap)[wrap(r.head+r.count-1, r.cap)]

@@ -381,7 +381,7 @@ func runTableModel[E any](t *testing.T, tab *table[E], seed uint64, mode int) {
 		if !ok {
 			t.Fatalf("key %.20q to evict not found", key)
 		}
-		tab.evict(s, slot, 0)
+		tab.evict(s, slot)
 		m.remove(key)
 		stats.evicts++
 	}
