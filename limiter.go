@@ -165,9 +165,9 @@ type Rate struct {
 	Window time.Duration // as Config.Window
 }
 
-// Config configures a limiter. The zero value is not usable: Limit and Window
-// are required. Construction validates every field and returns an error
-// wrapping ErrInvalidConfig for any value out of range.
+// Config configures a limiter. The zero value is not usable: Window (with
+// Limit) or Rates is required. Construction validates every field and
+// returns an error wrapping ErrInvalidConfig for any value out of range.
 type Config struct {
 	// Algorithm selects the algorithm for New; the NewFixedWindow,
 	// NewSlidingLog, NewSlidingCounter and NewGCRA constructors ignore it.
@@ -197,12 +197,11 @@ type Config struct {
 
 	// Buckets is the number of sub-windows of SlidingCounter, in
 	// [1, MaxBuckets]; each window must be a multiple of Buckets
-	// nanoseconds.
-	// Default 10. The estimate weights the oldest bucket by its overlap, so
-	// it errs by less than that bucket's units: about Limit/Buckets for
-	// steady traffic, up to Limit-1 for bursts timed at bucket edges (see
-	// NewSlidingCounter). Ignored by
-	// the other algorithms.
+	// nanoseconds. Default 10. The estimate weights the oldest bucket by
+	// its overlap, so it errs by less than that bucket's units: about
+	// Limit/Buckets for steady traffic, up to Limit-1 for bursts timed at
+	// bucket edges (see NewSlidingCounter). Ignored by the other
+	// algorithms.
 	Buckets int
 
 	// Shards is the number of lock stripes, a power of two in

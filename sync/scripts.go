@@ -218,8 +218,8 @@ end
 return out
 `)
 
-// counterScript decides a request by the sliding window counter (policy S2
-// of CASES.md C4): each rate's window of nb buckets of G microseconds; the
+// counterScript decides a request by the sliding window counter (the
+// weighted estimate of NewSlidingCounter): each rate's window of nb buckets of G microseconds; the
 // bucket that straddles now - W counts by its remaining overlap, rounded
 // up.
 //

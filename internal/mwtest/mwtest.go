@@ -1,8 +1,8 @@
 // Package mwtest is the end-to-end test suite shared by the fasthttpmw and
 // httpmw middlewares: each package supplies a Harness that starts its real
-// server on an ephemeral loopback port, and runs the cases of
-// ../shared/cases/CASES.md (and the acceptance tests) against it with
-// a real net/http client and an injected shardlimit.ManualClock.
+// server on an ephemeral loopback port, and runs the failure cases of
+// real limiters and the acceptance tests against it with a real net/http
+// client and an injected shardlimit.ManualClock.
 //
 // Clients other than the loopback peer are simulated with X-Forwarded-For
 // from a trusted loopback proxy (Loopback), since a test cannot connect from
@@ -26,7 +26,7 @@ import (
 	"github.com/shardlimit/shardlimit/httplimit"
 )
 
-// T0 is the cases' origin (CASES.md C1): a Unix instant that is a multiple of
+// T0 is the cases' origin: a Unix instant that is a multiple of
 // every window used.
 var T0 = time.Unix(1_734_480_000, 0)
 
@@ -273,7 +273,7 @@ func ParseIETF(h http.Header) ([]Policy, []Service, error) {
 }
 
 // Check asserts r's status and headers, and the invariants every response
-// must keep (CASES.md C8, C9): integer fields, remaining within [0, limit],
+// must keep: integer fields, remaining within [0, limit],
 // Retry-After only on 429 and a positive integer, the middleware's own
 // answers text/plain and nosniff.
 func Check(t *testing.T, step string, r Resp, status int, want H) {
