@@ -25,6 +25,12 @@ type algorithm[E any] interface {
 	// mode&full, only the verdict's allowed bit is computed: Remaining,
 	// ResetAfter and RetryAfter may be left 0.
 	decide(s *shard[E], rec *E, slot uint32, t int64, n int, mode decideMode) verdict
+	// refund gives back the n > 0 units rate k of the key in slot (record
+	// rec) kept in the decision just made, at the key's latest instant:
+	// its state becomes what deciding without consume would have left. A
+	// decision of several rates refunds the rates that kept a cost when
+	// a later one denies it.
+	refund(s *shard[E], rec *E, slot uint32, n int, k int)
 	// idle reports whether the state of the key in slot (record rec) at
 	// t, which is not before the key's latest instant (table.idleAt checks
 	// that), equals a fresh key's. A key with a limit of its own is never
@@ -65,15 +71,43 @@ func (m decideMode) withRate(k int) decideMode {
 }
 
 // decideRates decides n units at t for a key of several rates, whose
-// record r holds the first rate and extra records the others, with one
-// decide per rate and pass: first every rate decides without
-// keeping anything (its state brought to the instant decided at), then, if
-// all admit, every rate decides again keeping the cost, the first rate
-// last (the sliding log's ring lives there, and the others count the units
-// it adds before it adds them); if one denies, the rates that admitted
-// report their numbers without the cost. The Result reports the binding
-// rate.
+// record r holds the first rate and extra records the others. Each rate
+// decides once, keeping the cost, from the last rate to the first (the
+// sliding log's ring lives in the first, and the others count the units
+// it adds before it adds them): the common case, every rate admitting,
+// costs one decide per rate. If rate k denies, the rates decided before
+// it give their units back (refund) and those after it decide without
+// keeping anything, so every rate's state is brought to the instant and
+// limit decided at (GCRA re-encodes its debt for a changed limit)
+// whatever the form; a Result then takes each rate's numbers once more,
+// without the cost where the rate admits it. The Result reports the
+// binding rate.
 func decideRates[E any](a algorithm[E], s *shard[E], r *E, extra []E, slot uint32, t int64, n int, mode decideMode) verdict {
+	var b verdict // the binding rate's
+	for k := len(extra); k >= 0; k-- {
+		p := r
+		if k > 0 {
+			p = &extra[k-1]
+		}
+		v := a.decide(s, p, slot, t, n, mode.withRate(k))
+		if v.word&(verdictAllowed|verdictFull) != verdictAllowed {
+			return rateDenied(a, s, r, extra, slot, t, n, mode, k, v)
+		}
+		if mode&full != 0 {
+			b = bind(b, v, k, len(extra)+1)
+		}
+	}
+	if mode&full == 0 {
+		return verdict{word: verdictAllowed}
+	}
+	return b
+}
+
+// rateDenied completes decideRates after rate k's verdict v denied the
+// request, or found no memory for it (verdictFull, which it returns): the
+// rates above k give back what they kept, the rates below it decide
+// without keeping anything, and a Result takes every rate's numbers.
+func rateDenied[E any](a algorithm[E], s *shard[E], r *E, extra []E, slot uint32, t int64, n int, mode decideMode, k int, v verdict) verdict {
 	rates := len(extra) + 1
 	rec := func(k int) *E {
 		if k == 0 {
@@ -81,39 +115,33 @@ func decideRates[E any](a algorithm[E], s *shard[E], r *E, extra []E, slot uint3
 		}
 		return &extra[k-1]
 	}
-	var fits uint8 // bit k: rate k admits the request
-	for k := range rates {
-		// Every rate decides, even after one denied: a decision brings
-		// each rate's state to its instant and limit (GCRA re-encodes its
-		// debt for a changed limit), so a bool form leaves the state a
-		// Result form does.
-		if a.decide(s, rec(k), slot, t, n, (mode &^ consume).withRate(k)).allowed() {
-			fits |= 1 << k
+	if mode&consume != 0 && n > 0 {
+		for j := k + 1; j < rates; j++ {
+			a.refund(s, rec(j), slot, n, j)
 		}
 	}
-	allowed := fits == 1<<rates-1
-	if !allowed && mode&full == 0 {
-		return verdict{}
+	if v.word&verdictFull != 0 {
+		return v
 	}
-	var b binding
-	for k := rates - 1; k >= 0; k-- {
-		m, nk := mode, n
-		if !allowed {
-			m &^= consume
-			if fits&(1<<k) != 0 {
-				nk = 0 // this rate admits: its numbers without the cost
-			}
+	fits := uint8(1<<rates-1) &^ (1<<(k+1) - 1) // bit j: rate j admits the request
+	for j := k - 1; j >= 0; j-- {
+		if a.decide(s, rec(j), slot, t, n, (mode &^ (consume | full)).withRate(j)).allowed() {
+			fits |= 1 << j
 		}
-		v := a.decide(s, rec(k), slot, t, nk, m.withRate(k))
-		if v.word&verdictFull != 0 {
-			return v
-		}
-		b = b.bind(k, uint32(v.limit()), int64(v.remaining()), v.reset, v.retry)
 	}
 	if mode&full == 0 {
-		return verdict{word: verdictAllowed}
+		return verdict{}
 	}
-	return b.verdict(allowed)
+	var b verdict
+	for j := rates - 1; j >= 0; j-- {
+		nj := n
+		if fits&(1<<j) != 0 {
+			nj = 0 // this rate admits: its numbers without the cost
+		}
+		b = bind(b, a.decide(s, rec(j), slot, t, nj, (mode&^consume).withRate(j)), j, rates)
+	}
+	b.word &^= verdictAllowed
+	return b
 }
 
 // fits reports whether n more units fit limit lim over used ones: n = 0

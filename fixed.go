@@ -98,7 +98,18 @@ func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, slot uint32, t int
 	default:
 		retry = reset
 	}
+	if mode&full == 0 {
+		return verdict{word: b2u(allowed)}
+	}
 	return makeVerdict(allowed, k, lim, int(max(0, int64(lim)-used)), reset, retry)
+}
+
+func (a *fixedWindow) refund(s *shard[fixedRec], r *fixedRec, slot uint32, n int, k int) {
+	r.count -= uint32(n)
+	if a.sync != nil {
+		side, _ := s.keyState(slot, 0)
+		a.sync.rate[k].takeBack(side, uint32(n))
+	}
 }
 
 // remote rotates a shared key's sync state of one rate (layout y) to the

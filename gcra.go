@@ -133,6 +133,24 @@ func (a *gcra) decide(s *shard[gcraRec], r *gcraRec, slot uint32, t int64, n int
 	return makeVerdict(allowed, k, lim, int(remaining), a.until(tat, rem, t), retry)
 }
 
+// refund takes n emission intervals off the TAT the decision moved, in the
+// limit its state is encoded for (the decision set it).
+func (a *gcra) refund(s *shard[gcraRec], r *gcraRec, _ uint32, n int, k int) {
+	lim, w := r.lim&limitMask, a.window[k]
+	var q, rr uint64
+	if n == 1 {
+		q, rr = s.emission(k, lim, w)
+	} else {
+		q, rr = mulDiv(uint64(n), uint64(w), uint64(lim))
+	}
+	r.tat -= int64(q)
+	if uint64(r.rem) < rr {
+		r.tat--
+		r.rem += lim
+	}
+	r.rem -= uint32(rr)
+}
+
 func (a *gcra) idle(s *shard[gcraRec], r *gcraRec, slot uint32, t int64) bool {
 	if r.lim&ownLimit != 0 {
 		return false

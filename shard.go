@@ -433,6 +433,21 @@ func (t *table[E]) sideOf(s *shard[E], slot uint32) ([]uint32, []E) {
 	return s.keyState(slot, ref)
 }
 
+// extrasOf returns the extra records of the key in slot (scratchSlot: the
+// scratch ones) alone: keyState's second result, on the hot path of keys
+// of several rates. Requires s.mu held.
+func (t *table[E]) extrasOf(s *shard[E], slot uint32) []E {
+	if slot == scratchSlot {
+		return s.scratchEx
+	}
+	i := int(slot)
+	if t.slab != nil {
+		i = int(*t.slab.sideRef(&s.recs[slot].rec))
+	}
+	x := i * s.extras
+	return s.extra[x : x+s.extras : x+s.extras]
+}
+
 // keyState returns the side words and extra records of the key in slot,
 // whose slab entry is ref if the shard keeps a slab (the algorithms read
 // ref from their records); for scratchSlot, the scratch ones. Requires

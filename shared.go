@@ -85,19 +85,6 @@ func (y *syncSet) unsent(side []uint32) uint64 {
 	return sum
 }
 
-// takeBack takes n units out of the newest bucket of every rate after the
-// first: a decision of several rates records its units in each rate as it
-// consumes, the first rate last, and takes them back if the first (the
-// sliding log's ring) cannot keep them.
-func (y *syncSet) takeBack(side []uint32, n uint32) {
-	for k := 1; k < y.rates; k++ {
-		r := &y.rate[k]
-		delta, _, _ := r.arrays(side)
-		i := r.idx(r.head(side))
-		delta[i] -= min(delta[i], n)
-	}
-}
-
 // syncLayout is one rate's sync state: its head and rings.
 type syncLayout struct {
 	off    int   // first side word of the rate's state (its head)
@@ -223,6 +210,13 @@ func (y *syncLayout) holds(side []uint32, t int64) bool {
 func (y *syncLayout) add(side []uint32, id int64, n uint32) {
 	delta, _, _ := y.arrays(side)
 	delta[y.idx(id)] += n
+}
+
+// takeBack takes back the n units the decision just made added to the
+// newest bucket (see refund).
+func (y *syncLayout) takeBack(side []uint32, n uint32) {
+	delta, _, _ := y.arrays(side)
+	delta[y.idx(y.head(side))] -= n
 }
 
 // peekCopy reports whether side, a shared key's side words, is the scratch

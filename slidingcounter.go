@@ -216,6 +216,21 @@ func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, slot uint32
 	return a.explain(r, c, remote, k, t, n, lim, allowed, mode&consume != 0)
 }
 
+func (a *slidingCounter) refund(s *shard[counterRec], r *counterRec, slot uint32, n int, k int) {
+	key := r // the key's record; r is that of its rate k
+	if k > 0 {
+		key = s.keyRec(slot)
+	}
+	side := s.sideWords(slot, key.side)
+	m := int(a.buckets + 1)
+	r.sum -= uint32(n)
+	side[k*m+int(r.hidx)] -= uint32(n)
+	if a.sync != nil {
+		delta, _, _ := a.sync.rate[k].arrays(side)
+		delta[r.hidx] -= uint32(n)
+	}
+}
+
 // explain returns the full verdict of a decision of n units at t on rate
 // k (record r, counters c, the other nodes' units remote when shared)
 // under limit lim, which admitted them or not, from the rate's state after

@@ -134,11 +134,12 @@ func (a *slidingLog) expiredUpTo(t, w int64) int64 {
 	return floorDiv(t-w, a.unit)
 }
 
-// advance brings r to instant te, its latest, dropping the timestamps that
-// have expired in the longest window, and moves the rates' skips in extra
-// past those expired in theirs. Every stamp is below r.last+unit, so all
-// have expired from r.last+W+unit on: no scan then.
-func (a *slidingLog) advance(s *shard[logRec], r *logRec, extra []logRec, te int64) {
+// advance brings the key in slot, record r, to instant te, its latest,
+// dropping the timestamps that have expired in the longest window, and
+// moves the other rates' skips (in its extra records) past those expired
+// in theirs. Every stamp is below r.last+unit, so all have expired from
+// r.last+W+unit on: no scan then.
+func (a *slidingLog) advance(s *shard[logRec], r *logRec, slot uint32, te int64) {
 	count := r.count
 	switch {
 	case r.count == 0:
@@ -156,9 +157,10 @@ func (a *slidingLog) advance(s *shard[logRec], r *logRec, extra []logRec, te int
 		}
 	}
 	r.last = te
-	if len(extra) == 0 {
+	if a.rates == 1 {
 		return
 	}
+	_, extra := s.keyState(slot, r.side)
 	dropped := count - r.count
 	for k := range extra {
 		p := &extra[k]
@@ -180,15 +182,16 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, slot uint32, t int64, n
 		key = s.keyRec(slot)
 	}
 	var side []uint32
-	var extra []logRec
-	if a.sync != nil || a.rates > 1 {
-		side, extra = s.keyState(slot, key.side)
+	if a.sync != nil {
+		side = s.sideWords(slot, key.side)
 	}
 	te := max(t, key.last) // per key, time never goes back
 	consumed := mode&consume != 0
-	if k == 0 {
-		// The ring's rate: decideRates decides it first, then last.
-		a.advance(s, key, extra, te)
+	if te != key.last {
+		// The first decision at te, of whichever rate: every rate's
+		// expired timestamps go (the key's latest instant is the one its
+		// ring was last brought to).
+		a.advance(s, key, slot, te)
 	}
 	lim0 := effectiveLimit(key.lim, s.defLimits[0]) // the ring's capacity
 	if lim0 != 0 {
@@ -227,16 +230,12 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, slot uint32, t int64, n
 				// instant): stamp the units at the true instant, from
 				// which the key's time and the verdict's durations go on.
 				// A stamp at the reading could expire early in real time.
-				now := a.precise()
-				te, t = max(te, now), max(t, now)
-				key.last = te
+				if now := a.precise(); now > te {
+					te, t = now, max(t, now)
+					a.advance(s, key, slot, te)
+				}
 			}
 			if !a.push(s, key, te, uint32(n), lim0) {
-				if a.sync != nil {
-					// The other rates, which consume first, recorded the
-					// units: they were not admitted.
-					a.sync.takeBack(side, uint32(n))
-				}
 				return verdict{word: verdictFull} // no memory for the timestamps
 			}
 			pushed = true
@@ -250,6 +249,21 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, slot uint32, t int64, n
 	}
 	rem, reset, retry := a.numbers(s, key, k, skip, side, t, te, n, lim, allowed, pushed)
 	return makeVerdict(allowed, k, lim, int(max(0, rem)), reset, retry)
+}
+
+// refund drops the n newest timestamps for the ring's rate (its push);
+// the other rates keep theirs in the ring.
+func (a *slidingLog) refund(s *shard[logRec], r *logRec, slot uint32, n int, k int) {
+	key := r // the key's record; r is that of its rate k
+	if k > 0 {
+		key = s.keyRec(slot)
+	} else {
+		key.count -= uint32(n)
+	}
+	if a.sync != nil {
+		side, _ := s.keyState(slot, key.side)
+		a.sync.rate[k].takeBack(side, uint32(n))
+	}
 }
 
 // numbers returns rate k's verdict numbers for a decision of n units at t,

@@ -46,32 +46,22 @@ func (v verdict) err() error {
 	return nil
 }
 
-// binding is the rate whose numbers a Result reports when a key has
-// several: the one with the least remaining after the decision, ties to
-// the longest window (the rates are kept longest first, so the lowest
-// index). Each rate's usage only falls as time passes, so the first
+// bind returns, of b (the binding verdict of rates k+1 and up, ignored
+// when k is the last rate) and v (rate k's), the one a Result reports
+// when a key has several rates: the least remaining after the decision,
+// ties to the longest window (the rates are kept longest first and bound
+// from the last, so the lower index); its RetryAfter is the latest of
+// the two. Each rate's usage only falls as time passes, so the first
 // instant at which every rate admits a request is the latest of their
 // RetryAfters.
-type binding struct {
-	seen  bool
-	k     int
-	lim   uint32
-	rem   int64
-	reset time.Duration
-	retry time.Duration // the latest RetryAfter of the rates seen
-}
-
-// bind returns b with rate k's numbers (limit lim, remaining rem after the
-// decision, reset and retry) taken into account.
-func (b binding) bind(k int, lim uint32, rem int64, reset, retry time.Duration) binding {
-	b.retry = max(b.retry, retry)
-	if !b.seen || rem < b.rem || rem == b.rem && k < b.k {
-		b.seen, b.k, b.lim, b.rem, b.reset = true, k, lim, rem, reset
+func bind(b, v verdict, k, rates int) verdict {
+	if k == rates-1 {
+		return v
 	}
+	retry := max(b.retry, v.retry)
+	if v.remaining() <= b.remaining() {
+		b = v
+	}
+	b.retry = retry
 	return b
-}
-
-// verdict returns the verdict reporting b.
-func (b binding) verdict(allowed bool) verdict {
-	return makeVerdict(allowed, b.k, b.lim, int(max(0, b.rem)), b.reset, b.retry)
 }
