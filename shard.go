@@ -95,8 +95,12 @@ func effectiveLimit(w, def uint32) uint32 {
 // sweepChunk is how many slots a sweep examines per lock hold.
 const sweepChunk = 1024
 
-// sampleSize is how many slots a full shard samples to find room.
-const sampleSize = 16
+// What makeRoom's hand passes per call: the next sampleSize stored keys,
+// or sampleReach positions if fewer keys lie in them.
+const (
+	sampleSize  = 16
+	sampleReach = 64
+)
 
 // keyBytes is the type of keys: the string and []byte forms of the API.
 type keyBytes interface{ ~string | ~[]byte }
@@ -150,7 +154,9 @@ type shard[E any] struct {
 	live      int      // stored keys
 	peak      int      // most keys stored since the table was built
 	deadBytes int      // arena bytes of evicted keys
-	rng       uint64   // xorshift state for sampling
+	hand      uint32   // the position makeRoom reads next
+	examined  uint64   // positions makeRoom read, for tests
+	sink      uint32   // what prefetchState read (kept, so the reads stay)
 	scratch   E        // the record decided for a peek (scratchSlot)
 	scratchSd []uint32
 	scratchEx []E
@@ -222,7 +228,6 @@ func (t *table[E]) init(cfg Config, rs *rateSet, alg algorithm[E], stride, extra
 			s.defLimits[k] = uint32(rates[rs.order[k]].Limit)
 		}
 		t.resetTable(s)
-		s.rng = 0x9E3779B97F4A7C15 ^ uint64(i+1)*0xBF58476D1CE4E5B9
 		s.scratchSd = make([]uint32, stride)
 		s.scratchEx = make([]E, extras)
 		s.rings.cur = -1
@@ -498,16 +503,68 @@ func (t *table[E]) evict(s *shard[E], slot uint32, now int64) {
 	s.evicted.Add(1)
 }
 
-// makeRoom tries to free one position in the full shard s: among its keys
-// (all of them when it holds at most sampleSize, else sampleSize drawn
-// uniformly: random positions, empty ones drawn again) it evicts the first
-// idle one, else (EvictLeastRecent) the least recently used of those
-// without a limit of their own. Requires s.mu held.
+// makeRoom tries to free one position in the full shard s. Its hand
+// (s.hand) reads the table in order from where the last call left it and
+// passes the next sampleSize stored keys (or sampleReach positions, if
+// fewer keys lie in them): it evicts the first of them that is idle, else
+// (EvictLeastRecent) the least recently used of those without a limit of
+// their own. Requires s.mu held.
+//
+// The work per call is bounded whatever the table's size: at most
+// sampleReach positions, read in order (a few cache lines after the
+// first), and sampleSize keys judged. A full shard's table holds keys in
+// about 5/8 of its positions or more (it is never longer than
+// tableLen(perShard)),
+// so sampleSize keys lie within about 26 positions, and sampleReach only
+// cuts short a call where keys are unusually sparse. A shard capped at
+// sampleSize keys or fewer has a table of tableLen(sampleSize) = 26
+// positions or fewer, which every call reads whole, judging every key.
+//
+// What the bound costs: a call judges sampleSize keys, not all, so under
+// RejectNewKeys an idle key elsewhere in the table does not save this new
+// key from ErrTooManyKeys. But the hand passes every stored key within
+// ceil(live/sampleSize) + ceil(len/sampleReach) calls, whatever they find:
+// while the table is not rebuilt, a key that stays idle that long is
+// found, and under EvictLeastRecent every key is judged once per turn.
+//
+// The hand passes sampleSize keys per call even when the first is idle.
+// A hand that stopped after its victim would evict at its front, one key
+// per call where keys are idle, while new keys land anywhere: the
+// positions ahead of it would fill up and probes there grow long
+// (measured: 50-100 us per new key with every stored key idle). Nor does
+// it pass a fixed number of positions: it would then take one key per
+// span however few the span holds, and sparse spans drift empty while
+// dense ones crowd. Passing sampleSize keys, it takes at most one key in
+// sampleSize wherever it is, as new keys arrive everywhere, and the load
+// stays even.
 func (t *table[E]) makeRoom(s *shard[E], now int64) bool {
+	n := uint32(len(s.recs))
+	i := s.hand
+	if i >= n {
+		i = 0 // the table shrank
+	}
+	var keys [sampleSize]uint32
+	k := 0
+	for range min(n, sampleReach) {
+		s.examined++
+		if s.stored(int(i)) {
+			keys[k] = i
+			k++
+		}
+		if i++; i == n {
+			i = 0
+		}
+		if k == sampleSize {
+			break
+		}
+	}
+	s.hand = i
 	victim, oldest := uint32(math.MaxUint32), int64(math.MaxInt64)
-	// consider evicts slot if it is idle, else keeps it as the victim if it
-	// is the least recently used so far.
-	consider := func(slot uint32) bool {
+	for j, slot := range keys[:k] {
+		if j == 1 {
+			// The first key was not idle: likely, others are not either.
+			t.prefetchState(s, keys[1:k])
+		}
 		rec := s.rec(slot)
 		if t.alg.idle(s, rec, slot, now) {
 			t.evict(s, slot, now)
@@ -518,40 +575,34 @@ func (t *table[E]) makeRoom(s *shard[E], now int64) bool {
 				victim, oldest = slot, last
 			}
 		}
-		return false
-	}
-	n := len(s.recs)
-	if s.live <= sampleSize {
-		// A small cap: the table is at most tableLen(sampleSize+1) long
-		// plus tombstones, which rebuilds bound. Look at every key.
-		for slot := range n {
-			if s.stored(slot) && consider(uint32(slot)) {
-				return true
-			}
-		}
-	} else {
-		// The shard holds perShard keys and its table never grows past
-		// tableLen(perShard+1), so about 3/5 of the positions hold keys
-		// and few draws miss; the cap on draws only bounds bad luck.
-		for draws, hits := 0, 0; hits < sampleSize && draws < 8*sampleSize; draws++ {
-			s.rng ^= s.rng << 13
-			s.rng ^= s.rng >> 7
-			s.rng ^= s.rng << 17
-			slot := uint32(s.rng % uint64(n))
-			if !s.stored(int(slot)) {
-				continue
-			}
-			hits++
-			if consider(slot) {
-				return true
-			}
-		}
 	}
 	if t.policy == EvictLeastRecent && victim != math.MaxUint32 {
 		t.evict(s, victim, now)
 		return true
 	}
 	return false
+}
+
+// prefetchState reads, for every key in slots, a word at each end of its
+// side words and the lim word of its extra records, before makeRoom judges
+// them: the reads do not depend on one another, so their cache misses
+// overlap, where judging the keys one by one (idle reads the same words)
+// would wait for each in turn. Requires s.mu held.
+func (t *table[E]) prefetchState(s *shard[E], slots []uint32) {
+	if s.stride == 0 && s.extras == 0 {
+		return
+	}
+	var sum uint32
+	for _, slot := range slots {
+		side, extra := t.sideOf(s, slot)
+		if len(side) > 0 {
+			sum += side[0] + side[len(side)-1]
+		}
+		for x := range extra {
+			sum += *t.alg.limitWord(&extra[x])
+		}
+	}
+	s.sink = sum
 }
 
 // sweep evicts idle keys of every shard, one shard and sweepChunk slots at
