@@ -27,8 +27,7 @@ import (
 //	recs   []slotRec[E]  open addressing, linear probing: each position
 //	                     holds a key (inline up to 14 bytes, else its
 //	                     place in the arena), an 8-bit tag of its hash
-//	                     and the algorithm's record; or is empty, or a
-//	                     tombstone
+//	                     and the algorithm's record; or is empty
 //	side   []uint32      per-key fixed-size extra state (stride words): for
 //	                     the sliding counter and log a dense slab in the
 //	                     order keys arrived, each record naming its entry
@@ -38,13 +37,16 @@ import (
 //	arena  []byte        keys longer than 14 bytes
 //
 // A position's home is the hash's top 32 bits scaled to the table's length
-// (not masked), so a table can have any length: it grows when live keys and
-// tombstones would fill 13/16 of it, to 8/5 of its live keys, and is
-// rebuilt at that size when tombstones or dead arena bytes pile up or most
-// of its keys left. Records therefore move when the table grows: a slot
-// (position) is valid only while the shard's lock is held. A lookup
-// compares the stored key in full, so two keys with one hash never share a
-// budget.
+// (not masked), so a table can have any length: it grows when its keys
+// would fill 13/16 of it, to 8/5 of them, and is rebuilt at that size when
+// dead arena bytes pile up or most of its keys left. A key removed leaves
+// no tombstone: the keys after it in its probe run that may sit in its
+// position move back (see closeGap), so a table holding a steady number of
+// keys under churn keeps its load, and its probes their length, with no
+// rebuild. Records therefore move when the table grows and when a key is
+// removed: a slot (position) is valid only while the shard's lock is held
+// and no key is removed. A lookup compares the stored key in full, so two
+// keys with one hash never share a budget.
 
 // rehash computes a stored key's table hash on the cold paths (eviction,
 // table growth, rebuild); the hot path calls xxh3 directly. Tests replace it
@@ -56,10 +58,9 @@ func (s *shard[E]) hashOf(key []byte) uint64 {
 	return rehash(key, s.seed)
 }
 
-// Table positions: the klen of an empty or deleted one, and sizes.
+// Table positions: the klen of an empty one, and sizes.
 const (
-	emptySlot = 0   // klen of a position unused since the table was built (keys are never empty)
-	deadSlot  = 254 // klen of a position whose key was removed (a tombstone)
+	emptySlot = 0   // klen of a position that holds no key (keys are never empty)
 	inlineKey = 14  // longest key kept in its position
 	longKey   = 255 // klen of a position whose key is in the arena
 	minTable  = 16  // smallest table, positions
@@ -109,7 +110,7 @@ type keyBytes interface{ ~string | ~[]byte }
 // A key of up to inlineKey bytes is kept in key; a longer one in the arena,
 // with key holding its offset (bytes 0-3) and length (bytes 4-7).
 type slotRec[E any] struct {
-	klen uint8           // key length, longKey, emptySlot or deadSlot
+	klen uint8           // key length, longKey or emptySlot
 	tag  uint8           // the key's tag, see tagOf
 	key  [inlineKey]byte //
 	rec  E
@@ -150,7 +151,6 @@ type shard[E any] struct {
 	denied    uint64   // under mu
 	sideFree  []uint32 // free slab entries
 	entries   int      // slab entries
-	used      int      // positions that are not empty (live + tombstones)
 	live      int      // stored keys
 	peak      int      // most keys stored since the table was built
 	deadBytes int      // arena bytes of evicted keys
@@ -288,7 +288,7 @@ func (s *shard[E]) keyRec(slot uint32) *E {
 // stored reports whether slot holds a key. Requires s.mu held.
 func (s *shard[E]) stored(slot int) bool {
 	k := s.recs[slot].klen
-	return k != emptySlot && k != deadSlot
+	return k != emptySlot
 }
 
 // keyIn returns the key of the stored position r, whose long keys are in
@@ -338,22 +338,16 @@ func find[E any, K keyBytes](s *shard[E], h uint64, key K) (uint32, bool) {
 	}
 }
 
-// place returns the first empty or deleted position of the probe for hash
-// h, counting it as used. Requires s.mu held and a table under 13/16 used.
+// place returns the first empty position of the probe for hash h.
+// Requires s.mu held and a table under 13/16 full.
 func (s *shard[E]) place(h uint64) uint32 {
 	i := s.home(h)
-	for {
-		switch s.recs[i].klen {
-		case emptySlot:
-			s.used++
-			return i
-		case deadSlot:
-			return i
-		}
+	for s.recs[i].klen != emptySlot {
 		if i++; int(i) == len(s.recs) {
 			i = 0
 		}
 	}
+	return i
 }
 
 // resetTable replaces the table of s with an empty one of minTable
@@ -366,13 +360,14 @@ func (t *table[E]) resetTable(s *shard[E]) {
 		s.extra = make([]E, minTable*s.extras)
 	}
 	s.arena = nil
-	s.used, s.peak, s.deadBytes = 0, s.live, 0
+	s.peak, s.deadBytes = s.live, 0
 }
 
 // insert stores key (hash h) in the table and returns its slot, whose
 // record is zero. It evicts to make room when the shard is full, or fails
-// with ErrTooManyKeys. The table may grow, moving other keys' slots.
-// Requires s.mu held and key not stored.
+// with ErrTooManyKeys. The table may grow, and an eviction moves keys
+// back: other keys' slots may change. Requires s.mu held and key not
+// stored.
 func insert[E any, K keyBytes](t *table[E], s *shard[E], h uint64, key K, now int64) (uint32, error) {
 	if t.perShard > 0 && s.live >= t.perShard && !t.makeRoom(s, now) {
 		return 0, ErrTooManyKeys
@@ -382,7 +377,7 @@ func insert[E any, K keyBytes](t *table[E], s *shard[E], h uint64, key K, now in
 		// The arena's offsets are 32-bit: 4 GiB of long keys in one shard.
 		return 0, ErrTooManyKeys
 	}
-	if 16*(s.used+1) > 13*len(s.recs) {
+	if 16*(s.live+1) > 13*len(s.recs) {
 		t.rehash(s, tableLen(s.live+1))
 		off = len(s.arena)
 	}
@@ -463,10 +458,9 @@ func (s *shard[E]) sideWords(slot, ref uint32) []uint32 {
 }
 
 // evict removes the key in slot, judged idle at now (or evicted to make room
-// at now), leaving a tombstone, or an empty position where the probe would
-// stop anyway (the next position is empty), which empties the tombstones
-// before it too. It raises s.floor to the key's latest instant and now.
-// Requires s.mu held.
+// at now), and closes the gap (keys after it in its probe run may move
+// back, slot among them). It raises s.floor to the key's latest instant
+// and now. Requires s.mu held.
 func (t *table[E]) evict(s *shard[E], slot uint32, now int64) {
 	r := &s.recs[slot]
 	s.floor = max(s.floor, now, t.alg.lastSeen(&r.rec))
@@ -490,17 +484,54 @@ func (t *table[E]) evict(s *shard[E], slot uint32, now int64) {
 	if t.slab != nil {
 		s.sideFree = append(s.sideFree, *t.slab.sideRef(&r.rec))
 	}
-	*r = slotRec[E]{klen: deadSlot}
-	n := uint32(len(s.recs))
-	if s.recs[(slot+1)%n].klen == emptySlot {
-		for i := slot; s.recs[i].klen == deadSlot; i = (i + n - 1) % n {
-			s.recs[i].klen = emptySlot
-			s.used--
-		}
-	}
+	*r = slotRec[E]{}
+	t.closeGap(s, slot)
 	s.live--
 	s.keys.Add(-1)
 	s.evicted.Add(1)
+}
+
+// closeGap fills the empty position hole from the probe run after it:
+// each key of the run that may sit at hole (its probe passes it) moves
+// there, leaving its own position as the next hole, until the run ends
+// (Knuth's deletion for linear probing, Algorithm R): no tombstone is
+// left. Requires s.mu held.
+func (t *table[E]) closeGap(s *shard[E], hole uint32) {
+	n := uint32(len(s.recs))
+	for j := hole + 1; ; j++ {
+		if j == n {
+			j = 0
+		}
+		r := &s.recs[j]
+		if r.klen == emptySlot {
+			return
+		}
+		home := s.home(s.hashOf(keyIn(r, s.arena)))
+		if (hole+n-home)%n < (j+n-home)%n {
+			t.move(s, j, hole)
+			hole = j
+		}
+	}
+}
+
+// move moves the key in position from to the empty position to, with its
+// side words and extras where they are per position. Requires s.mu held.
+func (t *table[E]) move(s *shard[E], from, to uint32) {
+	s.recs[to] = s.recs[from]
+	s.recs[from] = slotRec[E]{}
+	if !s.slab {
+		fs, fe := s.keyState(from, 0)
+		ts, te := s.keyState(to, 0)
+		copy(ts, fs)
+		copy(te, fe)
+		clear(fs)
+		clear(fe)
+	}
+	if y := t.sync; y != nil {
+		if side, _ := t.sideOf(s, to); side[y.off]&syncTouched != 0 {
+			s.dirty = append(s.dirty, to)
+		}
+	}
 }
 
 // makeRoom tries to free one position in the full shard s. Its hand
@@ -607,9 +638,10 @@ func (t *table[E]) prefetchState(s *shard[E], slots []uint32) {
 
 // sweep evicts idle keys of every shard, one shard and sweepChunk slots at
 // a time, rebuilding shards that are mostly empty. It returns how many keys
-// it evicted, early if stop is closed. A table that grows between two
-// chunks moves keys: the sweep may then skip some, which the next one
-// finds.
+// it evicted, early if stop is closed. A key evicted may pull the keys
+// after it back, into its own position among others: the sweep looks at
+// that position again. A table that grows between two chunks moves keys:
+// the sweep may then skip some, which the next one finds.
 func (t *table[E]) sweep(now int64, stop <-chan struct{}) int {
 	evicted := 0
 	for i := range t.shards {
@@ -622,11 +654,13 @@ func (t *table[E]) sweep(now int64, stop <-chan struct{}) int {
 		for start := 0; ; start += sweepChunk {
 			s.mu.Lock()
 			end := min(start+sweepChunk, len(s.recs))
-			for slot := start; slot < end; slot++ {
+			for slot := start; slot < end; {
 				if s.stored(slot) && t.alg.idle(s, s.rec(uint32(slot)), uint32(slot), now) {
 					t.evict(s, uint32(slot), now)
 					evicted++
+					continue // another key may have moved into slot
 				}
+				slot++
 			}
 			done := end >= len(s.recs)
 			if done {
@@ -642,16 +676,14 @@ func (t *table[E]) sweep(now int64, stop <-chan struct{}) int {
 }
 
 // maybeRebuild empties s when it holds no key, and rebuilds its table at
-// tableLen(live) when most of its keys left, tombstones fill much of it or
-// most of its arena bytes are dead: Go slices never shrink. Requires s.mu
-// held.
+// tableLen(live) when most of its keys left or most of its arena bytes are
+// dead: Go slices never shrink. Requires s.mu held.
 func (t *table[E]) maybeRebuild(s *shard[E]) {
 	switch {
-	case s.live == 0 && (len(s.recs) > minTable || s.used > 0 || len(s.arena) > 0):
+	case s.live == 0 && (len(s.recs) > minTable || len(s.arena) > 0):
 		t.resetTable(s)
 		s.dirty = nil
 	case s.peak >= 1024 && s.live*4 < s.peak,
-		s.used-s.live > len(s.recs)/4,
 		len(s.arena) >= 1<<16 && s.deadBytes*2 > len(s.arena):
 		t.rebuild(s)
 	}
@@ -696,8 +728,8 @@ func (t *table[E]) compactSide(s *shard[E]) {
 // s.mu held.
 func (t *table[E]) rebuild(s *shard[E]) { t.rehash(s, tableLen(s.live)) }
 
-// rehash moves the live keys of s into a fresh table of n positions,
-// dropping tombstones, and into a fresh arena if any of its bytes are dead;
+// rehash moves the live keys of s into a fresh table of n positions, and
+// into a fresh arena if any of its bytes are dead;
 // it compacts the side slab when free entries are a fifth of it or more
 // (at least a quarter as many as live keys). Requires s.mu held.
 func (t *table[E]) rehash(s *shard[E], n int) {
@@ -710,10 +742,9 @@ func (t *table[E]) rehash(s *shard[E], n int) {
 	if s.deadBytes > 0 {
 		s.arena = make([]byte, 0, len(oldArena)-s.deadBytes)
 	}
-	s.used = 0
 	for i := range old {
 		r := &old[i]
-		if r.klen == emptySlot || r.klen == deadSlot {
+		if r.klen == emptySlot {
 			continue
 		}
 		key := keyIn(r, oldArena)
