@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -338,6 +339,33 @@ func TestMakeRoomKeepsTheTableEven(t *testing.T) {
 				}
 				t.Logf("lookups of new keys read at most %.2f times as many positions as in a table filled at random", worst)
 			})
+		}
+	}
+}
+
+// A full table under churn of long keys (kept in the shard's arena) with
+// no sweep keeps its arena bounded: the bytes of evicted keys are reclaimed
+// once they are half of it, by the inserts themselves.
+func TestFullTableArenaStaysBounded(t *testing.T) {
+	const maxKeys = 1000
+	for _, policy := range []FullPolicy{EvictLeastRecent, RejectNewKeys} {
+		l := mustNew(t, Config{Algorithm: FixedWindow, Limit: 10, Window: time.Minute, Shards: 1, MaxKeys: maxKeys, WhenFull: policy})
+		s := &l.(*fixedLimiter).tab.shards[0]
+		long := strings.Repeat("k", 100)
+		now := at(0)
+		most := 0
+		for i := range 50 * maxKeys {
+			if r := l.AllowN(fmt.Sprint(long, i), now, 1); !r.Allowed {
+				t.Fatalf("%s: new key %d: %+v", policyName(policy), i, r)
+			}
+			now = now.Add(2 * time.Minute) // every stored key is idle
+			s.mu.Lock()
+			most = max(most, len(s.arena))
+			s.mu.Unlock()
+		}
+		if bound := max(1<<16, 2*maxKeys*(len(long)+5)); most > bound {
+			t.Errorf("%s: arena of %d bytes for %d keys of at most %d bytes, want at most %d",
+				policyName(policy), most, maxKeys, len(long)+5, bound)
 		}
 	}
 }
