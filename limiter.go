@@ -140,19 +140,24 @@ func (a *Algorithm) UnmarshalText(b []byte) error {
 }
 
 // FullPolicy says what a limiter does with a new key when it already holds
-// Config.MaxKeys keys. Either way it first evicts keys whose state equals a
-// fresh key's (idle keys), found by sampling the full shard.
+// Config.MaxKeys keys. Either way it first evicts a key whose state equals
+// a fresh key's (an idle key), if one is among the 16 keys it looks at:
+// each shard keeps a hand that walks its table, passing 16 stored keys per
+// new key that finds the shard full, so the work per new key is bounded
+// and every stored key is looked at about once per MaxKeys/16 new keys.
 type FullPolicy int
 
 const (
 	// RejectNewKeys denies a new key (Result.Err wraps ErrTooManyKeys) while
-	// the table is full, so no stored client ever loses its count. An attacker
-	// flooding distinct keys can then deny service to new clients until the
-	// janitor frees room.
+	// the table is full and none of the 16 keys looked at is idle, so no
+	// stored client ever loses its count. An idle key elsewhere is found by
+	// a later new key (or by the janitor). An attacker flooding distinct
+	// keys can deny service to new clients until the janitor frees room.
 	RejectNewKeys FullPolicy = iota
-	// EvictLeastRecent evicts, to make room, the least recently used of 16
-	// sampled keys (the approximate LRU of Redis's maxmemory-policy
-	// allkeys-lru). Keys with their own limit (SetLimit) are never evicted.
+	// EvictLeastRecent evicts, to make room, the least recently used of the
+	// 16 keys looked at (an approximate LRU, as Redis's maxmemory-policy
+	// allkeys-lru samples keys). Keys with their own limit (SetLimit) are
+	// never evicted.
 	// An evicted key that returns starts fresh, so a flood of distinct keys
 	// can hand some clients a fresh budget early.
 	EvictLeastRecent

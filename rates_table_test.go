@@ -456,7 +456,9 @@ func runExtrasModel[E any](t *testing.T, tab *table[E], seed uint64, mode int) {
 		}
 	}
 	checkExtras(t, tab, s, m)
-	if grows < 3 || evicts < 50 || rebuilds < 2 {
+	// Evictions close their gaps (no tombstones), so the table grows only
+	// when the live keys outgrow it: with 80 keys at most, once or twice.
+	if grows < 1 || evicts < 50 || rebuilds < 2 {
 		t.Fatalf("the run did not exercise the table: %d grows, %d evictions, %d rebuilds", grows, evicts, rebuilds)
 	}
 }

@@ -27,8 +27,7 @@ import (
 //	recs   []slotRec[E]  open addressing, linear probing: each position
 //	                     holds a key (inline up to 14 bytes, else its
 //	                     place in the arena), an 8-bit tag of its hash
-//	                     and the algorithm's record; or is empty, or a
-//	                     tombstone
+//	                     and the algorithm's record; or is empty
 //	side   []uint32      per-key fixed-size extra state (stride words): for
 //	                     the sliding counter and log a dense slab in the
 //	                     order keys arrived, each record naming its entry
@@ -38,13 +37,16 @@ import (
 //	arena  []byte        keys longer than 14 bytes
 //
 // A position's home is the hash's top 32 bits scaled to the table's length
-// (not masked), so a table can have any length: it grows when live keys and
-// tombstones would fill 13/16 of it, to 8/5 of its live keys, and is
-// rebuilt at that size when tombstones or dead arena bytes pile up or most
-// of its keys left. Records therefore move when the table grows: a slot
-// (position) is valid only while the shard's lock is held. A lookup
-// compares the stored key in full, so two keys with one hash never share a
-// budget.
+// (not masked), so a table can have any length: it grows when its keys
+// would fill 13/16 of it, to 8/5 of them, and is rebuilt at that size when
+// dead arena bytes pile up or most of its keys left. A key removed leaves
+// no tombstone: the keys after it in its probe run that may sit in its
+// position move back (see closeGap), so a table holding a steady number of
+// keys under churn keeps its load, and its probes their length, with no
+// rebuild. Records therefore move when the table grows and when a key is
+// removed: a slot (position) is valid only while the shard's lock is held
+// and no key is removed. A lookup compares the stored key in full, so two
+// keys with one hash never share a budget.
 
 // rehash computes a stored key's table hash on the cold paths (eviction,
 // table growth, rebuild); the hot path calls xxh3 directly. Tests replace it
@@ -56,10 +58,9 @@ func (s *shard[E]) hashOf(key []byte) uint64 {
 	return rehash(key, s.seed)
 }
 
-// Table positions: the klen of an empty or deleted one, and sizes.
+// Table positions: the klen of an empty one, and sizes.
 const (
-	emptySlot = 0   // klen of a position unused since the table was built (keys are never empty)
-	deadSlot  = 254 // klen of a position whose key was removed (a tombstone)
+	emptySlot = 0   // klen of a position that holds no key (keys are never empty)
 	inlineKey = 14  // longest key kept in its position
 	longKey   = 255 // klen of a position whose key is in the arena
 	minTable  = 16  // smallest table, positions
@@ -95,8 +96,12 @@ func effectiveLimit(w, def uint32) uint32 {
 // sweepChunk is how many slots a sweep examines per lock hold.
 const sweepChunk = 1024
 
-// sampleSize is how many slots a full shard samples to find room.
-const sampleSize = 16
+// What makeRoom's hand passes per call: the next sampleSize stored keys,
+// or sampleReach positions if fewer keys lie in them.
+const (
+	sampleSize  = 16
+	sampleReach = 64
+)
 
 // keyBytes is the type of keys: the string and []byte forms of the API.
 type keyBytes interface{ ~string | ~[]byte }
@@ -105,7 +110,7 @@ type keyBytes interface{ ~string | ~[]byte }
 // A key of up to inlineKey bytes is kept in key; a longer one in the arena,
 // with key holding its offset (bytes 0-3) and length (bytes 4-7).
 type slotRec[E any] struct {
-	klen uint8           // key length, longKey, emptySlot or deadSlot
+	klen uint8           // key length, longKey or emptySlot
 	tag  uint8           // the key's tag, see tagOf
 	key  [inlineKey]byte //
 	rec  E
@@ -147,11 +152,12 @@ type shard[E any] struct {
 	refused   uint64   // under mu: new keys a full shard could not store
 	sideFree  []uint32 // free slab entries
 	entries   int      // slab entries
-	used      int      // positions that are not empty (live + tombstones)
 	live      int      // stored keys
 	peak      int      // most keys stored since the table was built
 	deadBytes int      // arena bytes of evicted keys
-	rng       uint64   // xorshift state for sampling
+	hand      uint32   // the position makeRoom reads next
+	examined  uint64   // positions makeRoom read, for tests
+	sink      uint32   // what prefetchState read (kept, so the reads stay)
 	scratch   E        // the record decided for a peek (scratchSlot)
 	scratchSd []uint32
 	scratchEx []E
@@ -227,7 +233,6 @@ func (t *table[E]) init(cfg Config, rs *rateSet, alg algorithm[E], stride, extra
 			s.defLimits[k] = uint32(rates[rs.order[k]].Limit)
 		}
 		t.resetTable(s)
-		s.rng = 0x9E3779B97F4A7C15 ^ uint64(i+1)*0xBF58476D1CE4E5B9
 		s.scratchSd = make([]uint32, stride)
 		s.scratchEx = make([]E, extras)
 		s.rings.cur = -1
@@ -288,7 +293,7 @@ func (s *shard[E]) keyRec(slot uint32) *E {
 // stored reports whether slot holds a key. Requires s.mu held.
 func (s *shard[E]) stored(slot int) bool {
 	k := s.recs[slot].klen
-	return k != emptySlot && k != deadSlot
+	return k != emptySlot
 }
 
 // keyIn returns the key of the stored position r, whose long keys are in
@@ -338,22 +343,16 @@ func find[E any, K keyBytes](s *shard[E], h uint64, key K) (uint32, bool) {
 	}
 }
 
-// place returns the first empty or deleted position of the probe for hash
-// h, counting it as used. Requires s.mu held and a table under 13/16 used.
+// place returns the first empty position of the probe for hash h.
+// Requires s.mu held and a table under 13/16 full.
 func (s *shard[E]) place(h uint64) uint32 {
 	i := s.home(h)
-	for {
-		switch s.recs[i].klen {
-		case emptySlot:
-			s.used++
-			return i
-		case deadSlot:
-			return i
-		}
+	for s.recs[i].klen != emptySlot {
 		if i++; int(i) == len(s.recs) {
 			i = 0
 		}
 	}
+	return i
 }
 
 // resetTable replaces the table of s with an empty one of minTable
@@ -366,23 +365,28 @@ func (t *table[E]) resetTable(s *shard[E]) {
 		s.extra = make([]E, minTable*s.extras)
 	}
 	s.arena = nil
-	s.used, s.peak, s.deadBytes = 0, s.live, 0
+	s.peak, s.deadBytes = s.live, 0
 }
 
 // insert stores key (hash h) in the table and returns its slot, whose
 // record is zero. It evicts to make room when the shard is full, or fails
-// with ErrTooManyKeys. The table may grow, moving other keys' slots.
-// Requires s.mu held and key not stored.
+// with ErrTooManyKeys. The table may grow or be rebuilt (to reclaim the
+// arena, see arenaMostlyDead), and an eviction moves keys back: other
+// keys' slots may change. Requires s.mu held and key not stored.
 func insert[E any, K keyBytes](t *table[E], s *shard[E], h uint64, key K, now int64) (uint32, error) {
 	if t.perShard > 0 && s.live >= t.perShard && !t.makeRoom(s, now) {
 		return 0, ErrTooManyKeys
+	}
+	if len(key) > inlineKey && s.arenaMostlyDead() {
+		// A full table under churn is never rebuilt otherwise.
+		t.rebuild(s)
 	}
 	off := len(s.arena)
 	if len(key) > inlineKey && uint64(off)+uint64(len(key)) > math.MaxUint32 {
 		// The arena's offsets are 32-bit: 4 GiB of long keys in one shard.
 		return 0, ErrTooManyKeys
 	}
-	if 16*(s.used+1) > 13*len(s.recs) {
+	if 16*(s.live+1) > 13*len(s.recs) {
 		t.rehash(s, tableLen(s.live+1))
 		off = len(s.arena)
 	}
@@ -495,9 +499,8 @@ func (t *table[E]) evictIdle(s *shard[E], slot uint32, now int64) {
 	s.floor = max(s.floor, now)
 }
 
-// evict removes the key in slot, leaving a tombstone, or an empty position
-// where the probe would stop anyway (the next position is empty), which
-// empties the tombstones before it too. Requires s.mu held.
+// evict removes the key in slot and closes the gap (keys after it in its
+// probe run may move back, slot among them). Requires s.mu held.
 func (t *table[E]) evict(s *shard[E], slot uint32) {
 	r := &s.recs[slot]
 	if r.klen == longKey {
@@ -515,33 +518,123 @@ func (t *table[E]) evict(s *shard[E], slot uint32) {
 	if t.slab != nil {
 		s.sideFree = append(s.sideFree, *t.slab.sideRef(&r.rec))
 	}
-	*r = slotRec[E]{klen: deadSlot}
-	n := uint32(len(s.recs))
-	if s.recs[(slot+1)%n].klen == emptySlot {
-		for i := slot; s.recs[i].klen == deadSlot; i = (i + n - 1) % n {
-			s.recs[i].klen = emptySlot
-			s.used--
-		}
-	}
+	*r = slotRec[E]{}
+	t.closeGap(s, slot)
 	s.live--
 	s.keys.Add(-1)
 	s.evicted.Add(1)
 }
 
-// makeRoom tries to free one position in the full shard s: among its keys
-// (all of them when it holds at most sampleSize, else sampleSize drawn
-// uniformly: random positions, empty ones drawn again) it evicts the first
-// idle one, else (EvictLeastRecent) the least recently used of those
-// without a limit of their own. Requires s.mu held.
+// closeGap fills the empty position hole from the probe run after it:
+// each key of the run that may sit at hole (its probe passes it) moves
+// there, leaving its own position as the next hole, until the run ends
+// (Knuth's deletion for linear probing, Algorithm R): no tombstone is
+// left. Requires s.mu held.
+func (t *table[E]) closeGap(s *shard[E], hole uint32) {
+	n := uint32(len(s.recs))
+	for j := hole + 1; ; j++ {
+		if j == n {
+			j = 0
+		}
+		r := &s.recs[j]
+		if r.klen == emptySlot {
+			return
+		}
+		home := s.home(s.hashOf(keyIn(r, s.arena)))
+		if (hole+n-home)%n < (j+n-home)%n {
+			t.move(s, j, hole)
+			hole = j
+		}
+	}
+}
+
+// move moves the key in position from to the empty position to, with its
+// side words and extras where they are per position. Requires s.mu held.
+func (t *table[E]) move(s *shard[E], from, to uint32) {
+	s.recs[to] = s.recs[from]
+	s.recs[from] = slotRec[E]{}
+	if !s.slab {
+		fs, fe := s.keyState(from, 0)
+		ts, te := s.keyState(to, 0)
+		copy(ts, fs)
+		copy(te, fe)
+		clear(fs)
+		clear(fe)
+	}
+	if y := t.sync; y != nil {
+		if side, _ := t.sideOf(s, to); side[y.flags]&syncTouched != 0 {
+			s.dirty = append(s.dirty, to)
+		}
+	}
+}
+
+// makeRoom tries to free one position in the full shard s. Its hand
+// (s.hand) reads the table in order from where the last call left it and
+// passes the next sampleSize stored keys (or sampleReach positions, if
+// fewer keys lie in them): it evicts the first of them that is idle, else
+// (EvictLeastRecent) the least recently used of those without a limit of
+// their own. Requires s.mu held.
+//
+// The work per call is bounded whatever the table's size: at most
+// sampleReach positions, read in order (a few cache lines after the
+// first), and sampleSize keys judged. A full shard's table holds keys in
+// about 5/8 of its positions or more (it is never longer than
+// tableLen(perShard)), so sampleSize keys lie within about 26 positions,
+// and sampleReach only cuts short a call where keys are unusually sparse.
+// A shard capped at sampleSize keys or fewer has a table of
+// tableLen(sampleSize) = 26 positions or fewer, which every call reads
+// whole, judging every key.
+//
+// What the bound costs: a call judges sampleSize keys, not all, so under
+// RejectNewKeys an idle key elsewhere in the table does not save this new
+// key from ErrTooManyKeys. But the hand passes every stored key within
+// ceil(live/sampleSize) + ceil(len/sampleReach) calls, whatever they find:
+// a key that stays idle that long is found (unless a rebuild moved it
+// behind the hand meanwhile), and under EvictLeastRecent every key is
+// judged once per turn.
+//
+// The hand passes sampleSize keys per call even when the first is idle.
+// A hand that stopped after its victim would evict at its front, one key
+// per call where keys are idle, while new keys land anywhere: the
+// positions ahead of it would fill up and probes there grow long
+// (measured on a million keys: 50-100 us per new key). Nor does
+// it pass a fixed number of positions: it would then take one key per
+// span however few the span holds, and sparse spans drift empty while
+// dense ones crowd. Passing sampleSize keys, it takes at most one key in
+// sampleSize wherever it is, as new keys arrive everywhere, and the load
+// stays even.
 func (t *table[E]) makeRoom(s *shard[E], now int64) bool {
 	// Keys are judged at the request's instant, but no later than the
 	// limiter's clock: one request's far-future instant must not make the
 	// others idle and move the shard's floor.
 	now = min(now, t.clock())
+	n := uint32(len(s.recs))
+	i := s.hand
+	if i >= n {
+		i = 0 // the table shrank
+	}
+	var keys [sampleSize]uint32
+	k := 0
+	for range min(n, sampleReach) {
+		s.examined++
+		if s.stored(int(i)) {
+			keys[k] = i
+			k++
+		}
+		if i++; i == n {
+			i = 0
+		}
+		if k == sampleSize {
+			break
+		}
+	}
+	s.hand = i
 	victim, oldest := uint32(math.MaxUint32), int64(math.MaxInt64)
-	// consider evicts slot if it is idle, else keeps it as the victim if it
-	// is the least recently used so far.
-	consider := func(slot uint32) bool {
+	for j, slot := range keys[:k] {
+		if j == 1 {
+			// The first key was not idle: likely, others are not either.
+			t.prefetchState(s, keys[1:k])
+		}
 		if t.idleAt(s, slot, now) {
 			t.evictIdle(s, slot, now)
 			return true
@@ -552,34 +645,6 @@ func (t *table[E]) makeRoom(s *shard[E], now int64) bool {
 				victim, oldest = slot, last
 			}
 		}
-		return false
-	}
-	n := len(s.recs)
-	if s.live <= sampleSize {
-		// A small cap: the table is at most tableLen(sampleSize+1) long
-		// plus tombstones, which rebuilds bound. Look at every key.
-		for slot := range n {
-			if s.stored(slot) && consider(uint32(slot)) {
-				return true
-			}
-		}
-	} else {
-		// The shard holds perShard keys and its table never grows past
-		// tableLen(perShard+1), so about 3/5 of the positions hold keys
-		// and few draws miss; the cap on draws only bounds bad luck.
-		for draws, hits := 0, 0; hits < sampleSize && draws < 8*sampleSize; draws++ {
-			s.rng ^= s.rng << 13
-			s.rng ^= s.rng >> 7
-			s.rng ^= s.rng << 17
-			slot := uint32(s.rng % uint64(n))
-			if !s.stored(int(slot)) {
-				continue
-			}
-			hits++
-			if consider(slot) {
-				return true
-			}
-		}
 	}
 	if t.policy == EvictLeastRecent && victim != math.MaxUint32 {
 		t.evictIdle(s, victim, now) // not idle, but its next request waits for now too
@@ -588,11 +653,34 @@ func (t *table[E]) makeRoom(s *shard[E], now int64) bool {
 	return false
 }
 
+// prefetchState reads, for every key in slots, a word at each end of its
+// side words and the lim word of its extra records, before makeRoom judges
+// them: the reads do not depend on one another, so their cache misses
+// overlap, where judging the keys one by one (idle reads the same words)
+// would wait for each in turn. Requires s.mu held.
+func (t *table[E]) prefetchState(s *shard[E], slots []uint32) {
+	if s.stride == 0 && s.extras == 0 {
+		return
+	}
+	var sum uint32
+	for _, slot := range slots {
+		side, extra := t.sideOf(s, slot)
+		if len(side) > 0 {
+			sum += side[0] + side[len(side)-1]
+		}
+		for x := range extra {
+			sum += *t.alg.limitWord(&extra[x])
+		}
+	}
+	s.sink = sum
+}
+
 // sweep evicts idle keys of every shard, one shard and sweepChunk slots at
 // a time, rebuilding shards that are mostly empty. It returns how many keys
-// it evicted, early if stop is closed. A table that grows between two
-// chunks moves keys: the sweep may then skip some, which the next one
-// finds.
+// it evicted, early if stop is closed. A key evicted may pull the keys
+// after it back, into its own position among others: the sweep looks at
+// that position again. A table that grows between two chunks moves keys:
+// the sweep may then skip some, which the next one finds.
 func (t *table[E]) sweep(now int64, stop <-chan struct{}) int {
 	evicted := 0
 	for i := range t.shards {
@@ -605,11 +693,13 @@ func (t *table[E]) sweep(now int64, stop <-chan struct{}) int {
 		for start := 0; ; start += sweepChunk {
 			s.mu.Lock()
 			end := min(start+sweepChunk, len(s.recs))
-			for slot := start; slot < end; slot++ {
+			for slot := start; slot < end; {
 				if s.stored(slot) && t.idleAt(s, uint32(slot), now) {
 					t.evictIdle(s, uint32(slot), now)
 					evicted++
+					continue // another key may have moved into slot
 				}
+				slot++
 			}
 			done := end >= len(s.recs)
 			if done {
@@ -625,22 +715,27 @@ func (t *table[E]) sweep(now int64, stop <-chan struct{}) int {
 }
 
 // maybeRebuild empties s when it holds no key, and rebuilds its table at
-// tableLen(live) when most of its keys left, tombstones fill much of it or
-// most of its arena bytes are dead: Go slices never shrink. Requires s.mu
-// held.
+// tableLen(live) when most of its keys left or most of its arena bytes are
+// dead: Go slices never shrink. Requires s.mu held.
 func (t *table[E]) maybeRebuild(s *shard[E]) {
 	switch {
-	case s.live == 0 && (len(s.recs) > minTable || s.used > 0 || len(s.arena) > 0):
+	case s.live == 0 && (len(s.recs) > minTable || len(s.arena) > 0):
 		t.resetTable(s)
 		s.dirty = nil
-	case s.peak >= 1024 && s.live*4 < s.peak,
-		s.used-s.live > len(s.recs)/4,
-		len(s.arena) >= 1<<16 && s.deadBytes*2 > len(s.arena):
+	case s.peak >= 1024 && s.live*4 < s.peak, s.arenaMostlyDead():
 		t.rebuild(s)
 	}
 	if t.owner != nil {
 		t.owner.compact(s)
 	}
+}
+
+// arenaMostlyDead reports whether the bytes of removed keys are most of
+// the arena of s, and it is 64 KiB or more: a rebuild then reclaims them,
+// at a cost of O(its keys) once per that many bytes of new long keys.
+// Requires s.mu held.
+func (s *shard[E]) arenaMostlyDead() bool {
+	return len(s.arena) >= 1<<16 && s.deadBytes*2 > len(s.arena)
 }
 
 // compactSide moves the live keys' slab entries of s to a fresh slab
@@ -679,8 +774,8 @@ func (t *table[E]) compactSide(s *shard[E]) {
 // s.mu held.
 func (t *table[E]) rebuild(s *shard[E]) { t.rehash(s, tableLen(s.live)) }
 
-// rehash moves the live keys of s into a fresh table of n positions,
-// dropping tombstones, and into a fresh arena if any of its bytes are dead;
+// rehash moves the live keys of s into a fresh table of n positions, and
+// into a fresh arena if any of its bytes are dead;
 // it compacts the side slab when free entries are a fifth of it or more
 // (at least a quarter as many as live keys). Requires s.mu held.
 func (t *table[E]) rehash(s *shard[E], n int) {
@@ -693,10 +788,9 @@ func (t *table[E]) rehash(s *shard[E], n int) {
 	if s.deadBytes > 0 {
 		s.arena = make([]byte, 0, len(oldArena)-s.deadBytes)
 	}
-	s.used = 0
 	for i := range old {
 		r := &old[i]
-		if r.klen == emptySlot || r.klen == deadSlot {
+		if r.klen == emptySlot {
 			continue
 		}
 		key := keyIn(r, oldArena)

@@ -49,6 +49,11 @@ func TestHashCollisionsNeverShareABudget(t *testing.T) {
 	}
 	check(keys...)
 	l.tab.evict(s, slots["alpha"]) // the indexed one: a spilled key takes its place
+	slots["beta"], _ = find(s, h, "beta")
+	slots["gamma"], _ = find(s, h, "gamma")
+	if slots["beta"] == slots["gamma"] || slots["beta"] != s.home(h) && slots["gamma"] != s.home(h) {
+		t.Fatalf("after evicting alpha: beta at %d, gamma at %d, home %d", slots["beta"], slots["gamma"], s.home(h))
+	}
 	check("beta", "gamma")
 	if _, ok := find(s, h, "alpha"); ok {
 		t.Fatal("evicted key still found")

@@ -43,7 +43,7 @@ func tableKey(r *rand.Rand) string {
 	case p < 55:
 		n = 1 + r.IntN(inlineKey)
 	case p < 65:
-		n = []int{inlineKey, inlineKey + 1, deadSlot, longKey, longKey + 1}[r.IntN(5)]
+		n = []int{inlineKey, inlineKey + 1, longKey - 1, longKey, longKey + 1}[r.IntN(5)]
 	default:
 		n = inlineKey + 1 + r.IntN(300-inlineKey)
 	}
@@ -75,21 +75,18 @@ func checkShape[E any](tb testing.TB, tab *table[E], s *shard[E]) map[string]uin
 	} else if len(s.sideFree) != 0 {
 		tb.Fatalf("%d free slab entries in a table without a slab", len(s.sideFree))
 	}
-	if 16*s.used > 13*n {
-		tb.Fatalf("used %d of %d positions: above 13/16, a probe may not end", s.used, n)
+	if 16*s.live > 13*n {
+		tb.Fatalf("%d keys in %d positions: above 13/16, a probe may not end", s.live, n)
 	}
 	type span struct{ off, n int }
 	var spans []span
 	longBytes := 0
 	keys := make(map[string]uint32, s.live)
-	used, live := 0, 0
+	live := 0
 	for i := range s.recs {
 		r := &s.recs[i]
 		switch r.klen {
-		case emptySlot, deadSlot:
-			if r.klen == deadSlot {
-				used++
-			}
+		case emptySlot:
 			if r.tag != 0 {
 				tb.Fatalf("position %d (klen %d) keeps tag %#x", i, r.klen, r.tag)
 			}
@@ -107,7 +104,6 @@ func checkShape[E any](tb testing.TB, tab *table[E], s *shard[E]) map[string]uin
 			}
 			continue
 		}
-		used++
 		live++
 		if r.klen > inlineKey && r.klen != longKey {
 			tb.Fatalf("position %d: klen %d", i, r.klen)
@@ -141,8 +137,8 @@ func checkShape[E any](tb testing.TB, tab *table[E], s *shard[E]) map[string]uin
 			tb.Fatalf("find([]byte %.20q) = %d, %v; stored at %d", key, got, ok, i)
 		}
 	}
-	if used != s.used || live != s.live || int64(live) != s.keys.Load() {
-		tb.Fatalf("scan: %d used, %d live; shard says used %d, live %d, keys %d", used, live, s.used, s.live, s.keys.Load())
+	if live != s.live || int64(live) != s.keys.Load() {
+		tb.Fatalf("scan: %d keys; shard says live %d, keys %d", live, s.live, s.keys.Load())
 	}
 	if s.peak < s.live {
 		tb.Fatalf("peak %d below live %d", s.peak, s.live)
@@ -340,10 +336,11 @@ func modelTables(t *testing.T) []struct {
 	return out
 }
 
-// TestTableModel runs random inserts, finds, evictions (single and in runs,
-// so tombstones are cleaned up backward), rebuilds and rehashes to odd
-// sizes against a map, with the cold-path hash forced into few values and
-// to the table's end, and checks the table's invariants as it goes.
+// TestTableModel runs random inserts, finds, evictions (single and in runs
+// of neighbours, forward and backward, so keys move back into the gaps in
+// every order), rebuilds and rehashes to odd sizes against a map, with the
+// cold-path hash forced into few values and to the table's end, and checks
+// the table's invariants as it goes.
 func TestTableModel(t *testing.T) {
 	for _, tb := range modelTables(t) {
 		for mode := range hashModes {
@@ -373,7 +370,7 @@ func runTableModel[E any](t *testing.T, tab *table[E], seed uint64, mode int) {
 	var stats struct {
 		inserts, evicts, grows, wraps int
 		rebuilds                      int
-		maybe                         [5]int // maybeRebuild: kept, emptied, peak, tombstones, arena
+		maybe                         [4]int // maybeRebuild: kept, emptied, peak, arena
 	}
 	const now = int64(t0Unix) * 1e9
 	evictKey := func(key string) {
@@ -387,27 +384,25 @@ func runTableModel[E any](t *testing.T, tab *table[E], seed uint64, mode int) {
 	}
 	maybeRebuild := func() int {
 		// Which case of maybeRebuild applies, and what it must leave.
-		n, used := len(s.recs), s.used
+		n, recs := len(s.recs), &s.recs[0]
 		c := 0
 		switch {
-		case s.live == 0 && (n > minTable || s.used > 0 || len(s.arena) > 0):
+		case s.live == 0 && (n > minTable || len(s.arena) > 0):
 			c = 1
 		case s.peak >= 1024 && s.live*4 < s.peak:
 			c = 2
-		case s.used-s.live > n/4:
-			c = 3
 		case len(s.arena) >= 1<<16 && s.deadBytes*2 > len(s.arena):
-			c = 4
+			c = 3
 		}
 		tab.maybeRebuild(s)
 		stats.maybe[c]++
 		switch {
-		case c == 0 && (len(s.recs) != n || s.used != used):
+		case c == 0 && (len(s.recs) != n || &s.recs[0] != recs):
 			t.Fatalf("maybeRebuild rebuilt a table it had no reason to: %d -> %d positions", n, len(s.recs))
-		case c == 1 && (len(s.recs) != minTable || s.used != 0 || len(s.arena) != 0):
-			t.Fatalf("maybeRebuild left an empty shard with %d positions, %d used, %d arena bytes", len(s.recs), s.used, len(s.arena))
-		case c > 1 && (len(s.recs) != tableLen(s.live) || s.used != s.live || s.deadBytes != 0):
-			t.Fatalf("case %d: maybeRebuild left %d positions, %d used, %d dead bytes for %d keys", c, len(s.recs), s.used, s.deadBytes, s.live)
+		case c == 1 && (len(s.recs) != minTable || len(s.arena) != 0):
+			t.Fatalf("maybeRebuild left an empty shard with %d positions, %d arena bytes", len(s.recs), len(s.arena))
+		case c > 1 && (len(s.recs) != tableLen(s.live) || s.deadBytes != 0):
+			t.Fatalf("case %d: maybeRebuild left %d positions, %d dead bytes for %d keys", c, len(s.recs), s.deadBytes, s.live)
 		}
 		return c
 	}
@@ -533,8 +528,8 @@ func runTableModel[E any](t *testing.T, tab *table[E], seed uint64, mode int) {
 		case p < 87:
 			tab.rebuild(s)
 			stats.rebuilds++
-			if len(s.recs) != tableLen(s.live) || s.used != s.live {
-				t.Fatalf("op %d: rebuild left %d positions, %d used, for %d keys", op, len(s.recs), s.used, s.live)
+			if len(s.recs) != tableLen(s.live) {
+				t.Fatalf("op %d: rebuild left %d positions for %d keys", op, len(s.recs), s.live)
 			}
 		case p < 94:
 			maybeRebuild()
@@ -562,14 +557,15 @@ func runTableModel[E any](t *testing.T, tab *table[E], seed uint64, mode int) {
 		insertKey()
 	}
 	tab.rebuild(s)
-	// Evict keys whose next position holds a key: each leaves a tombstone.
-	for i := 0; s.used-s.live <= len(s.recs)/4 && i < len(s.recs); i++ {
+	// Evict keys whose next position holds a key (each left a tombstone
+	// once) until a third of them left: the table needs no rebuild.
+	for i, n := 0, s.live; s.live > n*2/3 && i < len(s.recs); i++ {
 		if s.stored(i) && s.stored((i+1)%len(s.recs)) {
 			evictKey(string(s.keyOf(uint32(i))))
 		}
 	}
-	if c := maybeRebuild(); c != 3 {
-		t.Fatalf("tombstones over a quarter of the table: maybeRebuild case %d", c)
+	if c := maybeRebuild(); c != 0 {
+		t.Fatalf("a third of the keys left: maybeRebuild case %d", c)
 	}
 	checkModel(t, tab, s, m)
 	if hm.maxLive > 1024 {
@@ -825,7 +821,7 @@ func TestTableMakeRoomFindsSparseKeys(t *testing.T) {
 
 // TestTableSweepWithConcurrentWriter sweeps while another goroutine admits
 // new keys, so the table grows (moving keys) between a sweep's chunks and
-// evictions leave tombstones in its way. No admitted unit may be lost, and
+// evictions move keys back under it. No admitted unit may be lost, and
 // once the writer is done one more sweep removes every idle key.
 func TestTableSweepWithConcurrentWriter(t *testing.T) {
 	for _, alg := range allAlgorithms {
@@ -992,7 +988,7 @@ func sweepWhileGrowing[E any](t *testing.T, l Limiter, lim *limiter[E]) bool {
 	size := func() (n, used int) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return len(s.recs), s.used
+		return len(s.recs), s.live
 	}
 	for n, _ := size(); n <= 3*sweepChunk; n, _ = size() {
 		if err := admit(); err != nil {
@@ -1065,9 +1061,9 @@ func sweepWhileGrowing[E any](t *testing.T, l Limiter, lim *limiter[E]) bool {
 }
 
 // TestTableSideFollowsRecords gives keys distinct usage spread over several
-// buckets, then grows, thins out (tombstones), rebuilds, sweeps and grows
-// the table again: every key's Peek must stay what it was, and for a shared
-// limiter Collect must report each key's units once.
+// buckets, then grows, thins out (keys moving back), rebuilds, sweeps and
+// grows the table again: every key's Peek must stay what it was, and for a
+// shared limiter Collect must report each key's units once.
 func TestTableSideFollowsRecords(t *testing.T) {
 	type variant struct {
 		name   string

@@ -10,7 +10,9 @@
 #                                appending a scenario's `go test` output there)
 #
 # Options (full run defaults in brackets):
-#   -count N        runs of every benchmark [6]; benchstat wants >= 6 for intervals
+#   -count N        runs of every benchmark [6]; benchstat wants >= 6 for intervals.
+#                   The Harness family runs as N rounds of -count 1, interleaving
+#                   the limiters, as the independent harness it reproduces did
 #   -benchtime D    go test -benchtime [1s]
 #   -cpu LIST       GOMAXPROCS values of the parallel scenarios
 #                   [1,2,4,... up to the core count, and the core count]
@@ -44,7 +46,7 @@ while [ $# -gt 0 ]; do
 	-cpu) cpu=$2; shift ;;
 	-bench) filter=$2; shift ;;
 	-out) out=$2; shift ;;
-	-h | -help | --help) sed -n '2,24p' "$0"; exit 0 ;;
+	-h | -help | --help) sed -n '2,27p' "$0"; exit 0 ;;
 	*) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -75,6 +77,9 @@ fi
 # ones at every value of -cpu.
 serial='^Benchmark(HotKey|HotKeyNow|Denied|DeniedNow|BytesKey|BytesKeyNow|Memory)$'
 parallel='^Benchmark(HotKeyParallel|HotKeyNowParallel|MillionKeysParallel|MillionKeysNowParallel|MillionKeysShuffledParallel|MillionKeysShuffledNowParallel)$'
+# The Harness family (harness_test.go) runs at the default GOMAXPROCS, in
+# rounds.
+harness='^Benchmark(HarnessHotKey|HarnessDenied|HarnessMillionKeysParallel)$'
 mw='^Benchmark'
 syncre='^BenchmarkSync'
 
@@ -114,9 +119,23 @@ bench() {
 	go test -run '^$' -bench "$re" -benchmem -count "$count" -benchtime "$benchtime" -timeout 2h "$@" "$pkg" | tee "$file"
 }
 
+# rounds runs go test -bench $1 in package $2 $count times with -count 1,
+# into $3: each round runs every limiter once, so drift in the machine's
+# speed spreads over all of them instead of falling on some.
+rounds() {
+	local re=$1 pkg=$2 file=$3
+	: >"$file"
+	[ -n "$re" ] || return 0
+	for r in $(seq "$count"); do
+		echo "run.sh: go test -bench '$re' $pkg, round $r of $count" >&2
+		go test -run '^$' -bench "$re" -benchmem -count 1 -benchtime "$benchtime" -timeout 2h "$pkg" | tee -a "$file"
+	done
+}
+
 if [ "$report" = 0 ]; then
 	bench "$(keep "$serial")" . "$work/serial.txt"
 	bench "$(keep "$parallel")" . "$work/parallel.txt" -cpu "$cpu"
+	rounds "$(keep "$harness")" . "$work/harness.txt"
 	bench "$(keep "$mw" ./mw)" ./mw "$work/mw.txt"
 	bench "$(keep "$syncre" ./syncbench)" ./syncbench "$work/sync.txt"
 
@@ -126,7 +145,7 @@ if [ "$report" = 0 ]; then
 fi
 
 csvs=()
-for f in serial parallel mw; do
+for f in serial parallel harness mw; do
 	[ -s "$work/$f.txt" ] || continue
 	go tool benchstat "$work/$f.txt" >"$work/$f.benchstat.txt" 2>/dev/null || true
 	go tool benchstat -format csv "$work/$f.txt" >"$work/$f.csv" 2>/dev/null || true
@@ -173,6 +192,9 @@ elapsed=$(($(date +%s) - start))
 	echo "Memory compares B/key with the fewest of the peers that keep the full key."
 	echo "Medians from benchstat; the full benchstat output with confidence intervals"
 	echo "follows the tables. See bench/README.md for what each scenario measures."
+	echo "The Harness scenarios reproduce an independent harness (one-method interface,"
+	echo "each limiter's own clock, random-order keys, goroutines starting far apart,"
+	echo "rounds interleaved across limiters)."
 	echo
 	echo "## Medians and ratios"
 	echo
@@ -180,7 +202,7 @@ elapsed=$(($(date +%s) - start))
 		go run ./cmd/benchreport "${csvs[@]}"
 	fi
 	echo "## benchstat"
-	for f in serial parallel mw; do
+	for f in serial parallel harness mw; do
 		[ -s "$work/$f.benchstat.txt" ] || continue
 		echo
 		echo '```'
