@@ -633,7 +633,7 @@ func (t *table[E]) makeRoom(s *shard[E], now int64) bool {
 	for j, slot := range keys[:k] {
 		if j == 1 {
 			// The first key was not idle: likely, others are not either.
-			t.prefetchState(s, keys[1:k])
+			t.prefetchState(s, keys[1:k], now)
 		}
 		if t.idleAt(s, slot, now) {
 			t.evictIdle(s, slot, now)
@@ -653,17 +653,24 @@ func (t *table[E]) makeRoom(s *shard[E], now int64) bool {
 	return false
 }
 
-// prefetchState reads, for every key in slots, a word at each end of its
-// side words and the lim word of its extra records, before makeRoom judges
-// them: the reads do not depend on one another, so their cache misses
-// overlap, where judging the keys one by one (idle reads the same words)
-// would wait for each in turn. Requires s.mu held.
-func (t *table[E]) prefetchState(s *shard[E], slots []uint32) {
-	if s.stride == 0 && s.extras == 0 {
+// prefetchState reads, for every key in slots, the memory outside its
+// record that makeRoom's judging it idle at now will read (by default a
+// word at each end of its side words and the lim word of its extra
+// records; a stateReader says which), before makeRoom judges them: the
+// reads do not depend on one another, so their cache misses overlap,
+// where judging the keys one by one would wait for each in turn.
+// Requires s.mu held.
+func (t *table[E]) prefetchState(s *shard[E], slots []uint32, now int64) {
+	st, _ := t.alg.(stateReader[E])
+	if st == nil && s.stride == 0 && s.extras == 0 {
 		return
 	}
 	var sum uint32
 	for _, slot := range slots {
+		if st != nil {
+			sum += st.readState(s, s.rec(slot), slot, now)
+			continue
+		}
 		side, extra := t.sideOf(s, slot)
 		if len(side) > 0 {
 			sum += side[0] + side[len(side)-1]
@@ -673,6 +680,13 @@ func (t *table[E]) prefetchState(s *shard[E], slots []uint32) {
 		}
 	}
 	s.sink = sum
+}
+
+// stateReader is implemented by algorithms that know which memory outside
+// a key's record their idle reads: readState reads it for idle(now), for
+// prefetchState. Requires s.mu held.
+type stateReader[E any] interface {
+	readState(s *shard[E], rec *E, slot uint32, now int64) uint32
 }
 
 // sweep evicts idle keys of every shard, one shard and sweepChunk slots at

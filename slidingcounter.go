@@ -322,27 +322,49 @@ func (a *slidingCounter) admitAt(g, j int64, hi int, c, remote []uint32, sum, kt
 	}
 }
 
+// readState reads what idle(t) reads: nothing but the record if the first
+// rate's units are all in t's bucket, else the counters and extra records
+// (see prefetchState).
+func (a *slidingCounter) readState(s *shard[counterRec], r *counterRec, slot uint32, t int64) uint32 {
+	if r.sum != 0 && t/a.bucket[0] == r.head {
+		return 0
+	}
+	side, extra := s.keyState(slot, r.side)
+	x := side[r.hidx] + side[len(side)-1]
+	for k := range extra {
+		x += extra[k].sum
+	}
+	return x
+}
+
 func (a *slidingCounter) idle(s *shard[counterRec], r *counterRec, slot uint32, t int64) bool {
 	if r.lim&ownLimit != 0 {
 		return false
 	}
 	side, extra := s.keyState(slot, r.side)
-	if a.sync != nil && a.sync.holds(side, t) {
-		return false
-	}
 	for k := range a.rates {
 		p, c := a.rate(r, side, extra, k)
 		if p.sum == 0 {
 			continue
 		}
-		from := t/a.bucket[k] - a.buckets
-		for id := max(from, p.head-a.buckets); id <= p.head; id++ {
-			if c[a.idx(id)] != 0 {
+		// The buckets of rate k's window at t among those kept (head-n
+		// to head): all n+1 in t's own bucket, where their sum says it
+		// without reading them (as a full table judges busy keys).
+		gap := t/a.bucket[k] - p.head
+		if gap == 0 {
+			return false
+		}
+		i := int(p.hidx)
+		for range max(0, a.buckets+1-gap) {
+			if c[i] != 0 {
 				return false
+			}
+			if i--; i < 0 {
+				i = int(a.buckets)
 			}
 		}
 	}
-	return true
+	return a.sync == nil || !a.sync.holds(side, t)
 }
 
 func (a *slidingCounter) limitWord(r *counterRec) *uint32 { return &r.lim }

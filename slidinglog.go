@@ -437,6 +437,19 @@ func (a *slidingLog) idle(s *shard[logRec], r *logRec, slot uint32, t int64) boo
 	return age(a.expiredUpTo(t, a.window[0]), newest) >= 0
 }
 
+// readState reads what idle reads: the newest timestamp, and a shared
+// key's sync state (see prefetchState).
+func (a *slidingLog) readState(s *shard[logRec], r *logRec, slot uint32, _ int64) uint32 {
+	var x uint32
+	if a.sync != nil {
+		x = s.sideWords(slot, r.side)[0]
+	}
+	if r.count == 0 {
+		return x
+	}
+	return x + s.rings.ring(r.ref, r.cap)[wrap(r.head+r.count-1, r.cap)]
+}
+
 // relimit keeps every timestamp: a key whose limit shrank below its usage
 // waits for enough of them to expire, so shrinking and growing a limit again
 // never loses a count. The ring, sized for the longest window's limit,
