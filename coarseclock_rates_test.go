@@ -2,7 +2,7 @@ package shardlimit
 
 import (
 	"math/rand/v2"
-	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -122,17 +122,17 @@ func TestCoarseClockSeveralRatesBoolAndResultFormsAgree(t *testing.T) {
 // sameTables reports how the state of two tables differs ("" if it does
 // not): positions, side words, extra records, rings, floors, dropped
 // units.
-func sameTables[E any](a, b *table[E]) string {
+func sameTables[E comparable](a, b *table[E]) string {
 	for i := range a.shards {
 		x, y := &a.shards[i], &b.shards[i]
 		switch {
-		case !reflect.DeepEqual(x.recs, y.recs):
+		case !slices.Equal(x.recs, y.recs):
 			return "records differ"
-		case !reflect.DeepEqual(x.side, y.side):
+		case !slices.Equal(x.side, y.side):
 			return "side words differ"
-		case !reflect.DeepEqual(x.extra, y.extra):
+		case !slices.Equal(x.extra, y.extra):
 			return "extra records differ"
-		case !reflect.DeepEqual(x.rings.pages, y.rings.pages):
+		case !slices.EqualFunc(x.rings.pages, y.rings.pages, slices.Equal):
 			return "rings differ"
 		case x.floor != y.floor:
 			return "floors differ"
