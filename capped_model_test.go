@@ -142,6 +142,16 @@ func (h *cappedHarness) allow(key string, t int64, n int, consume bool) {
 	}
 }
 
+// cappedKeys are the keys of the capped model test in its large mode: short
+// and long (kept in the arena) keys, 40 of them for a shard of 25.
+var cappedKeys = func() []string {
+	var keys []string
+	for i := range 20 {
+		keys = append(keys, fmt.Sprint("k", i), fmt.Sprintf("a-key-long-enough-for-the-arena-%d", i))
+	}
+	return keys
+}()
+
 func TestCappedTablesMatchReferenceModels(t *testing.T) {
 	totalEvicts := 0
 	defer func() {
@@ -158,6 +168,10 @@ func TestCappedTablesMatchReferenceModels(t *testing.T) {
 					base := newRatesHarness(t, c.alg, ratesOf(c.windows, func(int) int { return 1 + rng.IntN(8) }), c.buckets, c.asRates)
 					cfg := base.l.Config()
 					cfg.MaxKeys, cfg.WhenFull, cfg.Shards = 2, policy, 1
+					large := seed%2 == 1 // 25 keys of 40 in a table of 42 positions: probe runs, keys moving back
+					if large {
+						cfg.MaxKeys = 25
+					}
 					h := &cappedHarness{harness: base, policy: policy, now: 1<<63 - 1}
 					if seed%3 != 0 {
 						h.clock = NewManualClock(time.Unix(t0Unix, 0))
@@ -181,6 +195,9 @@ func TestCappedTablesMatchReferenceModels(t *testing.T) {
 							h.clock.Set(time.Unix(0, h.now))
 						}
 						k := string('a' + rune(kb%4))
+						if large {
+							k = cappedKeys[rng.IntN(len(cappedKeys))]
+						}
 						cost := int(nb) % (slices.Max(h.limitsOf(k)) + 2)
 						switch op % 16 {
 						case 0:
