@@ -101,11 +101,7 @@ func decideStored[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n 
 	} else {
 		v = l.decide(s, s.rec(slot), slot, t, n, mode)
 	}
-	if v.allowed() {
-		s.allowed++
-	} else {
-		s.denied++
-	}
+	s.tally(v)
 	if y := l.tab.sync; y != nil {
 		side, _ := l.tab.sideOf(s, slot)
 		markTouched(s, y, slot, side)
@@ -165,14 +161,24 @@ func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int
 		markTouched(s, y, slot, side)
 	}
 	if keep {
-		if v.allowed() {
-			s.allowed++
-		} else {
-			s.denied++
-		}
+		s.tally(v)
 	}
 	s.mu.Unlock()
 	return l.result(v)
+}
+
+// tally counts the verdict of a decision that kept its cost in s's
+// Stats: allowed, denied, or refused for want of memory (a ring that
+// could not grow). Requires s.mu held.
+func (s *shard[E]) tally(v verdict) {
+	switch {
+	case v.allowed():
+		s.allowed++
+	case v.word&verdictFull != 0:
+		s.refused++
+	default:
+		s.denied++
+	}
 }
 
 // result unpacks v.

@@ -145,6 +145,10 @@ func (a *Algorithm) UnmarshalText(b []byte) error {
 // each shard keeps a hand that walks its table, passing 16 stored keys per
 // new key that finds the shard full, so the work per new key is bounded
 // and every stored key is looked at about once per MaxKeys/16 new keys.
+// A key is judged idle at the new key's instant, but no later than the
+// limiter's Clock reads (so one request's far-future instant cannot make
+// busy keys look idle): with a Clock that stands behind the instants you
+// pass (a ManualClock not advanced), no key looks idle.
 type FullPolicy int
 
 const (
@@ -421,8 +425,8 @@ type Stats struct {
 	Allowed uint64 // decisions that admitted a positive cost
 	Denied  uint64 // decisions that denied a positive cost (errors excluded)
 	Keys    int    // keys stored now
-	Evicted uint64 // keys removed by the janitor, Sweep or a full table
-	Refused uint64 // decisions for a new key that the full table could not store (Result.Err wraps ErrTooManyKeys)
+	Evicted uint64 // keys removed by the janitor, Sweep, a full table or Reset
+	Refused uint64 // decisions the limiter had no memory for (Result.Err wraps ErrTooManyKeys): a new key in a full table, or a sliding log's ring that could not grow
 }
 
 // Limiter is implemented by all four algorithms, so switching algorithms is

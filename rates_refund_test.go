@@ -471,9 +471,8 @@ func TestRatesSlidingLogRetryOffGrid(t *testing.T) {
 // TestStatsRingFullIsNotADenial: a sliding log key whose ring cannot grow
 // (the shard's ring memory is exhausted) fails its decision with
 // ErrTooManyKeys. Stats.Denied counts "decisions that denied a positive
-// cost (errors excluded)", so the failure is not a denial.
+// cost (errors excluded)", so the failure is not a denial: it is refused.
 func TestStatsRingFullIsNotADenial(t *testing.T) {
-	t.Skip("BUG: decideStored and decideKey (decide.go, `} else { s.denied++ }` after `if v.allowed()`) count a verdictFull decision, an error, as denied")
 	l := mustNew(t, Config{Algorithm: SlidingLog, Limit: 100, Window: 10 * time.Second, Shards: 1})
 	if !l.AllowN("k", at(0.5), 1).Allowed {
 		t.Fatal("the first unit was denied")
@@ -486,8 +485,8 @@ func TestStatsRingFullIsNotADenial(t *testing.T) {
 	if r := l.AllowN("k", at(0.5), 5); !errors.Is(r.Err, ErrTooManyKeys) {
 		t.Fatalf("a ring that cannot grow: %+v", r)
 	}
-	if st := l.Stats(); st.Allowed != 1 || st.Denied != 0 {
-		t.Fatalf("stats %+v: want 1 allowed and no denial (the failure is an error)", st)
+	if st := l.Stats(); st.Allowed != 1 || st.Denied != 0 || st.Refused != 1 {
+		t.Fatalf("stats %+v: want 1 allowed, no denial and 1 refused (the failure is an error)", st)
 	}
 }
 

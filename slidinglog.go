@@ -213,28 +213,31 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, slot uint32, t int64, n
 	var bucket int64 // id of te's sync bucket of rate k, when shared
 	if a.sync != nil {
 		// The other nodes' units in rate k's window, by its own buckets.
-		y := &a.sync.rate[k]
-		bucket = y.bucketOf(side, te)
-		if d := y.rotate(side, bucket); d != 0 && !s.peekCopy(side) {
-			s.syncDropped.Add(uint64(d))
-		}
-		used += y.estimate(side, te)
+		bucket = a.syncBucket(s, side, k, te)
+		used += a.sync.rate[k].estimate(side, te)
 	}
 	allowed := n == 0 || int64(n) <= int64(lim) && used+int64(n) <= int64(lim)
+	if allowed && n > 0 && consumed && mode&lagging != 0 {
+		// Decided at a reading of a clock that lags (the count only falls
+		// as time passes, so the admission holds at the true instant): the
+		// units are kept at the true instant, in the ring and in the sync
+		// bucket, and the key's time and the verdict's durations go on
+		// from it. Kept at the reading, they could expire early in real
+		// time. Each rate reads it, so each measures from it.
+		if now := a.precise(); now > te {
+			te, t = now, max(t, now)
+			a.advance(s, key, slot, te)
+			if k > 0 {
+				skip = r.head
+			}
+			if a.sync != nil {
+				bucket = a.syncBucket(s, side, k, te)
+			}
+		}
+	}
 	pushed := false // this decision's units are in the ring
 	if allowed && n > 0 && consumed {
 		if k == 0 {
-			if mode&lagging != 0 {
-				// Decided at a reading of a clock that lags (the count only
-				// falls as time passes, so the admission holds at the true
-				// instant): stamp the units at the true instant, from
-				// which the key's time and the verdict's durations go on.
-				// A stamp at the reading could expire early in real time.
-				if now := a.precise(); now > te {
-					te, t = now, max(t, now)
-					a.advance(s, key, slot, te)
-				}
-			}
 			if !a.push(s, key, te, uint32(n), lim0) {
 				return verdict{word: verdictFull} // no memory for the timestamps
 			}
@@ -249,6 +252,18 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, slot uint32, t int64, n
 	}
 	rem, reset, retry := a.numbers(s, key, k, skip, side, t, te, n, lim, allowed, pushed)
 	return makeVerdict(allowed, k, lim, int(max(0, rem)), reset, retry)
+}
+
+// syncBucket returns the id of rate k's sync bucket of instant te, the
+// key's latest, rotating the key's sync state (side) to it: units its
+// rotation dropped unsent are counted (see peekCopy).
+func (a *slidingLog) syncBucket(s *shard[logRec], side []uint32, k int, te int64) int64 {
+	y := &a.sync.rate[k]
+	bucket := y.bucketOf(side, te)
+	if d := y.rotate(side, bucket); d != 0 && !s.peekCopy(side) {
+		s.syncDropped.Add(uint64(d))
+	}
+	return bucket
 }
 
 // refund drops the n newest timestamps for the ring's rate (its push);

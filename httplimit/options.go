@@ -100,7 +100,7 @@ type Options struct {
 	// process, read with one atomic load; like every shardlimit clock it is
 	// wall time at its start plus monotonic time since, so a wall-clock step
 	// (NTP, an operator) moves neither decisions nor janitors, and the
-	// sliding log stamps units at the upper bound of each reading, so it
+	// sliding log stamps the units it admits at their true instant, so it
 	// stays exact in real time. Set it in tests (shardlimit.ManualClock).
 	//
 	// Requests are not decided at the time the server read them (fasthttp's

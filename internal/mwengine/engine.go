@@ -48,8 +48,8 @@ type Request[S byteseq] struct {
 	Now time.Time
 	// Clocked says Now was just read from Engine.Clock(): the limiter then
 	// decides at its own reading of that clock (AllowBytesNow), so with a
-	// CoarseClock the sliding log stamps units at the upper bound of the
-	// instant the reading stands for.
+	// CoarseClock the sliding log stamps the units it admits at their true
+	// instant.
 	Clocked bool
 	// Cost is the request's cost in units.
 	Cost int
