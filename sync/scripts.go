@@ -158,6 +158,19 @@ local function head(per)
   if not n or R < 1 or R > 4 or #ARGV ~= 3 + per * R then return nil end
   return n, ARGV[2] == '1'
 end
+
+-- limits reads each rate's limit and window (us), the two arguments per
+-- rate of the scripts that take two (head(2) checked their count): two
+-- tables, or nil if one is out of range.
+local function limits()
+  local lim, W = {}, {}
+  for k = 1, #KEYS do
+    lim[k] = arg(ARGV[2 + 2 * k], 0, 1073741823)
+    W[k] = arg(ARGV[3 + 2 * k], 1, 1e15)
+    if not lim[k] or not W[k] then return nil end
+  end
+  return lim, W
+end
 `
 
 // fixedScript decides a request by the fixed window counter.
@@ -168,13 +181,9 @@ end
 var fixedScript = redis.NewScript(decisionLib + `
 local n, consume = head(2)
 if not n then return badargs() end
+local lim, W = limits()
+if not lim then return badargs() end
 local R = #KEYS
-local lim, W = {}, {}
-for k = 1, R do
-  lim[k] = arg(ARGV[2 + 2 * k], 0, 1073741823)
-  W[k] = arg(ARGV[3 + 2 * k], 1, 1e15)
-  if not lim[k] or not W[k] then return badargs() end
-end
 local now = clock(ARGV[3])
 -- Every rate's window and usage at now; nothing is written before all fit.
 local id, used = {}, {}
@@ -352,13 +361,9 @@ return out
 var gcraScript = redis.NewScript(decisionLib + `
 local n, consume = head(2)
 if not n then return badargs() end
+local lim, W = limits()
+if not lim then return badargs() end
 local R = #KEYS
-local lim, W = {}, {}
-for k = 1, R do
-  lim[k] = arg(ARGV[2 + 2 * k], 0, 1073741823)
-  W[k] = arg(ARGV[3 + 2 * k], 1, 1e15)
-  if not lim[k] or not W[k] then return badargs() end
-end
 local now = clock(ARGV[3])
 -- Every rate's TAT at now, and after n more units if they fit; nothing is
 -- written before all fit.
