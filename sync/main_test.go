@@ -12,7 +12,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
+	goleak.VerifyTestMain(redistest.StopAtExit(m),
 		// go-redis starts this prober when a pool has seen PoolSize dial
 		// errors in a row (tests against 127.0.0.1:1); after Close it
 		// notices the closed pool only when its 1 s sleep ends.

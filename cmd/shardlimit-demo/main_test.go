@@ -21,6 +21,7 @@ import (
 
 	"github.com/shardlimit/shardlimit"
 	"github.com/shardlimit/shardlimit/internal/mwtest"
+	"github.com/shardlimit/shardlimit/internal/redistest"
 	shardsync "github.com/shardlimit/shardlimit/sync"
 )
 
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	// fasthttp's process-wide Date refresher never stops, by design.
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"))
+	goleak.VerifyTestMain(redistest.StopAtExit(m), goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"))
 }
 
 // syncBuffer is a bytes.Buffer safe for the server and the test.

@@ -427,66 +427,85 @@ func CaseB21(t *testing.T, h Harness) {
 }
 
 // CaseB24 — concurrent requests never crash the server (middleware part,
-// bounded): conns concurrent connections for d from 256 distinct peers,
-// sliding log and sliding counter rules of limit 5..10 per 1 s on the real
-// clock; every response is 200 or 429 and the counters add up.
-func CaseB24(t *testing.T, h Harness, conns int, d time.Duration) {
+// bounded): conns concurrent connections each send perConn requests, spread
+// evenly over 64 peers and two rules (sliding log, limit 5, and sliding
+// counter, limit 10, per 1 s), in two rounds: with the injected clock at T0,
+// then 2 s later, when every window has ended. The clock stands still within
+// a round, so each peer and rule admits exactly min(sent, limit) per round,
+// whatever the machine's speed: every response is 200 or 429, the admitted
+// total is exact and Stats agree.
+func CaseB24(t *testing.T, h Harness, conns, perConn int) {
 	rules := MustRules(t, `{"rules": [
 		{"name": "log", "prefix": "/log", "algorithm": "sliding_log", "limit": 5, "window": "1s"},
 		{"name": "counter", "prefix": "/counter", "algorithm": "sliding_counter", "limit": 10, "window": "1s", "buckets": 10}
 	]}`)
-	tg := h.Start(t, Setup{Options: httplimit.Options{Rules: rules, Keys: httplimit.KeyConfig{TrustedProxies: Loopback}}})
+	const peers = 64
+	paths := [2]string{"/log", "/counter"}
+	limits := [2]int{5, 10}
+	clock := NewClock()
+	tg := h.Start(t, Setup{Options: httplimit.Options{Rules: rules, Keys: httplimit.KeyConfig{TrustedProxies: Loopback}, Clock: clock}})
 	c := NewClient(t, tg.URL, conns)
-	type tally struct{ ok, limited, other int }
-	results := make(chan tally, conns)
-	deadline := time.Now().Add(d)
+	// Request i of connection g goes to pair (g + i*conns) mod 2*peers: every
+	// pair gets the same number of requests, give or take one.
+	pair := func(g, i int) int { return (g + i*conns) % (2 * peers) }
+	sent := make([]int, 2*peers)
 	for g := range conns {
-		go func() {
-			var tl tally
-			for i := 0; time.Now().Before(deadline); i++ {
-				k := g*7 + i // peers and routes in every combination
-				path := "/log"
-				if k/256%2 == 1 {
-					path = "/counter"
-				}
-				peer := fmt.Sprintf("198.18.0.%d", k%256)
-				r, err := c.Do("GET", path, XFF(peer)...)
-				switch {
-				case err != nil:
-					tl.other++
-				case r.Status == 200:
-					tl.ok++
-				case r.Status == 429:
-					tl.limited++
-				default:
-					tl.other++
-				}
-			}
-			results <- tl
-		}()
+		for i := range perConn {
+			sent[pair(g, i)]++
+		}
 	}
+	wantOK := 0
+	for p, n := range sent {
+		if n <= limits[p%2] {
+			t.Fatalf("pair %d gets %d requests, not more than its limit %d: raise conns*perConn", p, n, limits[p%2])
+		}
+		wantOK += limits[p%2]
+	}
+	type tally struct{ ok, limited, other int }
 	var total tally
-	for range conns {
-		tl := <-results
-		total.ok += tl.ok
-		total.limited += tl.limited
-		total.other += tl.other
-	}
-	t.Logf("%d connections for %v: %d admitted, %d limited, %d other", conns, d, total.ok, total.limited, total.other)
-	if total.other != 0 {
-		t.Errorf("%d responses neither 200 nor 429 (or transport errors)", total.other)
-	}
-	if total.ok == 0 || total.limited == 0 {
-		t.Errorf("expected both admissions and denials, got %d and %d", total.ok, total.limited)
+	for round := range 2 {
+		clock.At(time.Duration(round) * 2 * time.Second)
+		results := make(chan tally, conns)
+		for g := range conns {
+			go func() {
+				var tl tally
+				for i := range perConn {
+					p := pair(g, i)
+					r, err := c.Do("GET", paths[p%2], XFF(fmt.Sprintf("198.18.0.%d", p/2))...)
+					switch {
+					case err != nil:
+						tl.other++
+					case r.Status == 200:
+						tl.ok++
+					case r.Status == 429:
+						tl.limited++
+					default:
+						tl.other++
+					}
+				}
+				results <- tl
+			}()
+		}
+		var rt tally
+		for range conns {
+			tl := <-results
+			rt.ok += tl.ok
+			rt.limited += tl.limited
+			rt.other += tl.other
+		}
+		t.Logf("round %d, %d connections x %d requests: %d admitted, %d limited, %d other", round, conns, perConn, rt.ok, rt.limited, rt.other)
+		if rt.other != 0 {
+			t.Errorf("round %d: %d responses neither 200 nor 429 (or transport errors)", round, rt.other)
+		}
+		if rt.ok != wantOK || rt.limited != conns*perConn-wantOK {
+			t.Errorf("round %d: %d admitted and %d limited, want exactly %d and %d", round, rt.ok, rt.limited, wantOK, conns*perConn-wantOK)
+		}
+		total.ok += rt.ok
+		total.limited += rt.limited
 	}
 	st := tg.Stats()
 	if st.Allowed != uint64(total.ok) || st.Denied != uint64(total.limited) || st.Errors != 0 {
 		t.Errorf("Stats %+v do not match %d admitted, %d denied", st, total.ok, total.limited)
-	}
-	// 256 peers x (5 + 11) per second (the counter admits at most one
-	// bucket's share above its limit): no more can have been admitted.
-	if limit := int(256 * 16 * (d/time.Second + 2)); total.ok > limit {
-		t.Errorf("%d admitted, more than the limits allow (%d)", total.ok, limit)
 	}
 }
 

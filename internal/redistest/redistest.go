@@ -25,49 +25,119 @@ import (
 	"time"
 )
 
-// DefaultAddr is the shared test Redis that CI starts (.ci/run).
+// DefaultAddr is the shared test Redis: the one CI starts (.ci/run), or
+// any Redis already answering there.
 const DefaultAddr = "127.0.0.1:6379"
 
-// Environment variables read by RequireRedis.
-const (
-	// EnvAddr overrides DefaultAddr.
-	EnvAddr = "SHARDLIMIT_REDIS_ADDR"
-	// EnvSkip, set to 1, makes RequireRedis skip instead of fail when
-	// Redis does not answer (for machines without Redis).
-	EnvSkip = "SHARDLIMIT_SKIP_REDIS"
-)
+// EnvAddr, if set, names the Redis RequireRedis uses instead of DefaultAddr
+// (and instead of starting one of its own).
+const EnvAddr = "SHARDLIMIT_REDIS_ADDR"
 
-// RequireRedis returns the address of the shared test Redis (DefaultAddr or
-// $SHARDLIMIT_REDIS_ADDR) after checking, within 2 s, that it answers PING.
-// If it does not, the test fails with a message that says how to start one,
-// or is skipped when $SHARDLIMIT_SKIP_REDIS is 1. Tests must not flush the
-// shared Redis: use keys under a prefix of their own (see Prefix).
+// installHint says how to get redis-server where it is missing.
+const installHint = "install redis-server (Debian/Ubuntu: apt-get install redis-server; macOS: brew install redis) to run them"
+
+// shared is the Redis RequireRedis resolved, once per test process.
+var shared struct {
+	once sync.Once
+	addr string
+	err  error   // why there is none
+	skip bool    // err is "redis-server is not installed"
+	srv  *Server // started by RequireRedis, stopped by StopAtExit
+}
+
+// RequireRedis returns the address of a Redis the test may use, resolved
+// once per test process: $SHARDLIMIT_REDIS_ADDR if set; else DefaultAddr if
+// a Redis answers PING there; else a private redis-server this package
+// starts on a free loopback port (stopped when the tests end, see
+// StopAtExit). Where redis-server is not installed the test is skipped with
+// one line saying how to install it; any other failure fails the test.
+// Tests must not flush this Redis: it may be shared with other processes,
+// so they use keys under a prefix of their own (see Prefix).
 func RequireRedis(t testing.TB) string {
 	t.Helper()
-	addr := os.Getenv(EnvAddr)
-	if addr == "" {
-		addr = DefaultAddr
+	shared.once.Do(resolveShared)
+	switch {
+	case shared.skip:
+		t.Skipf("redistest: skipping a test that needs Redis: %v; %s", shared.err, installHint)
+	case shared.err != nil:
+		t.Fatalf("redistest: no Redis for the tests: %v", shared.err)
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	var err error
-	for time.Now().Before(deadline) {
-		var v any
-		if v, err = Do(addr, "PING"); err == nil && v == "PONG" {
-			return addr
+	return shared.addr
+}
+
+// resolveShared fills shared (see RequireRedis).
+func resolveShared() {
+	if addr := os.Getenv(EnvAddr); addr != "" {
+		shared.addr = addr
+		if err := ping(addr, 2*time.Second); err != nil {
+			shared.err = fmt.Errorf("%s=%s: %w", EnvAddr, addr, err)
 		}
-		if err == nil {
+		return
+	}
+	if ping(DefaultAddr, 500*time.Millisecond) == nil {
+		shared.addr = DefaultAddr
+		return
+	}
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		shared.err, shared.skip = fmt.Errorf("none answers at %s and redis-server is not on PATH", DefaultAddr), true
+		return
+	}
+	dir, err := os.MkdirTemp("", "redistest-")
+	if err != nil {
+		shared.err = err
+		return
+	}
+	s := &Server{bin: bin, dir: dir}
+	for range 3 {
+		if s.port, err = freePort(false); err != nil {
+			continue
+		}
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+		if err = s.start(); err == nil {
+			shared.addr, shared.srv = s.Addr, s
+			return
+		}
+	}
+	_ = os.RemoveAll(dir)
+	shared.err = fmt.Errorf("none answers at %s, and starting redis-server failed: %w", DefaultAddr, err)
+}
+
+// ping reports whether a Redis at addr answers PING within d.
+func ping(addr string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		v, err := Do(addr, "PING")
+		if err == nil && v != "PONG" {
 			err = fmt.Errorf("PING answered %v", v)
 		}
-		time.Sleep(100 * time.Millisecond)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	msg := fmt.Sprintf("redistest: no Redis answering at %s (%v); start one with\n"+
-		"\tredis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save \"\" --appendonly no\n"+
-		"or set %s=1 to skip the tests that need it", addr, err, EnvSkip)
-	if os.Getenv(EnvSkip) == "1" {
-		t.Skip(msg)
+}
+
+// TestingM is what a TestMain receives (*testing.M) and what
+// goleak.VerifyTestMain takes.
+type TestingM interface{ Run() int }
+
+// StopAtExit wraps a package's *testing.M so that the Redis RequireRedis
+// may have started is stopped, and its directory removed, when the tests
+// end. Every package whose tests call RequireRedis uses it in TestMain:
+//
+//	func TestMain(m *testing.M) { goleak.VerifyTestMain(redistest.StopAtExit(m)) }
+func StopAtExit(m TestingM) TestingM { return stopAtExit{m} }
+
+type stopAtExit struct{ m TestingM }
+
+func (s stopAtExit) Run() int {
+	code := s.m.Run()
+	if srv := shared.srv; srv != nil {
+		srv.Stop()
+		_ = os.RemoveAll(srv.dir)
 	}
-	t.Fatal(msg)
-	return ""
+	return code
 }
 
 // Prefix returns a key prefix unique to this test and run, such as
@@ -84,7 +154,7 @@ func RedisServerPath(t testing.TB) string {
 	t.Helper()
 	p, err := exec.LookPath("redis-server")
 	if err != nil {
-		t.Skipf("redistest: redis-server is not on PATH (%v): skipping a test that starts its own Redis; install redis-server to run it", err)
+		t.Skipf("redistest: skipping a test that starts its own Redis: redis-server is not on PATH (%v); %s", err, installHint)
 	}
 	return p
 }
@@ -225,7 +295,9 @@ func (s *Server) Stop() {
 	select {
 	case <-exited:
 	case <-time.After(10 * time.Second):
-		s.t.Errorf("redistest: redis-server on %s did not exit within 10s of SIGKILL", s.Addr)
+		if s.t != nil {
+			s.t.Errorf("redistest: redis-server on %s did not exit within 10s of SIGKILL", s.Addr)
+		}
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(StopAtExit(m))
 }
 
 func TestParseMonitorLine(t *testing.T) {
