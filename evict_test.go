@@ -35,8 +35,12 @@ func numKey(buf *[24]byte, i int) []byte {
 //     full table turns away.
 //
 // Tables are filled before the timer with 1.25 times MaxKeys keys, so
-// that every shard is full.
+// that every shard is full. It skips under the race detector, which makes
+// that filling take minutes.
 func BenchmarkInsert(b *testing.B) {
+	if raceEnabled {
+		b.Skip("1.25 million keys under the race detector")
+	}
 	const window = time.Minute
 	step := int64(window) / (fullKeys / 4)
 	type scenario struct {

@@ -2,7 +2,6 @@ package shardlimit
 
 import (
 	"fmt"
-	"runtime"
 	"testing"
 	"time"
 )
@@ -66,33 +65,21 @@ func BenchmarkAllowRates(b *testing.B) {
 	}
 }
 
-// BenchmarkMemoryPerKeyRates reports the heap bytes per key after
-// inserting one million 8-11 byte keys with one admitted unit each, with
-// one rate (100 per minute) and with two (and 10 per second), as
-// BenchmarkMemoryPerKey does.
+// BenchmarkMemoryPerKeyRates reports the heap bytes per key (B/key, see
+// insertKeys) with one admitted unit each, with one rate (100 per minute)
+// and with two (and 10 per second).
 func BenchmarkMemoryPerKeyRates(b *testing.B) {
-	if raceEnabled {
-		b.Skip("a million keys under the race detector")
-	}
-	keys := ipv4Keys(b)
 	for _, alg := range allAlgorithms {
 		for _, k := range []int{1, 2} {
 			b.Run(fmt.Sprintf("%v/rates=%d", alg, k), func(b *testing.B) {
 				rates := []Rate{{100, time.Minute}, {10, time.Second}}[:k]
-				for b.Loop() {
-					before := heapAlloc()
+				insertKeys(b, func() Limiter {
 					l, err := New(Config{Algorithm: alg, Rates: rates, JanitorInterval: -1})
 					if err != nil {
 						b.Fatal(err)
 					}
-					for _, key := range keys {
-						l.AllowN(key, benchNow, 1)
-					}
-					after := heapAlloc()
-					b.ReportMetric(float64(after-before)/millionKeys, "B/key")
-					runtime.KeepAlive(l)
-					l.Close()
-				}
+					return l
+				}, 1)
 			})
 		}
 	}

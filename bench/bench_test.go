@@ -255,6 +255,7 @@ func dropHeld() {
 // holding returns the limiter held for this sub-benchmark and GOMAXPROCS,
 // building it (and measuring its heap bytes per key) if needed.
 func holding(b *testing.B, build func() Keyed) (Keyed, float64) {
+	keys := float64(Million().Len())
 	name := fmt.Sprintf("%s@%d", b.Name(), runtime.GOMAXPROCS(0))
 	if held.name == name {
 		return held.l, held.bpk
@@ -268,7 +269,7 @@ func holding(b *testing.B, build func() Keyed) (Keyed, float64) {
 	runtime.GC()
 	runtime.ReadMemStats(&m1)
 	held.name, held.l = name, l
-	held.bpk = (float64(m1.HeapAlloc) - float64(m0.HeapAlloc)) / MillionKeys
+	held.bpk = (float64(m1.HeapAlloc) - float64(m0.HeapAlloc)) / keys
 	return l, held.bpk
 }
 

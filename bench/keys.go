@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"sync"
 )
@@ -26,19 +27,34 @@ func (k *KeySet) Key(i int) string { return k.all[k.off[i]:k.off[i+1]] }
 // must not modify it.
 func (k *KeySet) Bytes(i int) []byte { return k.allB[k.off[i]:k.off[i+1]:k.off[i+1]] }
 
-// MillionKeys is the number of keys in the many-key benchmarks.
+// MillionKeys is the number of keys in the many-key benchmarks, unless
+// $SHARDLIMIT_BENCH_KEYS says otherwise (see Million).
 const MillionKeys = 1_000_000
+
+// EnvKeys names the environment variable that sets the number of keys of
+// the many-key benchmarks; run.sh -smoke sets it to 10000, as the smoke run
+// checks that every benchmark runs, not its numbers.
+const EnvKeys = "SHARDLIMIT_BENCH_KEYS"
 
 var million struct {
 	sync.Once
 	ks *KeySet
 }
 
-// Million returns the process's set of MillionKeys keys, built once
-// (seed 1) and verified distinct.
+// Million returns the process's set of keys of the many-key benchmarks:
+// MillionKeys keys, or $SHARDLIMIT_BENCH_KEYS if that is a positive number,
+// built once (seed 1) and verified distinct. It panics on a malformed
+// $SHARDLIMIT_BENCH_KEYS.
 func Million() *KeySet {
 	million.Do(func() {
-		ks, err := NewKeySet(MillionKeys, 1)
+		n := MillionKeys
+		if v := os.Getenv(EnvKeys); v != "" {
+			var err error
+			if n, err = strconv.Atoi(v); err != nil || n <= 0 {
+				panic(fmt.Sprintf("bench: %s=%q is not a positive number of keys", EnvKeys, v))
+			}
+		}
+		ks, err := NewKeySet(n, 1)
 		if err != nil {
 			panic(err)
 		}

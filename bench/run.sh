@@ -4,8 +4,9 @@
 #
 #   bench/run.sh                 full run: -count 6, report in bench/results/latest.md
 #   bench/run.sh -smoke          CI smoke: vet and unit tests, every benchmark once
-#                                (-benchtime=1x, -count 1), the accuracy report in
-#                                -quick mode; report in $TMPDIR unless -out is given
+#                                (-benchtime=1x, -count 1, 10,000 keys instead of a
+#                                million), the accuracy report in -quick mode; report
+#                                in $TMPDIR unless -out is given
 #   bench/run.sh -report         no runs: the report again from results/raw/ (after
 #                                appending a scenario's `go test` output there)
 #
@@ -46,7 +47,7 @@ while [ $# -gt 0 ]; do
 	-cpu) cpu=$2; shift ;;
 	-bench) filter=$2; shift ;;
 	-out) out=$2; shift ;;
-	-h | -help | --help) sed -n '2,27p' "$0"; exit 0 ;;
+	-h | -help | --help) sed -n '2,28p' "$here/run.sh"; exit 0 ;;
 	*) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -63,6 +64,7 @@ fi
 if [ "$smoke" = 1 ]; then
 	count=1
 	benchtime=1x
+	export SHARDLIMIT_BENCH_KEYS=10000 # the million-key scenarios, with 10,000
 	work=$(mktemp -d "${TMPDIR:-/tmp}/shardlimit-bench.XXXXXX")
 	[ -n "$out" ] || out="$work/smoke.md"
 	accflags=-quick
