@@ -44,10 +44,10 @@ func (b *writtenBackend) take() []Item {
 // admitted in it: no refund loses a unit or sends one that was given back.
 //
 // Each counter is read right after every flush that wrote it and every
-// decision that admitted into it, not once at the end: Redis expires a
-// counter a second or so after its last write in real time, while the
-// test's clock is a manual one, and a loaded machine may take longer than
-// that to run all 300 steps.
+// decision that admitted into it, not once at the end, and the windows are
+// long: Redis expires a counter in real time, while the test's clock is a
+// manual one, and a loaded machine may take longer than a window to run
+// all 300 steps.
 func TestSharedRatesRedisHoldsWhatWasAdmitted(t *testing.T) {
 	for _, alg := range []shardlimit.Algorithm{shardlimit.FixedWindow, shardlimit.SlidingCounter, shardlimit.SlidingLog} {
 		t.Run(alg.String(), func(t *testing.T) {
@@ -56,12 +56,17 @@ func TestSharedRatesRedisHoldsWhatWasAdmitted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			clock := shardlimit.NewManualClock(at(100 * time.Millisecond))
+			// Windows of a minute and more: Redis expires a counter in
+			// real time, about a second plus the rest of its window after
+			// its last write, and a loaded machine stalled over a second
+			// between a flush and the read after it.
+			const scale = 60
+			clock := shardlimit.NewManualClock(at(scale * 100 * time.Millisecond))
 			backends := []*writtenBackend{{RedisBackend: rb}, {RedisBackend: rb}}
 			nodes := make([]*Shared, 2)
 			for i := range nodes {
 				nodes[i] = newShared(t, nil, SharedConfig{Config: shardlimit.Config{Algorithm: alg, Clock: clock,
-					Rates: []shardlimit.Rate{{Limit: 5, Window: time.Second}, {Limit: 9, Window: 4 * time.Second}, {Limit: 3, Window: 200 * time.Millisecond}}},
+					Rates: []shardlimit.Rate{{Limit: 5, Window: scale * time.Second}, {Limit: 9, Window: scale * 4 * time.Second}, {Limit: 3, Window: scale * 200 * time.Millisecond}}},
 					Backend: backends[i]})
 			}
 			type bucket struct {
@@ -95,7 +100,7 @@ func TestSharedRatesRedisHoldsWhatWasAdmitted(t *testing.T) {
 			for step := range 300 {
 				// Instants only move forward: a flush brings keys near
 				// their limit to its clock's instant.
-				now := clock.Advance(time.Duration(rng.Int64N(int64(60 * time.Millisecond))))
+				now := clock.Advance(scale * time.Duration(rng.Int64N(int64(60*time.Millisecond))))
 				key := string(rune('a' + rng.IntN(2)))
 				n := 1 + rng.IntN(6)
 				node := rng.IntN(2)
