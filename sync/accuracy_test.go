@@ -157,6 +157,12 @@ func TestSharedAccuracy(t *testing.T) {
 						Clock: clock, JanitorInterval: -1},
 					Prefix:        prefix,
 					FlushInterval: interval,
+					// Not DefaultFlushTimeout's 1 s: a loaded machine
+					// under -race made flushes that long, the items of a
+					// flush cut short are errors and their units unknown,
+					// and what is measured here is how far the nodes'
+					// views lag, which D accounts for (d, the latency).
+					FlushTimeout: 10 * time.Second,
 				})
 				for k, c := range keyClasses {
 					if err := res.lims[n].SetLimits(keyName(k), c.limits...); err != nil {

@@ -215,7 +215,7 @@ func TestExactRatesMatchCore(t *testing.T) {
 // own, half the defaults.
 func matchCore(t *testing.T, cfg shardlimit.Config, steps int, seed uint64) {
 	t.Helper()
-	e := replay(t, cfg)
+	e := replayNoExpiry(t, cfg)
 	cc := cfg
 	cc.JanitorInterval = -1
 	core, err := shardlimit.New(cc)
@@ -647,7 +647,7 @@ func TestExactRatesConcurrent(t *testing.T) {
 		"gcra":    ratesCfg(shardlimit.GCRA, 0, rate(100, time.Minute), rate(30, s)),
 	} {
 		t.Run(name, func(t *testing.T) {
-			e := replay(t, cfg)
+			e := replayNoExpiry(t, cfg)
 			cc := cfg
 			cc.JanitorInterval = -1
 			core, err := shardlimit.New(cc)

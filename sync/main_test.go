@@ -43,9 +43,12 @@ func newClient(t testing.TB, addr string) *redis.Client {
 		ContextTimeoutEnabled: true,
 		DialTimeout:           time.Second,
 		DialerRetries:         1,
-		ReadTimeout:           2 * time.Second,
-		WriteTimeout:          2 * time.Second,
-		PoolSize:              32,
+		// Well above the 5 s newExact gives each call: a socket deadline
+		// is the earlier of the call's context deadline and this, and at
+		// 2 s it cut short calls a loaded machine under -race made slow.
+		ReadTimeout:  10 * time.Second,
+		WriteTimeout: 10 * time.Second,
+		PoolSize:     32,
 	})
 	t.Cleanup(func() { _ = c.Close() })
 	return c

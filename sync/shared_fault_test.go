@@ -227,9 +227,12 @@ func testRestartedEmpty(t *testing.T, rates []shardlimit.Rate) {
 	clock := shardlimit.NewManualClock(at(time.Second))
 	now := clock.Now()
 	cfg := SharedConfig{
-		Config:        shardlimit.Config{Algorithm: shardlimit.FixedWindow, Rates: rates, Clock: clock},
-		Prefix:        redistest.Prefix(t),
-		FlushInterval: 10 * time.Millisecond, FlushTimeout: 100 * time.Millisecond, FailAfter: 2,
+		Config: shardlimit.Config{Algorithm: shardlimit.FixedWindow, Rates: rates, Clock: clock},
+		Prefix: redistest.Prefix(t),
+		// A server that is stopped refuses at once, so the timeout is not
+		// what degrades the nodes; at 100 ms a loaded machine under -race
+		// timed out the first flushes, whose units stayed unknown.
+		FlushInterval: 10 * time.Millisecond, FlushTimeout: 5 * time.Second, FailAfter: 2,
 	}
 	if len(rates) == 1 {
 		cfg.Limit, cfg.Window, cfg.Rates = rates[0].Limit, rates[0].Window, nil

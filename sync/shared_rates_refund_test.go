@@ -1,13 +1,40 @@
 package sync
 
 import (
+	"context"
+	"errors"
 	"math/rand/v2"
+	stdsync "sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/shardlimit/shardlimit"
 	"github.com/shardlimit/shardlimit/internal/redistest"
 )
+
+// writtenBackend is a Backend that records the counters each Add wrote.
+type writtenBackend struct {
+	*RedisBackend
+	mu      stdsync.Mutex
+	written []Item
+}
+
+func (b *writtenBackend) Add(ctx context.Context, items []Item, out []ItemResult) []ItemResult {
+	b.mu.Lock()
+	b.written = append(b.written, items...)
+	b.mu.Unlock()
+	return b.RedisBackend.Add(ctx, items, out)
+}
+
+// take returns the items written since the last take.
+func (b *writtenBackend) take() []Item {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	w := b.written
+	b.written = nil
+	return w
+}
 
 // TestSharedRatesRedisHoldsWhatWasAdmitted: two nodes share two keys of
 // three rates through a real Redis, deciding costs of 1 to 6 units, so
@@ -15,44 +42,93 @@ import (
 // (their units are given back). Flushed after every decision, each rate's
 // Redis counter of each bucket holds exactly the units the two nodes
 // admitted in it: no refund loses a unit or sends one that was given back.
+//
+// Each counter is read right after every flush that wrote it and every
+// decision that admitted into it, not once at the end, and the windows are
+// long: Redis expires a counter in real time, while the test's clock is a
+// manual one, and a loaded machine may take longer than a window to run
+// all 300 steps.
 func TestSharedRatesRedisHoldsWhatWasAdmitted(t *testing.T) {
 	for _, alg := range []shardlimit.Algorithm{shardlimit.FixedWindow, shardlimit.SlidingCounter, shardlimit.SlidingLog} {
 		t.Run(alg.String(), func(t *testing.T) {
 			c := sharedClient(t)
-			clock := shardlimit.NewManualClock(at(100 * time.Millisecond))
-			cfg := SharedConfig{Config: shardlimit.Config{Algorithm: alg, Clock: clock,
-				Rates: []shardlimit.Rate{{Limit: 5, Window: time.Second}, {Limit: 9, Window: 4 * time.Second}, {Limit: 3, Window: 200 * time.Millisecond}}},
-				Prefix: redistest.Prefix(t)}
-			nodes := []*Shared{newShared(t, c, cfg), newShared(t, c, cfg)}
+			rb, err := NewRedisBackend(c, redistest.Prefix(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Windows of a minute and more: Redis expires a counter in
+			// real time, about a second plus the rest of its window after
+			// its last write, and a loaded machine stalled over a second
+			// between a flush and the read after it.
+			const scale = 60
+			clock := shardlimit.NewManualClock(at(scale * 100 * time.Millisecond))
+			backends := []*writtenBackend{{RedisBackend: rb}, {RedisBackend: rb}}
+			nodes := make([]*Shared, 2)
+			for i := range nodes {
+				nodes[i] = newShared(t, nil, SharedConfig{Config: shardlimit.Config{Algorithm: alg, Clock: clock,
+					Rates: []shardlimit.Rate{{Limit: 5, Window: scale * time.Second}, {Limit: 9, Window: scale * 4 * time.Second}, {Limit: 3, Window: scale * 200 * time.Millisecond}}},
+					Backend: backends[i]})
+			}
 			type bucket struct {
 				key string
 				w   time.Duration
 				id  int64
 			}
 			admitted := map[bucket]int64{}
+			check := func(step int, bs []bucket) {
+				t.Helper()
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				seen := map[bucket]bool{}
+				for _, b := range bs {
+					if seen[b] {
+						continue
+					}
+					seen[b] = true
+					got, err := c.Get(ctx, rb.RateCounterKey(b.key, b.w, b.id)).Int64()
+					if err != nil && !errors.Is(err, redis.Nil) {
+						t.Fatalf("step %d: GET counter of %+v: %v", step, b, err)
+					}
+					if got != admitted[b] {
+						t.Errorf("step %d: key %q, rate %v, bucket %d: Redis holds %d units, %d admitted", step, b.key, b.w, b.id, got, admitted[b])
+					}
+				}
+			}
 			rates := nodes[0].tab.Rates()
 			rng := rand.New(rand.NewPCG(1, uint64(alg)))
 			denied := 0
-			for range 300 {
+			for step := range 300 {
 				// Instants only move forward: a flush brings keys near
 				// their limit to its clock's instant.
-				now := clock.Advance(time.Duration(rng.Int64N(int64(60 * time.Millisecond))))
+				now := clock.Advance(scale * time.Duration(rng.Int64N(int64(60*time.Millisecond))))
 				key := string(rune('a' + rng.IntN(2)))
 				n := 1 + rng.IntN(6)
-				if r := nodes[rng.IntN(2)].AllowN(key, now, n); r.Allowed {
+				node := rng.IntN(2)
+				var mine []bucket
+				if r := nodes[node].AllowN(key, now, n); r.Allowed {
 					for _, rate := range rates {
-						admitted[bucket{key, time.Duration(rate.Window), now.UnixNano() / rate.Size}] += int64(n)
+						b := bucket{key, time.Duration(rate.Window), now.UnixNano() / rate.Size}
+						admitted[b] += int64(n)
+						mine = append(mine, b)
 					}
 				} else {
 					denied++
 				}
-				for _, s := range nodes {
-					mustFlush(t, s)
+				// The deciding node first: after its flush, nothing the
+				// nodes admitted is pending anywhere.
+				for _, i := range []int{node, 1 - node} {
+					mustFlush(t, nodes[i])
+					var bs []bucket
+					for _, it := range backends[i].take() {
+						bs = append(bs, bucket{it.Key, it.Window, it.ID})
+					}
+					if i == node {
+						bs = append(bs, mine...)
+					}
+					check(step, bs)
 				}
-			}
-			for b, n := range admitted {
-				if got := rateCounters(t, c, nodes[0], []string{b.key}, b.w, b.id)[0]; got != n {
-					t.Errorf("key %q, rate %v, bucket %d: Redis holds %d units, %d admitted", b.key, b.w, b.id, got, n)
+				if t.Failed() {
+					t.FailNow()
 				}
 			}
 			for i, s := range nodes {
