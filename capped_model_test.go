@@ -76,7 +76,7 @@ func (h *cappedHarness) allow(key string, t int64, n int, consume bool) {
 		got = h.l.AllowN(key, at, n)
 	}
 	lims := h.limitsOf(key)
-	real := consume && n > 0 && (stored || n <= slices.Min(lims))
+	real := consume && n > 0 // stored, denied or not (see harness.allow)
 	evicted := false
 	for k := range h.enc {
 		if _, ok := keyShard(h.l, k); ok || k == key {
@@ -126,9 +126,6 @@ func (h *cappedHarness) allow(key string, t int64, n int, consume bool) {
 				enc[k] = lim
 			}
 		}
-	}
-	if consume && !real && n > 0 {
-		want.Allowed, want.RetryAfter = false, Never
 	}
 	want.ResetAfter += time.Duration(t - caller)
 	if want.RetryAfter != 0 && want.RetryAfter != Never {

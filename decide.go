@@ -135,8 +135,9 @@ func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int
 		copy(s.scratchSd, side)
 		copy(s.scratchEx, extra)
 		v = l.decide(s, &s.scratch, scratchSlot, t, n, full)
-	case !keep || n > int(s.minDefault(l.rates.n)):
-		// Nothing would be stored: answer from a fresh key's state.
+	case !keep:
+		// A peek of a key not stored: answer from a fresh key's state,
+		// storing nothing.
 		var zero E
 		s.scratch = zero
 		clear(s.scratchSd)

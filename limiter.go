@@ -447,7 +447,8 @@ type Limiter interface {
 	AllowAt(key string, now time.Time) bool
 	// AllowN decides whether n units for key may happen at now, consuming
 	// them if so. n = 0 is a peek: always allowed, nothing consumed, no key
-	// created.
+	// created. Every decision of n > 0, denied ones included (a cost above
+	// the limit too), stores the key and makes now its latest instant.
 	AllowN(key string, now time.Time, n int) Result
 	// AllowNow is AllowN at the limiter's Clock: what a server without a
 	// request time of its own calls for a Result. With a CoarseClock it

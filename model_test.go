@@ -401,9 +401,10 @@ func (h *harness) allow(key string, t int64, n int, consume bool) {
 	}
 	lims := h.limitsOf(key)
 	enc, stored := h.enc[key]
-	// The limiter stores a key, and re-encodes its state, only on a
-	// decision that may consume.
-	real := consume && n > 0 && (stored || n <= slices.Min(lims))
+	// The limiter stores a key, and re-encodes its state, on every
+	// decision that may consume, denied ones included (a cost above the
+	// limit too): its instant becomes the key's latest.
+	real := consume && n > 0
 	want := h.decide(key, t, n, real, lims, enc)
 	if real {
 		h.last[key] = t
@@ -416,9 +417,6 @@ func (h *harness) allow(key string, t int64, n int, consume bool) {
 				enc[k] = lim
 			}
 		}
-	}
-	if consume && !real && n > 0 {
-		want.Allowed, want.RetryAfter = false, Never // n above a limit
 	}
 	// Durations from the caller's instant end where the model's do.
 	want.ResetAfter += time.Duration(t - caller)

@@ -266,16 +266,6 @@ func (s *shard[E]) emission(k int, lim uint32, w int64) (uint64, uint64) {
 	return e.q, e.r
 }
 
-// minDefault returns the least default limit of the shard's rates (unused
-// rates' are 0 and not counted). Requires s.mu held.
-func (s *shard[E]) minDefault(rates int) uint32 {
-	m := s.defLimits[0]
-	for _, d := range s.defLimits[1:rates] {
-		m = min(m, d)
-	}
-	return m
-}
-
 // rec returns the record of slot. Requires s.mu held.
 func (s *shard[E]) rec(slot uint32) *E {
 	return &s.recs[slot].rec

@@ -335,6 +335,29 @@ func TestClockJitterDoesNotExpireUsage(t *testing.T) {
 	}
 }
 
+// TestDeniedFirstRequestSetsTheKeysLatestInstant: a key's first request,
+// denied because its cost is above the limit, still makes its instant the
+// key's latest, so a request read 1.2 s earlier is decided at that instant
+// and the full limit cannot be spent twice (once at the earlier instant,
+// once at the first's). With several rates too.
+func TestDeniedFirstRequestSetsTheKeysLatestInstant(t *testing.T) {
+	first := time.Unix(1_700_000_000, 5e8)
+	for _, rates := range [][]Rate{{{10, time.Second}}, {{10, time.Second}, {30, time.Minute}}} {
+		for _, alg := range allAlgorithms {
+			l := mustNew(t, Config{Algorithm: alg, Rates: rates, Buckets: 10})
+			if r := l.AllowN("k", first, 11); r.Allowed || r.RetryAfter != Never {
+				t.Fatalf("%v %v: a cost above the limit: %+v", alg, rates, r)
+			}
+			if r := l.AllowN("k", first.Add(-1200*time.Millisecond), 10); !r.Allowed {
+				t.Fatalf("%v %v: the earlier request was denied: %+v", alg, rates, r)
+			}
+			if r := l.AllowN("k", first, 10); r.Allowed {
+				t.Fatalf("%v %v: 20 units admitted at one instant, limit 10: %+v", alg, rates, r)
+			}
+		}
+	}
+}
+
 // TestPeekBehindDecidesAsAllow: a peek behind the key's latest instant
 // answers what an AllowN at the same instant does, an hour back included.
 func TestPeekBehindDecidesAsAllow(t *testing.T) {
