@@ -54,12 +54,7 @@ const (
 	// admitted: the bool-returning methods need no more, and the durations
 	// cost divisions and scans.
 	full
-	// lagging marks an instant read from a clock whose readings lag
-	// (laggingClock, as CoarseClock): the true instant lies after it, so
-	// the sliding log stamps the units it admits at the true instant,
-	// which it reads then.
-	lagging
-	rateShift = iota // the rate index in bits 3-4
+	rateShift = iota // the rate index in bits 2-3
 )
 
 // rate returns the index of the rate mode decides.

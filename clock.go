@@ -1,21 +1,18 @@
 package shardlimit
 
 import (
-	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
-// Clock supplies the current time to the short forms (Allow, AllowBytes),
-// the janitor and the Redis reconciler. Implementations must be safe for
-// concurrent use.
+// Clock supplies the current time to Allow, the janitor and the Redis
+// reconciler. Implementations must be safe for concurrent use.
 type Clock interface {
 	Now() time.Time
 }
 
 // nanoClock is implemented by clocks that can return Unix nanoseconds without
-// building a time.Time; the short forms use it when available.
+// building a time.Time; Allow uses it when available.
 type nanoClock interface {
 	unixNano() int64
 }
@@ -28,7 +25,7 @@ type systemClock struct {
 }
 
 // SystemClock returns a Clock that reads the system clock at each call
-// (the default is DefaultClock, which does not): the wall-clock time at
+// (DefaultClock is one shared by the process): the wall-clock time at
 // the call to SystemClock plus the monotonic time elapsed since. Unlike
 // time.Now it never steps backwards or forwards when the system clock is
 // set; it drifts from the wall clock only as fast as the monotonic clock
@@ -46,142 +43,25 @@ func (c *systemClock) unixNano() int64 {
 	return c.tl.wall + int64(time.Since(c.tl.start))
 }
 
-// CoarseClock returns a Clock that reads, instead of the system clock, the
-// time a shared goroutine stored at its latest tick, every resolution
-// (at least 100µs; DefaultResolution if 0): one atomic load per decision
-// instead of a clock read, whose ordering stalls the processor's pipeline
-// (about 25 ns on a hot key, several times that when each decision waits
-// on a cache miss). Like SystemClock it is wall time at construction plus
-// monotonic time since, immune to wall-clock steps.
-//
-// Its readings lag the true time by up to the resolution (more while the
-// ticking goroutine is not scheduled: a stop-the-world pause, a starved
-// process). The short forms (Allow, AllowNow and their byte forms) decide
-// at the reading. The fixed window, the sliding counter and GCRA then
-// keep their limits over the readings, which may place a request up to the
-// lag earlier than it came: in real time a request can be admitted up to
-// that much early (the fixed window's next window opens up to a
-// resolution late, GCRA's emission interval can look that much shorter).
-// The sliding log stays exact in real time: deciding at an earlier instant
-// only counts more of the past, and when it admits, it reads the system
-// clock once and stamps the units at their true instant, from which the
-// Result's durations are measured too. Where the promise and the speed-up
-// conflict the promise wins: the log's admissions pay a clock read, its
-// denials do not. Instants passed to AllowAt and AllowN are decided as
-// given, so pass them time.Now() or your server's request time, not this
-// clock's readings.
-//
-// The goroutine runs while a limiter built with the clock is open: the
-// first one starts it, the last one's Close stops it. Now called with no
-// limiter open reads the system clock. Safe for concurrent use.
-func CoarseClock(resolution time.Duration) (Clock, error) {
-	if resolution == 0 {
-		resolution = DefaultResolution
-	}
-	if resolution < MinResolution || resolution > time.Second {
-		return nil, fmt.Errorf("%w: clock resolution %v outside [%v, 1s]", ErrInvalidConfig, resolution, MinResolution)
-	}
-	return &coarseClock{res: resolution, tl: newTimeline()}, nil
-}
-
 // DefaultClock returns the Clock limiters use when Config.Clock is nil: one
-// CoarseClock of DefaultResolution shared by the whole process, so its
-// ticking goroutine runs once, while any limiter built with it is open.
+// SystemClock shared by the whole process, so that limiters built without
+// a Clock place instants on one timeline.
+//
+// It reads the system's monotonic clock at every call, so a decision made
+// at its reading is made at the true instant, however loaded the machine:
+// no reading ever lags real time. A clock read from a value that a
+// goroutine advances (a coarse clock) costs less per decision (one atomic
+// load instead of a clock read: about 40 ns less per Allow on a hot key),
+// but its readings fall behind whenever that goroutine is not scheduled,
+// tens of milliseconds on an overloaded machine, and every algorithm but
+// the sliding log then admits early in real time. Overload is when limits
+// matter most, so the promise wins over the speed-up and this package
+// offers no coarse clock. A server that already holds the time of a
+// request (time.Now() read once per request) passes it to AllowN instead
+// of reading a clock twice.
 func DefaultClock() Clock { return defaultClock }
 
-var defaultClock = &coarseClock{res: DefaultResolution, tl: newTimeline()}
-
-// Resolutions of CoarseClock.
-const (
-	// DefaultResolution is the resolution of the default clock.
-	DefaultResolution = time.Millisecond
-	// MinResolution is the finest resolution CoarseClock accepts.
-	MinResolution = 100 * time.Microsecond
-)
-
-// coarseClock is CoarseClock's Clock.
-type coarseClock struct {
-	res time.Duration
-	tl  timeline
-	now atomic.Int64 // the timeline's instant at the latest tick
-
-	mu   sync.Mutex   // guards the writes of refs, stop and done
-	refs atomic.Int32 // limiters holding the clock
-	stop chan struct{}
-	done chan struct{}
-}
-
-// Now returns the instant of the latest tick, or the system clock's if no
-// limiter holds the clock.
-func (c *coarseClock) Now() time.Time {
-	if c.refs.Load() == 0 {
-		return time.Unix(0, c.precise())
-	}
-	return time.Unix(0, c.now.Load())
-}
-
-// unixNano is Now for a limiter holding the clock: one atomic load.
-func (c *coarseClock) unixNano() int64 { return c.now.Load() }
-
-// precise returns the true current instant on the clock's timeline: the
-// system clock's reading, which the ticks store.
-func (c *coarseClock) precise() int64 { return c.tl.wall + int64(time.Since(c.tl.start)) }
-
-// acquire starts the ticking goroutine for the first holder. It stores a
-// fresh reading before counting the holder: Now reads the stored one as
-// soon as refs is positive.
-func (c *coarseClock) acquire() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.refs.Load() == 0 {
-		c.now.Store(c.precise())
-		c.stop, c.done = make(chan struct{}), make(chan struct{})
-		go c.tick(c.stop, c.done)
-	}
-	c.refs.Add(1)
-}
-
-// release stops the ticking goroutine when the last holder lets go, and
-// waits for it.
-func (c *coarseClock) release() {
-	c.mu.Lock()
-	if c.refs.Add(-1) > 0 {
-		c.mu.Unlock()
-		return
-	}
-	stop, done := c.stop, c.done
-	c.mu.Unlock()
-	close(stop)
-	<-done
-}
-
-func (c *coarseClock) tick(stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	t := time.NewTicker(c.res)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			c.now.Store(c.precise())
-		}
-	}
-}
-
-// sharedClock is implemented by clocks a limiter holds while it is open.
-type sharedClock interface {
-	acquire()
-	release()
-}
-
-// laggingClock is implemented by clocks whose readings (unixNano) lag the
-// true instant, and that can read the true instant too (precise), on the
-// same timeline, at a clock read's cost.
-type laggingClock interface {
-	nanoClock
-	precise() int64
-}
+var defaultClock = &systemClock{tl: newTimeline()}
 
 // ManualClock is a Clock that only moves when told to, for tests and
 // simulations. The zero value reads as the Unix epoch. Its readings carry no

@@ -17,9 +17,8 @@ type limiter[E any] struct {
 	cfg     Config       // immutable but for the limits, which are defaults
 	rates   rateSet
 	clock   Clock
-	nano    nanoClock  // the clock's allocation-free form, if it has one
-	lag     decideMode // lagging if the clock's readings lag (CoarseClock), else 0
-	tl      timeline   // where the instants of the N-forms are placed
+	nano    nanoClock // the clock's allocation-free form, if it has one
+	tl      timeline  // where the instants of the N-forms are placed
 
 	defMu    sync.Mutex
 	defaults []int // the default limits in the order of cfg.rates(), under defMu
@@ -41,20 +40,11 @@ func (l *limiter[E]) init(cfg Config, rs *rateSet, alg algorithm[E], stride, ext
 	}
 	l.relimit, _ = alg.(relimiter[E])
 	l.nano, _ = cfg.Clock.(nanoClock)
-	if _, ok := cfg.Clock.(laggingClock); ok {
-		l.lag = lagging
-	}
 	l.tl = newTimeline()
-	// Share the clock's timeline, so Allow and AllowN(time.Now()) place
-	// instants alike even if the wall clock stepped between.
-	switch c := cfg.Clock.(type) {
-	case *systemClock:
+	if c, ok := cfg.Clock.(*systemClock); ok {
+		// Share the clock's timeline, so Allow and AllowN(time.Now())
+		// place instants alike even if the wall clock stepped between.
 		l.tl = c.tl
-	case *coarseClock:
-		l.tl = c.tl
-	}
-	if sc, ok := cfg.Clock.(sharedClock); ok {
-		sc.acquire()
 	}
 	l.tab.init(cfg, rs, alg, stride, extras, y)
 	l.tab.clock = l.now
@@ -126,7 +116,7 @@ func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int
 	switch {
 	case ok && keep:
 		// Stored since decideStored looked (a concurrent first request).
-		v = l.decide(s, s.rec(slot), slot, t, n, consume|full|mode&lagging)
+		v = l.decide(s, s.rec(slot), slot, t, n, consume|full)
 		decided = true
 	case ok:
 		// A peek works on a copy: it changes nothing.
@@ -154,7 +144,7 @@ func decideKey[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n int
 			return Result{Limit: lim, Err: err}
 		}
 		l.alg.init(s, s.rec(slot), slot, first)
-		v = l.decide(s, s.rec(slot), slot, t, n, consume|full|mode&lagging)
+		v = l.decide(s, s.rec(slot), slot, t, n, consume|full)
 		decided = true
 	}
 	if y := l.tab.sync; y != nil && decided {

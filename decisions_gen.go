@@ -6,10 +6,10 @@ import "time"
 
 func (l *fixedLimiter) Allow(key string) bool {
 	h, t := l.tab.hash(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume|l.lag); ok {
+	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
 		return v.allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume|l.lag).Allowed
+	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
 }
 
 func (l *fixedLimiter) AllowAt(key string, now time.Time) bool {
@@ -30,18 +30,18 @@ func (l *fixedLimiter) AllowN(key string, now time.Time, n int) Result {
 
 func (l *fixedLimiter) AllowNow(key string, n int) Result {
 	h, t := l.tab.hash(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full|l.lag); ok {
+	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
 		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
 	}
-	return decideKey(&l.limiter, key, h, t, n, consume|l.lag)
+	return decideKey(&l.limiter, key, h, t, n, consume)
 }
 
 func (l *fixedLimiter) AllowBytes(key []byte) bool {
 	h, t := l.tab.hashBytes(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume|l.lag); ok {
+	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
 		return v.allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume|l.lag).Allowed
+	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
 }
 
 func (l *fixedLimiter) AllowBytesAt(key []byte, now time.Time) bool {
@@ -62,18 +62,18 @@ func (l *fixedLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 
 func (l *fixedLimiter) AllowBytesNow(key []byte, n int) Result {
 	h, t := l.tab.hashBytes(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full|l.lag); ok {
+	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
 		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
 	}
-	return decideKey(&l.limiter, key, h, t, n, consume|l.lag)
+	return decideKey(&l.limiter, key, h, t, n, consume)
 }
 
 func (l *logLimiter) Allow(key string) bool {
 	h, t := l.tab.hash(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume|l.lag); ok {
+	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
 		return v.allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume|l.lag).Allowed
+	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
 }
 
 func (l *logLimiter) AllowAt(key string, now time.Time) bool {
@@ -94,18 +94,18 @@ func (l *logLimiter) AllowN(key string, now time.Time, n int) Result {
 
 func (l *logLimiter) AllowNow(key string, n int) Result {
 	h, t := l.tab.hash(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full|l.lag); ok {
+	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
 		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
 	}
-	return decideKey(&l.limiter, key, h, t, n, consume|l.lag)
+	return decideKey(&l.limiter, key, h, t, n, consume)
 }
 
 func (l *logLimiter) AllowBytes(key []byte) bool {
 	h, t := l.tab.hashBytes(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume|l.lag); ok {
+	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
 		return v.allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume|l.lag).Allowed
+	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
 }
 
 func (l *logLimiter) AllowBytesAt(key []byte, now time.Time) bool {
@@ -126,18 +126,18 @@ func (l *logLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 
 func (l *logLimiter) AllowBytesNow(key []byte, n int) Result {
 	h, t := l.tab.hashBytes(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full|l.lag); ok {
+	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
 		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
 	}
-	return decideKey(&l.limiter, key, h, t, n, consume|l.lag)
+	return decideKey(&l.limiter, key, h, t, n, consume)
 }
 
 func (l *counterLimiter) Allow(key string) bool {
 	h, t := l.tab.hash(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume|l.lag); ok {
+	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
 		return v.allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume|l.lag).Allowed
+	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
 }
 
 func (l *counterLimiter) AllowAt(key string, now time.Time) bool {
@@ -158,18 +158,18 @@ func (l *counterLimiter) AllowN(key string, now time.Time, n int) Result {
 
 func (l *counterLimiter) AllowNow(key string, n int) Result {
 	h, t := l.tab.hash(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full|l.lag); ok {
+	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
 		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
 	}
-	return decideKey(&l.limiter, key, h, t, n, consume|l.lag)
+	return decideKey(&l.limiter, key, h, t, n, consume)
 }
 
 func (l *counterLimiter) AllowBytes(key []byte) bool {
 	h, t := l.tab.hashBytes(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume|l.lag); ok {
+	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
 		return v.allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume|l.lag).Allowed
+	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
 }
 
 func (l *counterLimiter) AllowBytesAt(key []byte, now time.Time) bool {
@@ -190,18 +190,18 @@ func (l *counterLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 
 func (l *counterLimiter) AllowBytesNow(key []byte, n int) Result {
 	h, t := l.tab.hashBytes(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full|l.lag); ok {
+	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
 		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
 	}
-	return decideKey(&l.limiter, key, h, t, n, consume|l.lag)
+	return decideKey(&l.limiter, key, h, t, n, consume)
 }
 
 func (l *gcraLimiter) Allow(key string) bool {
 	h, t := l.tab.hash(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume|l.lag); ok {
+	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
 		return v.allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume|l.lag).Allowed
+	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
 }
 
 func (l *gcraLimiter) AllowAt(key string, now time.Time) bool {
@@ -222,18 +222,18 @@ func (l *gcraLimiter) AllowN(key string, now time.Time, n int) Result {
 
 func (l *gcraLimiter) AllowNow(key string, n int) Result {
 	h, t := l.tab.hash(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full|l.lag); ok {
+	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
 		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
 	}
-	return decideKey(&l.limiter, key, h, t, n, consume|l.lag)
+	return decideKey(&l.limiter, key, h, t, n, consume)
 }
 
 func (l *gcraLimiter) AllowBytes(key []byte) bool {
 	h, t := l.tab.hashBytes(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume|l.lag); ok {
+	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
 		return v.allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume|l.lag).Allowed
+	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
 }
 
 func (l *gcraLimiter) AllowBytesAt(key []byte, now time.Time) bool {
@@ -254,8 +254,8 @@ func (l *gcraLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 
 func (l *gcraLimiter) AllowBytesNow(key []byte, n int) Result {
 	h, t := l.tab.hashBytes(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full|l.lag); ok {
+	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
 		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
 	}
-	return decideKey(&l.limiter, key, h, t, n, consume|l.lag)
+	return decideKey(&l.limiter, key, h, t, n, consume)
 }

@@ -55,9 +55,6 @@ func (l *limiter[E]) Close() error {
 			close(l.stop)
 			<-l.done
 		}
-		if sc, ok := l.clock.(sharedClock); ok {
-			sc.release()
-		}
 	})
 	return nil
 }

@@ -240,10 +240,9 @@ type Config struct {
 	JanitorInterval time.Duration
 
 	// Clock supplies the time for the short forms (Allow, AllowNow and
-	// their byte forms) and for the janitor. Default DefaultClock(): a
-	// CoarseClock of 1 ms shared by the process, read with one atomic load
-	// (SystemClock reads the system clock at each call, three times the
-	// cost of a whole decision on a hot key). The forms that take now
+	// their byte forms) and for the janitor. Default DefaultClock(): the
+	// system's monotonic clock, read at each call, so a decision is made at
+	// its true instant under any load (see DefaultClock). The forms that take now
 	// decide at that instant as given: pass time.Now() or your server's
 	// request time (or, with a ManualClock, its readings). The janitor
 	// judges keys idle at this clock's time, and a key it evicts at
@@ -451,10 +450,7 @@ type Limiter interface {
 	// the limit too), stores the key and makes now its latest instant.
 	AllowN(key string, now time.Time, n int) Result
 	// AllowNow is AllowN at the limiter's Clock: what a server without a
-	// request time of its own calls for a Result. With a CoarseClock it
-	// decides at the clock's reading, and the sliding log stamps the units
-	// it admits at their true instant (see CoarseClock), which AllowN given
-	// the same reading cannot.
+	// request time of its own calls for a Result.
 	AllowNow(key string, n int) Result
 	// AllowBytes is Allow for a []byte key; it does not allocate for a key
 	// that is already stored and never retains key.

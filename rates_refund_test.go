@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -365,6 +366,30 @@ func sameState(a, b Limiter) string {
 		return sameTables(&a.tab, &b.(*gcraLimiter).tab)
 	}
 	panic("no table")
+}
+
+// sameTables reports how the state of two tables differs ("" if it does
+// not): positions, side words, extra records, rings, floors, dropped
+// units.
+func sameTables[E comparable](a, b *table[E]) string {
+	for i := range a.shards {
+		x, y := &a.shards[i], &b.shards[i]
+		switch {
+		case !slices.Equal(x.recs, y.recs):
+			return "records differ"
+		case !slices.Equal(x.side, y.side):
+			return "side words differ"
+		case !slices.Equal(x.extra, y.extra):
+			return "extra records differ"
+		case !slices.EqualFunc(x.rings.pages, y.rings.pages, slices.Equal):
+			return "rings differ"
+		case x.floor != y.floor:
+			return "floors differ"
+		case x.syncDropped.Load() != y.syncDropped.Load():
+			return "dropped units differ"
+		}
+	}
+	return ""
 }
 
 // TestRatesBigLimitsMatchModels runs keys of three rates with limits near

@@ -173,7 +173,7 @@ func (y *syncLayout) remote(side []uint32, id int64) uint32 {
 }
 
 // estimate returns the other nodes' units in the window ending at key time
-// t (policy S2 over the remote ring): the m-1 newest buckets in full and
+// t (over the remote ring): the m-1 newest buckets in full and
 // the one straddling t-W weighted by its overlap, rounded up.
 func (y *syncLayout) estimate(side []uint32, t int64) int64 {
 	j := y.bucketOf(side, t)
@@ -273,7 +273,7 @@ func newShared(c any) (shared.Table, error) {
 		return l, nil
 	case SlidingLog:
 		y := newSyncSet(0, alg, &rs, n)
-		a := newSlidingLog(&rs, cfg.Clock, y)
+		a := newSlidingLog(&rs, y)
 		l := &logLimiter{}
 		l.init(cfg, &rs, a, a.stride, rs.n-1, y)
 		return l, nil

@@ -31,12 +31,11 @@ type logRec struct {
 // keeps every unit counted for at least W (never admits early) and at most
 // one unit longer.
 type slidingLog struct {
-	rates   int
-	window  [MaxRates]int64 // W of each rate, ns, longest first
-	unit    int64           // timestamp resolution, ns
-	precise func() int64    // the true instant, for a clock whose readings lag (CoarseClock); nil otherwise
-	sync    *syncSet        // nil unless shared: other nodes' units by bucket, per rate
-	stride  int             // side words per key: the sync state's, 0 unless shared
+	rates  int
+	window [MaxRates]int64 // W of each rate, ns, longest first
+	unit   int64           // timestamp resolution, ns
+	sync   *syncSet        // nil unless shared: other nodes' units by bucket, per rate
+	stride int             // side words per key: the sync state's, 0 unless shared
 }
 
 // NewSlidingLog returns a sliding window log limiter: exact, it admits at
@@ -68,17 +67,14 @@ func NewSlidingLog(cfg Config) (Limiter, error) {
 	}
 	rs := newRateSet(cfg)
 	l := &logLimiter{}
-	l.init(cfg, &rs, newSlidingLog(&rs, cfg.Clock, nil), 0, rs.n-1, nil)
+	l.init(cfg, &rs, newSlidingLog(&rs, nil), 0, rs.n-1, nil)
 	return l, nil
 }
 
-// newSlidingLog returns the log of rs's rates for clock c, shared through
-// y if y is not nil.
-func newSlidingLog(rs *rateSet, c Clock, y *syncSet) *slidingLog {
+// newSlidingLog returns the log of rs's rates, shared through y if y is
+// not nil.
+func newSlidingLog(rs *rateSet, y *syncSet) *slidingLog {
 	a := &slidingLog{rates: rs.n, window: rs.window, unit: logUnit(rs.window[0]), sync: y}
-	if lc, ok := c.(laggingClock); ok {
-		a.precise = lc.precise
-	}
 	if y != nil {
 		a.stride = y.words()
 	}
@@ -217,24 +213,6 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, slot uint32, t int64, n
 		used += a.sync.rate[k].estimate(side, te)
 	}
 	allowed := n == 0 || int64(n) <= int64(lim) && used+int64(n) <= int64(lim)
-	if allowed && n > 0 && consumed && mode&lagging != 0 {
-		// Decided at a reading of a clock that lags (the count only falls
-		// as time passes, so the admission holds at the true instant): the
-		// units are kept at the true instant, in the ring and in the sync
-		// bucket, and the key's time and the verdict's durations go on
-		// from it. Kept at the reading, they could expire early in real
-		// time. Each rate reads it, so each measures from it.
-		if now := a.precise(); now > te {
-			te, t = now, max(t, now)
-			a.advance(s, key, slot, te)
-			if k > 0 {
-				skip = r.head
-			}
-			if a.sync != nil {
-				bucket = a.syncBucket(s, side, k, te)
-			}
-		}
-	}
 	pushed := false // this decision's units are in the ring
 	if allowed && n > 0 && consumed {
 		if k == 0 {

@@ -34,8 +34,8 @@
 //
 // The allowed path allocates nothing for a known client: the key is built in
 // a pooled buffer, header values are formatted into it and copied into the
-// response's reused header storage. It reads the clock once per request
-// (one atomic load with the default clock); as it never calls ctx.Time(), a
+// response's reused header storage. It reads the clock once per request;
+// as it never calls ctx.Time(), a
 // server whose handlers do not either can set
 // fasthttp.Server.LazyRequestTime and skip the server's own time.Now per
 // request.
@@ -190,7 +190,7 @@ func (m *Middleware) serve(ctx *fasthttp.RequestCtx, next fasthttp.RequestHandle
 	if m.cost != nil {
 		q.Cost = m.cost(ctx)
 	}
-	q.Now, q.Clocked = m.clock.Now(), true // not ctx.Time(): see Options.Clock
+	q.Now = m.clock.Now() // not ctx.Time(): see Options.Clock
 	var o mwengine.Outcome
 	mwengine.Decide(m.e, sc, &q, &o)
 	rp := m.e.Reply(sc, &o, m.denied != nil)

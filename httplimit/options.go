@@ -96,18 +96,17 @@ type Options struct {
 	// the clock's reading when the middleware runs, and it is the
 	// Config.Clock of every rule's limiter (those NewLimiter builds too),
 	// whose janitor judges by it which keys are idle. Nil (the default)
-	// means shardlimit.DefaultClock(): a CoarseClock of 1 ms shared by the
-	// process, read with one atomic load; like every shardlimit clock it is
-	// wall time at its start plus monotonic time since, so a wall-clock step
-	// (NTP, an operator) moves neither decisions nor janitors, and the
-	// sliding log stamps the units it admits at their true instant, so it
-	// stays exact in real time. Set it in tests (shardlimit.ManualClock).
+	// means shardlimit.DefaultClock(): the system's monotonic clock, read
+	// once per request, so every decision is made at its true instant
+	// however loaded the server is; like every shardlimit clock it is wall
+	// time at its start plus monotonic time since, so a wall-clock step
+	// (NTP, an operator) moves neither decisions nor janitors. Set it in
+	// tests (shardlimit.ManualClock).
 	//
 	// Requests are not decided at the time the server read them (fasthttp's
 	// ctx.Time()): that is a reading of another clock, wall time, which
 	// steps, and a janitor on another clock would evict keys whose window
 	// has not ended for the decisions, handing their clients fresh budgets.
-	// The coarse clock costs as little as reading ctx.Time().
 	Clock shardlimit.Clock
 
 	// DryRun (shadow mode) counts every request and writes the usual

@@ -181,7 +181,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if m.cost != nil {
 		q.Cost = m.cost(r)
 	}
-	q.Now, q.Clocked = m.clock.Now(), true
+	q.Now = m.clock.Now()
 	var o mwengine.Outcome
 	mwengine.Decide(m.e, sc, &q, &o)
 	rp := m.e.Reply(sc, &o, m.denied != nil)

@@ -14,7 +14,6 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.uber.org/goleak"
 
-	"github.com/shardlimit/shardlimit"
 	"github.com/shardlimit/shardlimit/fasthttpmw"
 	"github.com/shardlimit/shardlimit/httplimit"
 )
@@ -83,12 +82,6 @@ func (s server) start(t *testing.T) string {
 		Rules:   rules,
 		Keys:    httplimit.KeyConfig{Header: "X-Client-ID", UnknownIdentity: httplimit.UnknownIdentityOwnKey},
 		Headers: h,
-		// The system clock, not the default coarse one: the tests hold
-		// the report's windows, counted between a request's send and its
-		// answer, to the limits, and a coarse clock's ticks lag on a loaded
-		// machine, so its fixed window opened late and admitted 9 of 8 in
-		// one real-time window (as CoarseClock's doc allows).
-		Clock: shardlimit.SystemClock(),
 	}})
 	if err != nil {
 		t.Fatal(err)

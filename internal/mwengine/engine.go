@@ -46,11 +46,6 @@ type Request[S byteseq] struct {
 	// Now is the decision instant: Engine.Clock().Now(), read when the
 	// middleware runs (see Options.Clock).
 	Now time.Time
-	// Clocked says Now was just read from Engine.Clock(): the limiter then
-	// decides at its own reading of that clock (AllowBytesNow), so with a
-	// CoarseClock the sliding log stamps the units it admits at their true
-	// instant.
-	Clocked bool
 	// Cost is the request's cost in units.
 	Cost int
 }
@@ -256,11 +251,7 @@ func decideLocked[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) 
 		o.Action = httplimit.ActionNoIdentity
 		return
 	}
-	if q.Clocked {
-		o.Result = r.l.lim.AllowBytesNow(key, q.Cost)
-	} else {
-		o.Result = r.l.lim.AllowBytesN(key, q.Now, q.Cost)
-	}
+	o.Result = r.l.lim.AllowBytesN(key, q.Now, q.Cost)
 	if len(r.rates) > 1 {
 		o.rate = r.binding(o.Result.Window)
 		o.Window = r.rates[o.rate].window
