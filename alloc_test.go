@@ -8,9 +8,9 @@ import (
 )
 
 // Allocation counts are deterministic, so they are asserted here (the race
-// detector allocates, hence the build tag). CASES.md B28.
+// detector allocates, hence the build tag).
 
-func TestCaseB28NoAllocationsOnHotPath(t *testing.T) {
+func TestNoAllocationsOnHotPath(t *testing.T) {
 	for _, alg := range allAlgorithms {
 		t.Run(alg.String(), func(t *testing.T) {
 			clock := NewManualClock(at(0))

@@ -150,8 +150,8 @@ func BenchmarkAllowBytesN(b *testing.B) {
 	}
 }
 
-// BenchmarkAllowParallel: one hot key from every goroutine (CASES.md B28:
-// 0 B/op, 0 allocs/op).
+// BenchmarkAllowParallel: one hot key from every goroutine (0 B/op,
+// 0 allocs/op).
 func BenchmarkAllowParallel(b *testing.B) {
 	for _, alg := range []Algorithm{FixedWindow, SlidingCounter, GCRA} {
 		b.Run(alg.String(), func(b *testing.B) {

@@ -8,10 +8,11 @@ import (
 	"time"
 )
 
-// Comparison tables: the failure cases whose expected values differ by
-// algorithm, each test named after its case (TestCaseBxx). Where a case
-// gives S1 and S2 values for the sliding counter, this project's counter is
-// S2. What every algorithm shares is in TestConformance.
+// Comparison tables: the scenarios whose expected values differ by
+// algorithm, each test named for the behaviour it checks. The sliding
+// counter's values are those of its policy, S2: the oldest bucket weighted
+// by its remaining overlap, rounded up (S1 would drop it whole). What every
+// algorithm shares is in TestConformance.
 
 func TestSeedScenarioBoundaryBurst(t *testing.T) {
 	// Limit 10 per 60 s; 10 requests 100 ms before a window boundary, one
@@ -44,7 +45,7 @@ func TestSeedScenarioBoundaryBurst(t *testing.T) {
 	}
 }
 
-func TestCaseB01WindowBoundaryBurst(t *testing.T) {
+func TestWindowBoundaryBurst(t *testing.T) {
 	tables := map[Algorithm][]step{
 		FixedWindow: concat(countdown(59, 10, 0), countdown(60, 10, 0),
 			[]step{{118.999, 1, false, 0, 2}}, countdown(120, 10, 0),
@@ -63,7 +64,7 @@ func TestCaseB01WindowBoundaryBurst(t *testing.T) {
 	}
 }
 
-func TestCaseB02DeniedRequestsNotCounted(t *testing.T) {
+func TestDeniedRequestsNotCounted(t *testing.T) {
 	type row struct {
 		allowed bool
 		rem     int
@@ -102,7 +103,7 @@ func TestCaseB02DeniedRequestsNotCounted(t *testing.T) {
 	}
 }
 
-func TestCaseB04CounterKeepsSliding(t *testing.T) {
+func TestCounterKeepsSliding(t *testing.T) {
 	for _, g := range []time.Duration{time.Second, 500 * time.Millisecond} {
 		for _, alg := range []Algorithm{SlidingLog, SlidingCounter} {
 			// Part 1: 6 calls at 0, then one poll every 5 s (and every 2 s).
@@ -172,7 +173,7 @@ func TestCaseB04CounterKeepsSliding(t *testing.T) {
 	}
 }
 
-func TestCaseB06RemainingNeverNegative(t *testing.T) {
+func TestRemainingNeverNegative(t *testing.T) {
 	for _, alg := range allAlgorithms {
 		l := mustNew(t, cfgFor(alg, 3, time.Minute, time.Second))
 		retry := map[Algorithm]int64{FixedWindow: 59, SlidingLog: 59, SlidingCounter: 60, GCRA: 19}[alg]
@@ -198,7 +199,7 @@ func TestCaseB06RemainingNeverNegative(t *testing.T) {
 	}
 }
 
-func TestCaseB08ResetNotEarly(t *testing.T) {
+func TestResetNotEarly(t *testing.T) {
 	l := mustNew(t, cfgFor(FixedWindow, 2, 30*time.Second, 0))
 	runSteps(t, l, "k", []step{{0, 1, true, 1, 0}, {0, 1, true, 0, 0}, {0.4, 1, false, 0, 30}, {30, 1, true, 1, 0}})
 	if r := l.AllowN("k", at(30), 0); ceilSeconds(r.ResetAfter) != 30 {
@@ -254,7 +255,7 @@ func sortFloats(x []float64) {
 	}
 }
 
-func TestCaseB16NegativeCost(t *testing.T) {
+func TestNegativeCost(t *testing.T) {
 	for _, alg := range []Algorithm{FixedWindow, SlidingLog, SlidingCounter, GCRA} {
 		l := mustNew(t, cfgFor(alg, 5, time.Minute, time.Second))
 		runSteps(t, l, "k", []step{{0, 3, true, 2, 0}})
@@ -287,7 +288,7 @@ func TestCaseB16NegativeCost(t *testing.T) {
 	}
 }
 
-func TestCaseB17ZeroLimit(t *testing.T) {
+func TestZeroLimit(t *testing.T) {
 	for _, alg := range []Algorithm{FixedWindow, SlidingLog, SlidingCounter} {
 		t.Run(alg.String(), func(t *testing.T) {
 			l := mustNew(t, cfgFor(alg, 5, time.Minute, time.Second))
@@ -346,7 +347,7 @@ func TestCaseB17ZeroLimit(t *testing.T) {
 	runSteps(t, l, "k", []step{{10, 1, true, 1, 0}, {10, 1, true, 0, 0}, {10, 1, false, 0, 10}})
 }
 
-func TestCaseB18RaiseLimitAtRuntime(t *testing.T) {
+func TestRaiseLimitAtRuntime(t *testing.T) {
 	type cell struct {
 		allowed bool
 		rem     int
@@ -382,7 +383,7 @@ func TestCaseB18RaiseLimitAtRuntime(t *testing.T) {
 	}
 }
 
-func TestCaseB19PerKeyLimit(t *testing.T) {
+func TestPerKeyLimit(t *testing.T) {
 	for _, alg := range []Algorithm{FixedWindow, SlidingLog} {
 		l := mustNew(t, cfgFor(alg, 5, time.Minute, 0))
 		if err := l.SetLimit("A", 2); err != nil {
@@ -396,7 +397,7 @@ func TestCaseB19PerKeyLimit(t *testing.T) {
 	}
 }
 
-func TestCaseB26SubSecondWindow(t *testing.T) {
+func TestSubSecondWindow(t *testing.T) {
 	tables := map[Algorithm][]step{
 		FixedWindow: {{0, 1, true, 1, 0}, {0, 1, true, 0, 0}, {0, 1, false, 0, 1}, {0.25, 1, false, 0, 1},
 			{0.5, 1, true, 1, 0}, {0.5, 1, true, 0, 0}, {0.5, 1, false, 0, 1}, {1, 1, true, 1, 0}},
@@ -423,7 +424,7 @@ func TestCaseB26SubSecondWindow(t *testing.T) {
 	}
 }
 
-func TestCaseB27YearLongWindow(t *testing.T) {
+func TestYearLongWindow(t *testing.T) {
 	const year = 365 * 24 * time.Hour
 	const w = 31_536_000.0
 	for _, alg := range []Algorithm{FixedWindow, SlidingLog, SlidingCounter} {
@@ -467,8 +468,7 @@ func TestCaseB27YearLongWindow(t *testing.T) {
 			t.Fatalf("%v: %+v", alg, r)
 		}
 		// S2 admits one more unit once the straddling bucket's weight has
-		// dropped by 1/limit: W + G/1e9 = W + 86.4 µs. (CASES.md repeats
-		// the limit-5 value W + G/5 here; the S2 formula gives this one.)
+		// dropped by 1/limit: W + G/1e9 = W + 86.4 µs.
 		want := map[Algorithm]int64{FixedWindow: 31_536_000, SlidingCounter: 31_536_001, GCRA: 1}[alg]
 		if r := l.AllowN("k", at(0), 1); r.Allowed || ceilSeconds(r.RetryAfter) != want {
 			t.Fatalf("%v: %+v, want retry %d", alg, r, want)
@@ -487,7 +487,7 @@ func TestCaseB27YearLongWindow(t *testing.T) {
 
 // TestRetryAfterIsTheFirstAdmittingInstant: for every algorithm, a denied
 // request (a peek, or an AllowN) made again exactly RetryAfter later is
-// admitted, and made a nanosecond sooner is not (CASES.md C9), at random instants off every
+// admitted, and made a nanosecond sooner is not, at random instants off every
 // resolution grid (windows of a second, a minute, an hour and a year; the
 // sliding log's timestamps step 1 ns, 100 ns, 10 µs and 100 ms there).
 func TestRetryAfterIsTheFirstAdmittingInstant(t *testing.T) {

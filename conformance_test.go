@@ -8,7 +8,7 @@ import (
 // TestConformance is one step table every algorithm must pass as written:
 // the behaviour they share (limit 3 per 10 s; a burst at one instant, the
 // cost rules, idle recovery). Where they differ (the window boundary burst)
-// see TestCaseB01WindowBoundaryBurst and TestSeedScenarioBoundaryBurst.
+// see TestWindowBoundaryBurst and TestSeedScenarioBoundaryBurst.
 func TestConformance(t *testing.T) {
 	steps := []step{
 		{0, 0, true, 3, 0},           // a peek on a fresh key: allowed, nothing stored

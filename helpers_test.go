@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// t0 is the origin of the cases (CASES.md C1): a Unix instant that is a
+// t0 is the origin of the step tables: a Unix instant that is a
 // multiple of every window used (60 s, 1 h, 1 day, 365 days).
 const t0Unix = 1_734_480_000
 
@@ -96,7 +96,7 @@ func checkStep(t *testing.T, i int, r Result, s step) {
 	checkResultSane(t, r)
 }
 
-// checkResultSane checks the invariants every result keeps (C6, C9).
+// checkResultSane checks the invariants every result keeps.
 func checkResultSane(t testing.TB, r Result) {
 	t.Helper()
 	if r.Remaining < 0 || r.Remaining > r.Limit {

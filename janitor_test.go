@@ -17,7 +17,7 @@ func heapAlloc() uint64 {
 	return ms.HeapAlloc
 }
 
-func TestCaseB11IdleKeysEvicted(t *testing.T) {
+func TestIdleKeysEvicted(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocates 100,000 keys per algorithm")
 	}
@@ -102,7 +102,7 @@ func TestJanitorRunsOnItsOwn(t *testing.T) {
 }
 
 func TestJanitorTreatsFutureKeysAsJustUsed(t *testing.T) {
-	// C11: a key whose latest instant is after the janitor's now (the
+	// Time never goes back: a key whose latest instant is after the janitor's now (the
 	// clock stepped back) has age 0.
 	for _, alg := range allAlgorithms {
 		l := mustNew(t, cfgFor(alg, 5, 10*time.Second, time.Second))
@@ -113,7 +113,7 @@ func TestJanitorTreatsFutureKeysAsJustUsed(t *testing.T) {
 	}
 }
 
-func TestCaseB13NoLeakAfterClose(t *testing.T) {
+func TestNoLeakAfterClose(t *testing.T) {
 	// Close returns once the janitor has closed its done channel, a moment
 	// before its goroutine is gone: goleak retries until it is (counting
 	// goroutines right after Close failed 1-3% of -race runs).

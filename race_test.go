@@ -30,7 +30,7 @@ func parallel(g int, f func(g int)) {
 	done.Wait()
 }
 
-func TestCaseB10ConcurrentSameKey(t *testing.T) {
+func TestConcurrentSameKey(t *testing.T) {
 	for _, alg := range allAlgorithms {
 		t.Run(alg.String(), func(t *testing.T) {
 			clock := NewManualClock(at(1))
@@ -106,7 +106,7 @@ type admission struct {
 	n   int
 }
 
-func TestCaseB24ConcurrentChaos(t *testing.T) {
+func TestConcurrentChaos(t *testing.T) {
 	// 32 goroutines on random keys with concurrent SetLimit (5..10), peeks,
 	// key counts and a janitor ticking every millisecond, while an injected
 	// clock advances 10 ms per phase. Phases keep every key's time

@@ -7,8 +7,7 @@ import (
 	"time"
 )
 
-// TestRatesNoAllocationsOnHotPath: with two rates, as with one (case
-// B28), no decision on a stored key allocates, denied ones and peeks
+// TestRatesNoAllocationsOnHotPath: with two rates, as with one, no decision on a stored key allocates, denied ones and peeks
 // included, nor does window rotation.
 func TestRatesNoAllocationsOnHotPath(t *testing.T) {
 	for _, alg := range allAlgorithms {

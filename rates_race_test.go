@@ -239,7 +239,7 @@ func TestRatesConcurrentSetLimits(t *testing.T) {
 	}
 }
 
-// TestRatesConcurrentChaos is case B24 with two rates: 32 goroutines on
+// TestRatesConcurrentChaos is TestConcurrentChaos with two rates: 32 goroutines on
 // 256 keys with SetLimits (tiers of other numbers per window), ClearLimit,
 // peeks, Reset-free decisions and a janitor sweeping every millisecond by
 // an injected clock that moves 10 ms per phase. Per key and rate, the

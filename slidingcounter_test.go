@@ -8,7 +8,7 @@ import (
 // Tests of the sliding window counter (policy S2: the oldest bucket weighted
 // by its overlap, rounded up).
 
-func TestCaseB03WeightRoundedUp(t *testing.T) {
+func TestWeightRoundedUp(t *testing.T) {
 	l := mustNew(t, cfgFor(SlidingCounter, 1, 10*time.Second, time.Second))
 	runSteps(t, l, "a", []step{
 		{0.5, 1, true, 0, 0},

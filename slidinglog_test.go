@@ -12,7 +12,7 @@ import (
 
 func TestSlidingLogDurationsOffTheResolutionGrid(t *testing.T) {
 	// A one-minute log stamps in 100 ns steps; a unit admitted between two
-	// steps still reports a reset of exactly one minute (CASES.md C7).
+	// steps still reports a reset of exactly one minute.
 	l := mustNew(t, cfgFor(SlidingLog, 2, time.Minute, 0))
 	now := at(0.123456789)
 	if r := l.AllowN("k", now, 1); r.ResetAfter != time.Minute {
@@ -21,7 +21,7 @@ func TestSlidingLogDurationsOffTheResolutionGrid(t *testing.T) {
 	l.AllowN("k", now.Add(time.Second), 1)
 	// The first unit is stamped 0.1234568 s and counts until 60.1234568 s:
 	// RetryAfter from 2.123456789 s is 58 s and 11 ns, not the 58 s the
-	// rounded-up now would give, which was 11 ns early (CASES.md C9).
+	// rounded-up now would give, which was 11 ns early.
 	r := l.AllowN("k", now.Add(2*time.Second), 1)
 	if r.Allowed || r.RetryAfter != 58*time.Second+11*time.Nanosecond {
 		t.Fatalf("%+v", r)

@@ -232,11 +232,11 @@ func TestTimeRuleManyKeysRandomOrder(t *testing.T) {
 	}
 }
 
-// TestCaseB14ClockStepsBack (case B14): instants without a monotonic
+// TestClockStepsBack: instants without a monotonic
 // reading that step back are decided at the key's latest instant: the key
 // stands still until they catch up, its usage kept, and durations are
 // measured from the caller's own now.
-func TestCaseB14ClockStepsBack(t *testing.T) {
+func TestClockStepsBack(t *testing.T) {
 	// Fixed window and sliding log: exactly the case's values.
 	for _, alg := range []Algorithm{FixedWindow, SlidingLog} {
 		t.Run(alg.String(), func(t *testing.T) {
@@ -278,7 +278,7 @@ func TestCaseB14ClockStepsBack(t *testing.T) {
 	}
 }
 
-// TestInstantsPlacedByMonotonicReading (case B14, part 1): an instant that
+// TestInstantsPlacedByMonotonicReading : an instant that
 // carries a monotonic clock reading is placed on the limiter's timeline by
 // its monotonic difference from the limiter's start, so a wall clock set
 // after the start never reaches the limiter; one without is placed by its

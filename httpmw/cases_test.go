@@ -6,23 +6,23 @@ import (
 	"github.com/shardlimit/shardlimit/internal/mwtest"
 )
 
-// The cases of CASES.md that touch the middleware, key extraction or
+// The scenarios that touch the middleware, key extraction or
 // headers, end to end over a real net/http server (see internal/mwtest).
 
-func TestCaseB02PollerRecovers(t *testing.T)         { mwtest.CaseB02(t, harness) }
-func TestCaseB06RemainingNeverNegative(t *testing.T) { mwtest.CaseB06(t, harness) }
-func TestCaseB07RetryAfterUnits(t *testing.T)        { mwtest.CaseB07(t, harness) }
-func TestCaseB08ResetNotEarly(t *testing.T)          { mwtest.CaseB08(t, harness) }
-func TestCaseB14ClockBackwardsHeaders(t *testing.T)  { mwtest.CaseB14(t, harness) }
-func TestCaseB16NegativeCost(t *testing.T)           { mwtest.CaseB16(t, harness) }
-func TestCaseB17ZeroLimitHeaders(t *testing.T)       { mwtest.CaseB17(t, harness) }
-func TestCaseB18RuntimeLimitHeaders(t *testing.T)    { mwtest.CaseB18(t, harness) }
-func TestCaseB19PerKeyLimit(t *testing.T)            { mwtest.CaseB19(t, harness) }
-func TestCaseB21IPv6Prefix(t *testing.T)             { mwtest.CaseB21(t, harness) }
-func TestCaseB26SubSecondWindowHeaders(t *testing.T) { mwtest.CaseB26(t, harness) }
-func TestCaseB27YearWindowHeaders(t *testing.T)      { mwtest.CaseB27(t, harness) }
-func TestCaseB24ConcurrentConnections(t *testing.T) {
-	mwtest.CaseB24(t, harness, 100, 20)
+func TestPollerRecovers(t *testing.T)         { mwtest.PollerRecovers(t, harness) }
+func TestRemainingNeverNegative(t *testing.T) { mwtest.RemainingNeverNegative(t, harness) }
+func TestRetryAfterUnits(t *testing.T)        { mwtest.RetryAfterUnits(t, harness) }
+func TestResetNotEarly(t *testing.T)          { mwtest.ResetNotEarly(t, harness) }
+func TestClockBackwardsHeaders(t *testing.T)  { mwtest.ClockBackwardsHeaders(t, harness) }
+func TestNegativeCost(t *testing.T)           { mwtest.NegativeCost(t, harness) }
+func TestZeroLimitHeaders(t *testing.T)       { mwtest.ZeroLimitHeaders(t, harness) }
+func TestRuntimeLimitHeaders(t *testing.T)    { mwtest.RuntimeLimitHeaders(t, harness) }
+func TestPerKeyLimit(t *testing.T)            { mwtest.PerKeyLimit(t, harness) }
+func TestIPv6Prefix(t *testing.T)             { mwtest.IPv6Prefix(t, harness) }
+func TestSubSecondWindowHeaders(t *testing.T) { mwtest.SubSecondWindowHeaders(t, harness) }
+func TestYearWindowHeaders(t *testing.T)      { mwtest.YearWindowHeaders(t, harness) }
+func TestConcurrentConnections(t *testing.T) {
+	mwtest.ConcurrentConnections(t, harness, 100, 20)
 }
 
 // The acceptance tests.

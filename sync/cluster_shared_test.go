@@ -13,7 +13,7 @@ import (
 	"github.com/shardlimit/shardlimit/internal/redistest"
 )
 
-// TestCaseB23SharedCluster is CASES.md B23 for Shared on a local 6-node
+// TestRedisClusterShared runs Shared on a local 6-node
 // Redis Cluster (3 masters, 3 replicas; fixed window, limit 100, W = 60 s),
 // beside a limiter of two rates (sliding counter of 6 buckets, 100 per
 // minute and 1000 per hour), whose every script call reads 7 counters of
@@ -29,7 +29,7 @@ import (
 //     every counter becomes exactly 2 (items never sent are retried;
 //     items whose reply was lost are healed by the floor, never counted
 //     twice).
-func TestCaseB23SharedCluster(t *testing.T) {
+func TestRedisClusterShared(t *testing.T) {
 	t.Parallel()
 	cl := redistest.StartCluster(t)
 	client := redis.NewClusterClient(&redis.ClusterOptions{

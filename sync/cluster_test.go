@@ -13,7 +13,7 @@ import (
 	"github.com/shardlimit/shardlimit/internal/redistest"
 )
 
-// TestCaseB23Cluster runs against a local 6-node Redis Cluster (3 masters,
+// TestRedisClusterExact runs against a local 6-node Redis Cluster (3 masters,
 // 3 replicas):
 //
 //  1. one batch of 1,000 keys user:0..user:999 (plus 100 sliding-counter
@@ -27,7 +27,7 @@ import (
 //     failed (none can have been applied by a dead master), every counter
 //     is exactly 2 (nothing lost, nothing counted twice), and Exact works
 //     again.
-func TestCaseB23Cluster(t *testing.T) {
+func TestRedisClusterExact(t *testing.T) {
 	t.Parallel()
 	cl := redistest.StartCluster(t)
 	client := redis.NewClusterClient(&redis.ClusterOptions{
@@ -285,11 +285,11 @@ func waitReplicated(t *testing.T, addr string) {
 	t.Fatalf("replicas of %s did not catch up within 10s:\n%s", addr, info)
 }
 
-// TestCaseB23Step3NoScriptingExact: a Redis user whose ACL forbids
+// TestNoScriptingPermissionExact: a Redis user whose ACL forbids
 // scripting gets NOPERM: Backend items are NotApplied, and Exact decisions
 // stay local and correct (5 of 7 admitted, remaining 4..0 then 0, never
 // negative), with the errors only in the counters.
-func TestCaseB23Step3NoScriptingExact(t *testing.T) {
+func TestNoScriptingPermissionExact(t *testing.T) {
 	s := redistest.StartServer(t)
 	if _, err := redistest.Do(s.Addr, "ACL", "SETUSER", "noscript", "on", ">pw", "~*", "&*", "+@all", "-@scripting"); err != nil {
 		t.Fatal(err)

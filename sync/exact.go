@@ -191,9 +191,9 @@ type ExactStats struct {
 
 // Exact is a shardlimit.Limiter that decides every request with one Lua
 // script in Redis, so every process sharing the Redis shares one exact limit
-// per key: the fixed window counter, the sliding window counter (policy S2,
-// integer arithmetic) or GCRA, as Config.Algorithm says, with the same
-// Result semantics as the in-process limiters.
+// per key: the fixed window counter, the sliding window counter (the
+// oldest bucket weighted, integer arithmetic) or GCRA, as Config.Algorithm
+// says, with the same Result semantics as the in-process limiters.
 //
 // Several rates (Config.Rates, say 3 per second and 100 per hour) are
 // decided by the same one script call, atomically: it reads and checks

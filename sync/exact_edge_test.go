@@ -105,8 +105,7 @@ func TestDecodeNeverPanics(t *testing.T) {
 
 // TestExactClockStepBack: the server clock (here: the instants passed)
 // stepping back never admits more than the limit, never errors, and gives a
-// positive RetryAfter at most the step longer than the wait before it. (The
-// in-process limiters shift a key's time base instead, CASES.md C11; Redis
+// positive RetryAfter at most the step longer than the wait before it. (Redis
 // TIME is one clock for every process and steps back only with its host's
 // clock, so the scripts keep the simpler, never-over-admitting rule.)
 func TestExactClockStepBack(t *testing.T) {

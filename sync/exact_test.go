@@ -93,7 +93,7 @@ func replayNoExpiry(t testing.TB, cfg shardlimit.Config) *Exact {
 	return e
 }
 
-// Configurations of the cases. Counter means policy S2.
+// Configurations of the step tables.
 func fixedCfg(limit int, w time.Duration) shardlimit.Config {
 	return shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: limit, Window: w}
 }
@@ -162,7 +162,7 @@ func times(k int, s step) []step {
 
 func cat(parts ...[]step) []step { return slices.Concat(parts...) }
 
-func TestCaseB01BoundaryBurstExact(t *testing.T) {
+func TestBoundaryBurstExact(t *testing.T) {
 	t.Run("fixed", func(t *testing.T) {
 		runSteps(t, replay(t, fixedCfg(10, time.Minute)), "k", cat(
 			times(10, step{59, 1, true, 9, 0}),
@@ -183,7 +183,7 @@ func TestCaseB01BoundaryBurstExact(t *testing.T) {
 	})
 }
 
-func TestCaseB02SteadyPollerExact(t *testing.T) {
+func TestSteadyPollerExact(t *testing.T) {
 	fixed := []step{}
 	s2 := []step{}
 	for i := range 5 {
@@ -227,7 +227,7 @@ func TestCaseB02SteadyPollerExact(t *testing.T) {
 	}
 }
 
-func TestCaseB03WeightRoundedUpExact(t *testing.T) {
+func TestWeightRoundedUpExact(t *testing.T) {
 	runSteps(t, replay(t, counterCfg(1, 10*time.Second, 10)), "k", []step{
 		{0.5, 1, true, 0, 0},
 		{10.2, 1, false, 0, 1},
@@ -239,7 +239,7 @@ func TestCaseB03WeightRoundedUpExact(t *testing.T) {
 	))
 }
 
-func TestCaseB06RemainingExact(t *testing.T) {
+func TestRemainingExact(t *testing.T) {
 	e := replay(t, fixedCfg(3, time.Minute))
 	runSteps(t, e, "api", []step{{0, 2, true, 1, 0}, {1, 2, false, 1, 59}, {2, 1, true, 0, 0}})
 	for i, want := range []struct{ rem, retry, reset int }{{2, 0, 60}, {1, 0, 59}, {0, 0, 58}, {0, 57, 57}, {0, 56, 56}} {
@@ -250,7 +250,7 @@ func TestCaseB06RemainingExact(t *testing.T) {
 	}
 }
 
-func TestCaseB07RetryAfterUnitsExact(t *testing.T) {
+func TestRetryAfterUnitsExact(t *testing.T) {
 	e := replay(t, fixedCfg(5, time.Minute))
 	runSteps(t, e, "k", times(5, step{0, 1, true, 4, 0}))
 	for _, c := range []struct {
@@ -268,7 +268,7 @@ func TestCaseB07RetryAfterUnitsExact(t *testing.T) {
 	}
 }
 
-func TestCaseB08AdvertisedResetExact(t *testing.T) {
+func TestAdvertisedResetExact(t *testing.T) {
 	e := replay(t, fixedCfg(2, 30*time.Second))
 	runSteps(t, e, "k", []step{{0, 1, true, 1, 0}, {0, 1, true, 0, 0}, {0.4, 1, false, 0, 30}})
 	if r := e.Peek("k", at(sec(0.4)), 1); r.ResetAfter != 29600*time.Millisecond || r.RetryAfter != 29600*time.Millisecond {
@@ -277,10 +277,10 @@ func TestCaseB08AdvertisedResetExact(t *testing.T) {
 	runSteps(t, e, "k", []step{{30, 1, true, 1, 0}})
 }
 
-// TestCaseB08Step6RealClockExact: with Redis's own clock (W = 2 s), a
+// TestRetryAfterOnRedisClockExact: with Redis's own clock (W = 2 s), a
 // client that is denied, sleeps exactly RetryAfter and retries is admitted:
 // 100 of 100 trials, for each algorithm (trials run in parallel).
-func TestCaseB08Step6RealClockExact(t *testing.T) {
+func TestRetryAfterOnRedisClockExact(t *testing.T) {
 	c := sharedClient(t)
 	cfgs := map[string]shardlimit.Config{
 		"fixed":     fixedCfg(2, 2*time.Second),
@@ -334,9 +334,9 @@ func TestCaseB08Step6RealClockExact(t *testing.T) {
 	}
 }
 
-// TestCaseB10ConcurrentExact: one script per decision, so concurrent
+// TestConcurrentExact: one script per decision, so concurrent
 // callers never both see the same room.
-func TestCaseB10ConcurrentExact(t *testing.T) {
+func TestConcurrentExact(t *testing.T) {
 	for name, cfg := range map[string]shardlimit.Config{
 		"fixed":     fixedCfg(100, time.Minute),
 		"counterS2": counterCfg(100, time.Minute, 60),
@@ -407,7 +407,7 @@ func TestCaseB10ConcurrentExact(t *testing.T) {
 	}
 }
 
-func TestCaseB16NegativeCostExact(t *testing.T) {
+func TestNegativeCostExact(t *testing.T) {
 	e := replay(t, fixedCfg(5, time.Minute))
 	runSteps(t, e, "k", []step{{0, 3, true, 2, 0}})
 	if r := e.AllowN("k", at(time.Second), -2); !errors.Is(r.Err, shardlimit.ErrInvalidCost) || r.Allowed {
@@ -420,7 +420,7 @@ func TestCaseB16NegativeCostExact(t *testing.T) {
 	runSteps(t, e, "k", []step{{4, 0, true, 0, 0}})
 }
 
-func TestCaseB17LimitZeroExact(t *testing.T) {
+func TestLimitZeroExact(t *testing.T) {
 	for name, c := range map[string]struct {
 		cfg   shardlimit.Config
 		retry int
@@ -453,7 +453,7 @@ func TestCaseB17LimitZeroExact(t *testing.T) {
 	}
 }
 
-func TestCaseB19PerKeyLimitExact(t *testing.T) {
+func TestPerKeyLimitExact(t *testing.T) {
 	e := replay(t, fixedCfg(5, time.Minute))
 	if err := e.SetLimit("A", 2); err != nil {
 		t.Fatal(err)
@@ -469,7 +469,7 @@ func TestCaseB19PerKeyLimitExact(t *testing.T) {
 	runSteps(t, e, "A", cat(times(3, step{1, 1, true, 2, 0}), []step{{1, 1, false, 0, 59}}))
 }
 
-func TestCaseB26SubSecondWindowExact(t *testing.T) {
+func TestSubSecondWindowExact(t *testing.T) {
 	fixed := []step{{0, 1, true, 1, 0}, {0, 1, true, 0, 0}, {0, 1, false, 0, 1}, {0.25, 1, false, 0, 1},
 		{0.5, 1, true, 1, 0}, {0.5, 1, true, 0, 0}, {0.5, 1, false, 0, 1}, {1.0, 1, true, 1, 0}}
 	s2 := []step{{0, 1, true, 1, 0}, {0, 1, true, 0, 0}, {0, 1, false, 0, 1}, {0.25, 1, false, 0, 1},
@@ -481,10 +481,10 @@ func TestCaseB26SubSecondWindowExact(t *testing.T) {
 	}
 }
 
-// TestCaseB27LongWindowExact: a 365-day window in microseconds keeps every
+// TestLongWindowExact: a 365-day window in microseconds keeps every
 // Lua product below 2^53 (muldiv), so a one-year window and a limit of
 // 10^9 decide exactly.
-func TestCaseB27LongWindowExact(t *testing.T) {
+func TestLongWindowExact(t *testing.T) {
 	year := 365 * 24 * time.Hour
 	runSteps(t, replay(t, fixedCfg(5, year)), "k", cat(
 		times(5, step{0, 1, true, 4, 0}),
@@ -741,11 +741,11 @@ func TestExactFallbackRecordsUsage(t *testing.T) {
 	}
 }
 
-// TestCaseB22RedisDownExact: with nothing listening or a black hole,
+// TestRedisDownExact: with nothing listening or a black hole,
 // NewExact returns at once, every call returns within the timeout, three
 // failures in a row degrade the limiter (DegradeAfter 1ns), later calls
 // never touch Redis, and the local fallback still enforces the limit.
-func TestCaseB22RedisDownExact(t *testing.T) {
+func TestRedisDownExact(t *testing.T) {
 	// Not DefaultTimeout: a call that waited for Redis (or for the probe's
 	// PING into the black hole) must take longer than any scheduling
 	// hiccup of a loaded machine, so that the max below tells them apart.
@@ -1002,10 +1002,10 @@ func TestExactNoScript(t *testing.T) {
 	}
 }
 
-// TestCaseB13Step5ExactClose: Close is idempotent, stops the probe (goleak
+// TestExactCloseIdempotent: Close is idempotent, stops the probe (goleak
 // in TestMain checks no goroutine is left), later calls answer ErrClosed
 // without panicking, and nothing reaches Redis after Close returns.
-func TestCaseB13Step5ExactClose(t *testing.T) {
+func TestExactCloseIdempotent(t *testing.T) {
 	s := redistest.StartServer(t)
 	c := newClient(t, s.Addr)
 	e, err := NewExact(c, ExactConfig{Config: counterCfg(5, time.Second, 10), Prefix: "close:"})

@@ -20,7 +20,7 @@ func TestMain(m *testing.M) {
 	)
 }
 
-// T0 is the origin of the cases' instants (CASES.md C1): a multiple of
+// T0 is the origin of the tests' instants: a multiple of
 // every window they use.
 var T0 = time.Unix(1_734_480_000, 0)
 

@@ -156,7 +156,7 @@ type SharedStats struct {
 // algorithm. The fixed window shares its window's count; the sliding
 // counter its buckets'; the sliding log keeps its exact local log and adds
 // the other nodes' units by Buckets sub-windows, weighted as the counter
-// does (policy S2).
+// does.
 //
 // Failures: decisions never wait for the store. A flush that provably did
 // not reach the store is retried; one whose reply was lost is healed at the

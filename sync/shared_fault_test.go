@@ -19,7 +19,7 @@ import (
 
 // Fault tests of Shared against private Redis servers: paused, killed and
 // restarted empty, unreachable for many windows, closed under MONITOR, and
-// the real-clock Retry-After promise of CASES.md B08.
+// the real-clock Retry-After promise.
 
 // changes records a limiter's state changes for a test.
 type changes chan StateChange
@@ -443,7 +443,7 @@ func TestSharedShutdownDuringSlowFlush(t *testing.T) {
 	}
 }
 
-// TestCaseB22OutageShared is CASES.md B22 steps 4 and 5 for Shared (fixed
+// TestOutageShared checks Shared through an outage (fixed
 // window, limit 5, W = 60 s, flushes every 100 ms): ten windows of outage
 // (a ManualClock moves the limiter; the store is a private Redis, stopped)
 // with 1,000 new keys per window. Pending keys never exceed one window's
@@ -451,7 +451,7 @@ func TestSharedShutdownDuringSlowFlush(t *testing.T) {
 // written. When Redis is back (empty), within two flushes plus the back-off
 // every key of the current window has a Redis counter, with a TTL, equal to
 // this node's local count, and no key of an older window exists.
-func TestCaseB22OutageShared(t *testing.T) {
+func TestOutageShared(t *testing.T) {
 	srv := redistest.StartServer(t)
 	const window, perWindow = time.Minute, 1000
 	clock := shardlimit.NewManualClock(T0)
@@ -526,14 +526,14 @@ func TestCaseB22OutageShared(t *testing.T) {
 	}
 }
 
-// TestCaseB08Step6RealClockShared is CASES.md B08 step 6 for Shared, with
+// TestRetryAfterOnRedisClockShared checks Shared's Retry-After in real time, with
 // two nodes (real clock, W = 2 s, limit 2): a denial whose count includes
 // the other node's units promises a Retry-After after which the same
 // request is admitted, in 100 of 100 trials, for each algorithm. The nodes
 // flush when the test says (Flush; the interval is a minute), so what each
 // knows of the other does not depend on the machine's speed; sleeping
 // longer than Retry-After, as a loaded machine does, can only help.
-func TestCaseB08Step6RealClockShared(t *testing.T) {
+func TestRetryAfterOnRedisClockShared(t *testing.T) {
 	c := sharedClient(t)
 	var wg stdsync.WaitGroup
 	var failures atomic.Int64
@@ -598,12 +598,12 @@ func TestCaseB08Step6RealClockShared(t *testing.T) {
 	}
 }
 
-// TestCaseB13Step5SharedClose is CASES.md B13 step 5 for Shared: Close
+// TestSharedCloseIdempotent : Shared's Close
 // sends the pending deltas once (one script call per key, MONITOR on a
 // private Redis), then nothing from the library reaches Redis after Close
 // returns, the goroutines are gone, and a second Close and decisions after
 // Close answer without panic.
-func TestCaseB13Step5SharedClose(t *testing.T) {
+func TestSharedCloseIdempotent(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := newClient(t, srv.Addr)
 	if err := c.Ping(ctxT(t, time.Second)).Err(); err != nil {

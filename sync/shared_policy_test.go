@@ -1,8 +1,7 @@
 package sync
 
 // While Degraded, FailOpen and FailClosed still validate the cost: a
-// negative one is ErrInvalidCost, never admitted (CASES.md C5, B16; found by
-// review).
+// negative one is ErrInvalidCost, never admitted (found by review).
 
 import (
 	"context"

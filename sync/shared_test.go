@@ -227,7 +227,7 @@ func TestSharedHealsAStoreThatLostData(t *testing.T) {
 }
 
 func TestSharedRedisDown(t *testing.T) {
-	// CASES.md B22: nothing listening, and a black hole.
+	// Nothing listening, and a black hole.
 	bh := redistest.StartProxy(t, redistest.RequireRedis(t))
 	bh.SetMode(redistest.Blackhole)
 	for name, addr := range map[string]string{"refused": "127.0.0.1:1", "blackhole": bh.Addr} {

@@ -10,7 +10,7 @@ import (
 )
 
 // TestKeyAllocs checks that key extraction allocates nothing on either
-// request form, including the trusted-proxy path (B21, B28).
+// request form, including the trusted-proxy path.
 func TestKeyAllocs(t *testing.T) {
 	k := mustKeyer(t, httplimit.KeyConfig{TrustedProxies: []string{"10.0.0.0/8"}})
 	kr := mustKeyer(t, httplimit.KeyConfig{TrustedProxies: []string{"10.0.0.0/8"}, ForwardedHeader: "x-real-ip"})

@@ -29,7 +29,7 @@ func addrKey(k *keyer, s string) string {
 	return string(k.appendAddrKey(nil, netip.MustParseAddr(s)))
 }
 
-// TestAddrKeys checks CASES.md C10 on parsed addresses: IPv4 per /32, IPv6
+// TestAddrKeys checks the default keys of parsed addresses: IPv4 per /32, IPv6
 // per /64 (or the configured prefix), IPv4-mapped IPv6 as IPv4, textual
 // variants of one address alike.
 func TestAddrKeys(t *testing.T) {
@@ -203,7 +203,7 @@ func TestIDKeys(t *testing.T) {
 	}
 }
 
-// TestForwardedClient checks the right-most untrusted rule of C10 for
+// TestForwardedClient checks the right-most untrusted rule for
 // X-Forwarded-For, and that only the configured header is read.
 func TestForwardedClient(t *testing.T) {
 	trusted := []string{"10.0.0.0/8", "2001:db8:ffff::/48", "::ffff:172.16.0.1"}

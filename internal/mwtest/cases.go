@@ -17,11 +17,11 @@ type algCase struct {
 	steps   []step
 }
 
-// CaseB02 — denied requests are not counted; a steady poller recovers
+// PollerRecovers — denied requests are not counted; a steady poller recovers
 // (middleware part): limit 5, W = 10 s, one GET per second from peer
 // 192.0.2.10 at t = 0..19, and the long run t = 0..99 admitting exactly 50
-// (fixed, log) or 46 (sliding counter, policy S2).
-func CaseB02(t *testing.T, h Harness) {
+// (fixed, log) or 46 (sliding counter).
+func PollerRecovers(t *testing.T, h Harness) {
 	cases := []algCase{
 		{name: "fixed_window", steps: []step{A(4), A(3), A(2), A(1), A(0), D(5), D(4), D(3), D(2), D(1),
 			A(4), A(3), A(2), A(1), A(0), D(5), D(4), D(3), D(2), D(1)}},
@@ -62,9 +62,9 @@ func CaseB02(t *testing.T, h Harness) {
 	}
 }
 
-// CaseB06 — remaining never negative, never off by one: fixed window,
+// RemainingNeverNegative — remaining never negative, never off by one: fixed window,
 // limit 3, W = 60 s, peer 192.0.2.20, IETF fields on.
-func CaseB06(t *testing.T, h Harness) {
+func RemainingNeverNegative(t *testing.T, h Harness) {
 	clock := NewClock()
 	tg := h.Start(t, Setup{Options: httplimit.Options{
 		Rules:   OneRule(t, "fixed_window", 3, "60s", 0, ""),
@@ -95,9 +95,9 @@ func CaseB06(t *testing.T, h Harness) {
 	}
 }
 
-// CaseB07 — Retry-After in seconds, never milliseconds, never 0: fixed
+// RetryAfterUnits — Retry-After in seconds, never milliseconds, never 0: fixed
 // window, limit 5, W = 60 s; seconds-to-go and absolute Reset forms.
-func CaseB07(t *testing.T, h Harness) {
+func RetryAfterUnits(t *testing.T, h Harness) {
 	for _, unix := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ResetUnix=%v", unix), func(t *testing.T) {
 			clock := NewClock()
@@ -132,9 +132,9 @@ func CaseB07(t *testing.T, h Harness) {
 	}
 }
 
-// CaseB08 — the advertised reset is never earlier than the real one
+// ResetNotEarly — the advertised reset is never earlier than the real one
 // (header part): fixed window limit 2, W = 30 s, and the sliding log.
-func CaseB08(t *testing.T, h Harness) {
+func ResetNotEarly(t *testing.T, h Harness) {
 	t.Run("fixed_window", func(t *testing.T) {
 		clock := NewClock()
 		tg := h.Start(t, Setup{Options: httplimit.Options{Rules: OneRule(t, "fixed_window", 2, "30s", 0, ""), Clock: clock}})
@@ -162,11 +162,11 @@ func CaseB08(t *testing.T, h Harness) {
 	})
 }
 
-// CaseB14 — a clock stepped backwards neither hands out quota nor makes a
+// ClockBackwardsHeaders — a clock stepped backwards neither hands out quota nor makes a
 // field negative (header part): the key stands still until the clock
 // catches up, its usage kept, and Retry-After is measured from the
 // request's own time. Limit 5, W = 10 s, fixed window and sliding log.
-func CaseB14(t *testing.T, h Harness) {
+func ClockBackwardsHeaders(t *testing.T, h Harness) {
 	for _, alg := range []string{"fixed_window", "sliding_log"} {
 		t.Run(alg, func(t *testing.T) {
 			clock := NewClock()
@@ -196,10 +196,10 @@ func CaseB14(t *testing.T, h Harness) {
 	}
 }
 
-// CaseB16 — a negative cost never refunds capacity (step 7): the cost
+// NegativeCost — a negative cost never refunds capacity (step 7): the cost
 // function's -1 answers 500 and consumes nothing; 0 passes without
 // consuming. Fixed window and sliding log, limit 5, W = 60 s.
-func CaseB16(t *testing.T, h Harness) {
+func NegativeCost(t *testing.T, h Harness) {
 	for _, alg := range []string{"fixed_window", "sliding_log"} {
 		t.Run(alg, func(t *testing.T) {
 			clock := NewClock()
@@ -231,9 +231,9 @@ func CaseB16(t *testing.T, h Harness) {
 	}
 }
 
-// CaseB17 — limit 0 admits nothing, and raising it later works (header
+// ZeroLimitHeaders — limit 0 admits nothing, and raising it later works (header
 // part): a per-client override of 0 for identity "blocked", W = 60 s.
-func CaseB17(t *testing.T, h Harness) {
+func ZeroLimitHeaders(t *testing.T, h Harness) {
 	for _, ac := range []struct {
 		alg string
 		ra  string // Retry-After of the 4th call at t=100 after raising to 3
@@ -285,10 +285,10 @@ func CaseB17(t *testing.T, h Harness) {
 	}
 }
 
-// CaseB18 — a limit raised or lowered at runtime applies at once (header
+// RuntimeLimitHeaders — a limit raised or lowered at runtime applies at once (header
 // part): client "k" starts with an override of 2, W = 60 s; reloads set 5 at
 // t=10 and 1 at t=20.
-func CaseB18(t *testing.T, h Harness) {
+func RuntimeLimitHeaders(t *testing.T, h Harness) {
 	type row struct {
 		at     float64
 		limit  int // override set by a reload before the calls (0: none)
@@ -344,10 +344,10 @@ func CaseB18(t *testing.T, h Harness) {
 	}
 }
 
-// CaseB19 — a per-client limit drives the decision, not only the header:
+// PerKeyLimit — a per-client limit drives the decision, not only the header:
 // default 5, peer 203.0.113.7 overridden to 2, W = 60 s; fixed window and
 // sliding log.
-func CaseB19(t *testing.T, h Harness) {
+func PerKeyLimit(t *testing.T, h Harness) {
 	for _, alg := range []string{"fixed_window", "sliding_log"} {
 		t.Run(alg, func(t *testing.T) {
 			clock := NewClock()
@@ -377,10 +377,10 @@ func CaseB19(t *testing.T, h Harness) {
 	}
 }
 
-// CaseB21 — IPv6 clients are keyed per /64 (configurable), IPv4-mapped
+// IPv6Prefix — IPv6 clients are keyed per /64 (configurable), IPv4-mapped
 // IPv6 as IPv4, IPv4 per /32: fixed window, limit 2, W = 60 s. The server
 // listens on [::1] when available, so the proxy hop itself is IPv6.
-func CaseB21(t *testing.T, h Harness) {
+func IPv6Prefix(t *testing.T, h Harness) {
 	clock := NewClock()
 	tg := h.Start(t, Setup{IPv6: true, Options: httplimit.Options{
 		Rules: OneRule(t, "fixed_window", 2, "60s", 0, ""),
@@ -426,7 +426,7 @@ func CaseB21(t *testing.T, h Harness) {
 	})
 }
 
-// CaseB24 — concurrent requests never crash the server (middleware part,
+// ConcurrentConnections — concurrent requests never crash the server (middleware part,
 // bounded): conns concurrent connections each send perConn requests, spread
 // evenly over 64 peers and two rules (sliding log, limit 5, and sliding
 // counter, limit 10, per 1 s), in two rounds: with the injected clock at T0,
@@ -434,7 +434,7 @@ func CaseB21(t *testing.T, h Harness) {
 // a round, so each peer and rule admits exactly min(sent, limit) per round,
 // whatever the machine's speed: every response is 200 or 429, the admitted
 // total is exact and Stats agree.
-func CaseB24(t *testing.T, h Harness, conns, perConn int) {
+func ConcurrentConnections(t *testing.T, h Harness, conns, perConn int) {
 	rules := MustRules(t, `{"rules": [
 		{"name": "log", "prefix": "/log", "algorithm": "sliding_log", "limit": 5, "window": "1s"},
 		{"name": "counter", "prefix": "/counter", "algorithm": "sliding_counter", "limit": 10, "window": "1s", "buckets": 10}
@@ -509,9 +509,9 @@ func CaseB24(t *testing.T, h Harness, conns, perConn int) {
 	}
 }
 
-// CaseB26 — a sub-second window is not truncated to zero (header part):
+// SubSecondWindowHeaders — a sub-second window is not truncated to zero (header part):
 // limit 2, W = 500 ms; RateLimit-Policy w=1, Retry-After never 0.
-func CaseB26(t *testing.T, h Harness) {
+func SubSecondWindowHeaders(t *testing.T, h Harness) {
 	for _, ac := range []struct {
 		alg     string
 		buckets int
@@ -553,9 +553,9 @@ func CaseB26(t *testing.T, h Harness) {
 	}
 }
 
-// CaseB27 — a one-year window is not shortened (header part): W = 365 d,
+// YearWindowHeaders — a one-year window is not shortened (header part): W = 365 d,
 // limit 5, fixed window, sliding log and sliding counter (365 buckets).
-func CaseB27(t *testing.T, h Harness) {
+func YearWindowHeaders(t *testing.T, h Harness) {
 	const year = 31_536_000
 	for _, ac := range []struct {
 		alg     string

@@ -1,7 +1,7 @@
 // Package mwtest is the end-to-end test suite shared by the fasthttpmw and
 // httpmw middlewares: each package supplies a Harness that starts its real
-// server on an ephemeral loopback port, and runs the failure cases of
-// real limiters and the acceptance tests against it with a real net/http
+// server on an ephemeral loopback port, and runs scenarios in which
+// real limiters failed, and the acceptance tests against it with a real net/http
 // client and an injected shardlimit.ManualClock.
 //
 // Clients other than the loopback peer are simulated with X-Forwarded-For
