@@ -26,7 +26,10 @@
 // or network) rules of their own, overrides give single clients a limit of
 // their own. A rule set must hold at least one rule, unless it says
 // Limiting: LimitingOff: a rules file that lost its rules is an error
-// (ErrNoRules), never a silent end of every limit.
+// (ErrNoRules), never a silent end of every limit. A rules file
+// (ParseRules, ReadRules, LoadRules) is also refused for a key given twice
+// in any object, for windows under 1 ms (MinFileWindow) and beyond its
+// caps (MaxRulesFileBytes and the constants beside it).
 //
 // # Reloading rules
 //

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,7 +75,15 @@ const (
 //	{"limiting": "off"}
 //
 // Unknown fields are errors, so a misspelt field never silently drops a
-// limit.
+// limit, and so is a key given twice in any object (encoding/json alone
+// would keep the last: {"limit": 1, "limit": 1000} would mean 1000).
+// A rules file is held to caps that rules built in Go are not: at most
+// MaxRulesFileBytes bytes, MaxRules rules, MaxTiers tiers, MaxTierClients
+// clients and MaxTierNetworks networks over all tiers, MaxOverrides
+// overrides, MaxRuleMethods methods per rule, names (and policy names) of
+// at most MaxNameBytes bytes, and windows of at least MinFileWindow
+// (1 ms). Every error wraps shardlimit.ErrInvalidConfig and names the
+// rule, tier or override, or the cap exceeded.
 type Rules struct {
 	// Limiting is LimitingOff to say that the rule set limits nothing on
 	// purpose; empty means LimitingOn. In JSON "on" or "off".
@@ -85,9 +92,12 @@ type Rules struct {
 	// Rules apply to clients in no tier, and to tier clients on routes
 	// their tier's rules do not match.
 	Rules []Rule `json:"rules,omitempty"`
-	// Tiers group clients that get rules of their own.
+	// Tiers group clients that get rules of their own; at most MaxTiers in
+	// a rules file, whose default and tier rules together are at most
+	// MaxRules.
 	Tiers []Tier `json:"tiers,omitempty"`
-	// Overrides give single clients a limit of their own on a rule.
+	// Overrides give single clients a limit of their own on a rule; at
+	// most MaxOverrides in a rules file.
 	Overrides []Override `json:"overrides,omitempty"`
 }
 
@@ -97,13 +107,16 @@ type Rules struct {
 // default rules. A tier client whose route matches none of the tier's rules
 // is matched against the default rules.
 type Tier struct {
-	// Name identifies the tier in Decision.Tier; required and unique.
+	// Name identifies the tier in Decision.Tier; required and unique; at
+	// most MaxNameBytes bytes in a rules file.
 	Name string `json:"name"`
 	// Clients are identities (KeyConfig.Header values or key function
 	// results), compared byte for byte. A listed identity is a key of its
-	// own (see KeyConfig.UnknownIdentity for the others).
+	// own (see KeyConfig.UnknownIdentity for the others). A rules file
+	// lists at most MaxTierClients over all its tiers.
 	Clients []string `json:"clients,omitempty"`
-	// Networks are client networks, CIDR or single addresses.
+	// Networks are client networks, CIDR or single addresses. A rules
+	// file lists at most MaxTierNetworks over all its tiers.
 	Networks []string `json:"networks,omitempty"`
 	// Rules are the tier's rules.
 	Rules []Rule `json:"rules"`
@@ -120,9 +133,10 @@ type Tier struct {
 // and gets no rate-limit headers.
 type Rule struct {
 	// Name identifies the rule across reloads and in Decision.Rule; required
-	// and unique over the whole Rules value. A reload keeps the counters of
-	// a rule whose name, algorithm, windows and buckets are unchanged (see
-	// "Reloading rules" in the package documentation).
+	// and unique over the whole Rules value; at most MaxNameBytes bytes in
+	// a rules file. A reload keeps the counters of a rule whose name,
+	// algorithm, windows and buckets are unchanged (see "Reloading rules"
+	// in the package documentation).
 	Name string
 	// Path matches a request path exactly ("/foo" matches only "/foo").
 	Path string
@@ -131,7 +145,8 @@ type Rule struct {
 	// At most one of Path and Prefix may be set.
 	Prefix string
 	// Methods restricts the rule to these request methods (compared after
-	// upper-casing the rule's names). Empty matches every method.
+	// upper-casing the rule's names). Empty matches every method. At most
+	// MaxRuleMethods in a rules file.
 	Methods []string
 	// Algorithm is the rule's algorithm; zero means Options.DefaultAlgorithm
 	// (shardlimit.FixedWindow unless set).
@@ -142,9 +157,10 @@ type Rule struct {
 	// sliding log); 0 denies every request. Required in JSON unless Limits
 	// is given.
 	Limit int
-	// Window is the period of the limit, in [1ns, shardlimit.MaxWindow]. In
-	// JSON a Go duration string such as "1m" or "500ms" ("8760h" for a
-	// year).
+	// Window is the period of the limit, in [1ns, shardlimit.MaxWindow]
+	// in Go and in [MinFileWindow, shardlimit.MaxWindow], at least 1 ms, in
+	// a rules file. In JSON a Go duration string such as "1m" or "500ms"
+	// ("8760h" for a year).
 	Window time.Duration
 	// Limits, in place of Limit and Window (which must then be zero, and
 	// absent in JSON), gives the rule several limits, each over a window
@@ -167,10 +183,11 @@ type Rule struct {
 	// shardlimit.DefaultBuckets. Ignored by the other algorithms.
 	Buckets int
 	// Policy is the rule's IETF policy name (RateLimit-Policy,
-	// RateLimit); empty means HeaderConfig.PolicyName. Printable ASCII only.
-	// A rule of several limits names each after it, followed by "-" and
-	// the limit's window ("default-1s", "default-1m"), unless the limit
-	// has a Policy of its own (see PolicyNames).
+	// RateLimit); empty means HeaderConfig.PolicyName. Printable ASCII
+	// only; at most MaxNameBytes bytes in a rules file. A rule of several
+	// limits names each after it, followed by "-" and the limit's window
+	// ("default-1s", "default-1m"), unless the limit has a Policy of its
+	// own (see PolicyNames).
 	Policy string
 }
 
@@ -185,12 +202,15 @@ type Rate struct {
 	// Limit is the number of requests (cost units) per window, in the
 	// range of Rule.Limit; 0 denies every request. Required in JSON.
 	Limit int
-	// Window is the period of the limit, in [1ns, shardlimit.MaxWindow].
-	// In JSON a Go duration string such as "1s" or "1m"; required.
+	// Window is the period of the limit, in [1ns, shardlimit.MaxWindow]
+	// in Go and in [MinFileWindow, shardlimit.MaxWindow], at least 1 ms, in
+	// a rules file. In JSON a Go duration string such as "1s" or "1m";
+	// required.
 	Window time.Duration
 	// Policy is this limit's IETF policy name (RateLimit-Policy,
-	// RateLimit), printable ASCII; empty means the name PolicyNames
-	// derives. Only in a rule's limits, not in an override's.
+	// RateLimit), printable ASCII, at most MaxNameBytes bytes in a rules
+	// file; empty means the name PolicyNames derives. Only in a rule's
+	// limits, not in an override's.
 	Policy string
 }
 
@@ -219,13 +239,23 @@ func (j rateJSON) rate(what string) (Rate, error) {
 	if err != nil {
 		return Rate{}, fmt.Errorf("%w: %s: window: %v", shardlimit.ErrInvalidConfig, what, err)
 	}
+	if err := checkFileWindow(what, w); err != nil {
+		return Rate{}, err
+	}
+	if err := checkFilePolicy(what, j.Policy); err != nil {
+		return Rate{}, err
+	}
 	return Rate{Limit: *j.Limit, Window: w, Policy: j.Policy}, nil
 }
 
-// rates returns the Rates js describe, for the rule or override what.
+// ratesFromJSON returns the Rates js describe, for the rule or override
+// what: at most shardlimit.MaxRates.
 func ratesFromJSON(js []rateJSON, what string) ([]Rate, error) {
 	if len(js) == 0 {
 		return nil, fmt.Errorf("%w: %s: \"limits\" is empty", shardlimit.ErrInvalidConfig, what)
+	}
+	if len(js) > shardlimit.MaxRates {
+		return nil, fmt.Errorf("%w: %s: %d limits, at most %d (shardlimit.MaxRates)", shardlimit.ErrInvalidConfig, what, len(js), shardlimit.MaxRates)
 	}
 	out := make([]Rate, len(js))
 	for i, j := range js {
@@ -251,12 +281,13 @@ func ratesToJSON(rs []Rate) []rateJSON {
 func (rt Rate) MarshalJSON() ([]byte, error) { return json.Marshal(rt.toJSON()) }
 
 // UnmarshalJSON implements json.Unmarshaler: {"limit": 3, "window": "1s"},
-// with an optional "policy". It rejects unknown fields, a missing limit or
-// window and a window that is not a Go duration string, with errors
-// wrapping shardlimit.ErrInvalidConfig.
+// with an optional "policy". It rejects a key given twice, unknown
+// fields, a missing limit or window, a window that is not a Go duration
+// string or is shorter than MinFileWindow, and a policy name longer than
+// MaxNameBytes, with errors wrapping shardlimit.ErrInvalidConfig.
 func (rt *Rate) UnmarshalJSON(b []byte) error {
 	var j rateJSON
-	if err := decodeStrict(b, &j); err != nil {
+	if err := decodeFile(b, &j, "rate"); err != nil {
 		return err
 	}
 	v, err := j.rate("rate")
@@ -383,17 +414,29 @@ func (r Rule) MarshalJSON() ([]byte, error) {
 	return json.Marshal(j)
 }
 
-// UnmarshalJSON implements json.Unmarshaler. It rejects unknown fields, a
-// missing limit or window, a rule giving both "limit"/"window" and
-// "limits", an unknown algorithm and a window that is not a Go duration
-// string, with errors wrapping shardlimit.ErrInvalidConfig and naming the
-// rule.
+// UnmarshalJSON implements json.Unmarshaler. It rejects a key given twice,
+// unknown fields, a missing limit or window, a rule giving both
+// "limit"/"window" and "limits", an unknown algorithm, a window that is
+// not a Go duration string or is shorter than MinFileWindow, a name or
+// policy name longer than MaxNameBytes and more than MaxRuleMethods
+// methods or shardlimit.MaxRates limits, with errors wrapping
+// shardlimit.ErrInvalidConfig and naming the rule.
 func (r *Rule) UnmarshalJSON(b []byte) error {
 	var j ruleJSON
-	if err := decodeStrict(b, &j); err != nil {
+	if err := decodeFile(b, &j, "rule"); err != nil {
 		return err
 	}
-	what := fmt.Sprintf("rule %q", j.Name)
+	if err := checkFileName("rule", j.Name); err != nil {
+		return err
+	}
+	what := "rule " + quoteName(j.Name)
+	if len(j.Methods) > MaxRuleMethods {
+		return fmt.Errorf("%w: %s: %d methods, more than the %d (MaxRuleMethods) a rule may list",
+			shardlimit.ErrInvalidConfig, what, len(j.Methods), MaxRuleMethods)
+	}
+	if err := checkFilePolicy(what, j.Policy); err != nil {
+		return err
+	}
 	out := Rule{Name: j.Name, Path: j.Path, Prefix: j.Prefix, Methods: j.Methods,
 		Buckets: j.Buckets, Policy: j.Policy}
 	if j.Algorithm != "" {
@@ -427,6 +470,9 @@ func (r *Rule) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s: window: %v", shardlimit.ErrInvalidConfig, what, err)
 	}
+	if err := checkFileWindow(what, w); err != nil {
+		return err
+	}
 	out.Window = w
 	*r = out
 	return nil
@@ -454,14 +500,17 @@ func (o Override) MarshalJSON() ([]byte, error) {
 	return json.Marshal(j)
 }
 
-// UnmarshalJSON implements json.Unmarshaler, rejecting unknown fields, a
-// missing limit and an override giving both "limit" and "limits".
+// UnmarshalJSON implements json.Unmarshaler, rejecting a key given twice,
+// unknown fields, a missing limit, an override giving both "limit" and
+// "limits", more than shardlimit.MaxRates limits and a window shorter
+// than MinFileWindow, with errors wrapping shardlimit.ErrInvalidConfig
+// and naming the override.
 func (o *Override) UnmarshalJSON(b []byte) error {
 	var j overrideJSON
-	if err := decodeStrict(b, &j); err != nil {
+	if err := decodeFile(b, &j, "override"); err != nil {
 		return err
 	}
-	what := fmt.Sprintf("override %q", j.ID+j.IP)
+	what := "override " + quoteName(j.ID+j.IP)
 	out := Override{Rule: j.Rule, ID: j.ID, IP: j.IP}
 	switch {
 	case j.Limits != nil && j.Limit != nil:
@@ -498,11 +547,40 @@ func decodeStrict(b []byte, v any) error {
 	return nil
 }
 
-// ParseRules decodes and validates a JSON rule file (see Rules for the
-// format). Errors wrap shardlimit.ErrInvalidConfig and name the offending
-// rule; a file without rules that does not say "limiting": "off" is an
-// error wrapping ErrNoRules too.
+// decodeFile decodes one JSON value of a rules file from b into v, the
+// JSON form of a kind ("rule", "override", "rate"): it rejects a key given
+// twice, naming it and the rule or override, then decodes as decodeStrict
+// does.
+func decodeFile(b []byte, v any, kind string) error {
+	if err := checkDuplicateKeys(b); err != nil {
+		var dup *dupKeyError
+		if !errors.As(err, &dup) {
+			return err
+		}
+		// Name the rule (or override) as far as b decodes.
+		var id struct{ Name, ID, IP string }
+		_ = json.Unmarshal(b, &id)
+		name := id.Name
+		if kind == "override" {
+			name = id.ID + id.IP
+		}
+		if kind == "rate" {
+			return fmt.Errorf("%w: %w", shardlimit.ErrInvalidConfig, dup)
+		}
+		return fmt.Errorf("%w: %s %s: %w", shardlimit.ErrInvalidConfig, kind, quoteName(name), dup)
+	}
+	return decodeStrict(b, v)
+}
+
+// ParseRules decodes and validates a JSON rules file (see Rules for the
+// format, MaxRulesFileBytes for its caps). Errors wrap
+// shardlimit.ErrInvalidConfig and name the offending rule, tier or
+// override, or the cap exceeded; a file without rules that does not say
+// "limiting": "off" is an error wrapping ErrNoRules too.
 func ParseRules(data []byte) (*Rules, error) {
+	if len(data) > MaxRulesFileBytes {
+		return nil, errFileTooLarge(int64(len(data)), true)
+	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, fmt.Errorf("%w: %w: the rule file is empty; to turn limiting off on purpose, say so: {\"limiting\": \"off\"}",
 			shardlimit.ErrInvalidConfig, ErrNoRules)
@@ -517,26 +595,13 @@ func ParseRules(data []byte) (*Rules, error) {
 	return &r, nil
 }
 
-// LoadRules reads and parses the JSON rule file at path. Errors wrap
-// shardlimit.ErrInvalidConfig, or the os error if the file cannot be read.
-func LoadRules(path string) (*Rules, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	r, err := ParseRules(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return r, nil
-}
-
 // Validate reports the first structural error in r, wrapping
 // shardlimit.ErrInvalidConfig (and ErrNoRules for a rule set without rules
 // that does not say Limiting: LimitingOff). Rules without an algorithm are
 // checked as fixed windows, and policy names with DefaultPolicyName; the
 // middleware checks them again with its Options.DefaultAlgorithm and
-// HeaderConfig.PolicyName.
+// HeaderConfig.PolicyName. It does not apply the caps of a rules file
+// (MaxRulesFileBytes and the others), which decoding one applies.
 func (r *Rules) Validate() error {
 	return r.validate(shardlimit.FixedWindow, DefaultPolicyName)
 }

@@ -75,10 +75,15 @@
 //	-flush         how often counts are exchanged with Redis (default 50ms)
 //	-metrics       serve /metrics and /status on this address instead of -addr
 //
+// The rules file is read by httplimit.LoadRules: a key given twice, a
+// window under 1 ms or a file beyond the caps (1 MiB, 1,000 rules, names
+// of 128 bytes: httplimit.MaxRulesFileBytes and the constants beside it)
+// is refused with an error naming the rule or the cap.
+//
 // SIGHUP reloads the rules file, keeping the counters of unchanged rules
 // (and of rules that come back within their window); a file that does not
-// parse, or holds no rule without saying "limiting": "off", is refused and
-// the rules in force stay. SIGINT and SIGTERM shut the server down
+// parse (or is refused as above), or holds no rule without saying
+// "limiting": "off", is refused and the rules in force stay. SIGINT and SIGTERM shut the server down
 // gracefully.
 package main
 

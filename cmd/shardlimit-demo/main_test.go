@@ -20,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/httplimit"
 	"github.com/shardlimit/shardlimit/internal/mwtest"
 	"github.com/shardlimit/shardlimit/internal/redistest"
 	shardsync "github.com/shardlimit/shardlimit/sync"
@@ -298,8 +299,19 @@ func TestDemoReloadFile(t *testing.T) {
 }
 
 func TestDemoFlags(t *testing.T) {
-	emptyRules := filepath.Join(t.TempDir(), "empty.json")
-	if err := os.WriteFile(emptyRules, []byte(`{"rules": []}`), 0o600); err != nil {
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	emptyRules := file("empty.json", `{"rules": []}`)
+	dupRules := file("dup.json", `{"rules": [{"name": "foo", "path": "/foo", "limit": 1, "limit": 1000, "window": "1m"}]}`)
+	nsRules := file("ns.json", `{"rules": [{"name": "foo", "path": "/foo", "limit": 5, "window": "1ns"}]}`)
+	hugeRules := file("huge.json", "")
+	if err := os.Truncate(hugeRules, httplimit.MaxRulesFileBytes+1); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -315,6 +327,9 @@ func TestDemoFlags(t *testing.T) {
 		{[]string{"-redis", "127.0.0.1:1", "-flush", "0s"}, "-flush"},
 		{[]string{"-redis", "127.0.0.1:1", "-redis-prefix", "a{b"}, "brace"},
 		{[]string{"-rules", emptyRules}, `"limiting": "off"`},
+		{[]string{"-rules", dupRules}, `rule "foo": key "limit" given twice`},
+		{[]string{"-rules", nsRules}, `rule "foo": window 1ns outside [1ms`},
+		{[]string{"-rules", hugeRules}, "MaxRulesFileBytes"},
 	} {
 		var out, errOut syncBuffer
 		err := run(context.Background(), tc.args, &out, &errOut, &hooks{signals: make(chan os.Signal)})
