@@ -29,7 +29,8 @@
 // (ErrNoRules), never a silent end of every limit. A rules file
 // (ParseRules, ReadRules, LoadRules) is also refused for a key given twice
 // in any object, for windows under 1 ms (MinFileWindow) and beyond its
-// caps (MaxRulesFileBytes and the constants beside it).
+// caps (MaxRulesFileBytes and the constants beside it). Each rule's IETF
+// policy name is, unless configured, the rule's name (PolicyNameOf).
 //
 // # Reloading rules
 //

@@ -11,8 +11,10 @@ import (
 
 // Defaults and bounds of Options, KeyConfig and HeaderConfig.
 const (
-	// DefaultPolicyName is the IETF policy name of rules without a Policy
-	// when HeaderConfig.PolicyName is empty.
+	// DefaultPolicyName is the IETF policy name Rule.PolicyNames gives a
+	// rule with neither a Policy nor a Name when HeaderConfig.PolicyName
+	// is empty. Validation refuses rules without a name, so the middleware
+	// never sends it: a rule without a Policy is named after its Name.
 	DefaultPolicyName = "default"
 	// DefaultMaxKeyBytes is the default KeyConfig.MaxKeyBytes.
 	DefaultMaxKeyBytes = 64
@@ -155,12 +157,14 @@ type HeaderConfig struct {
 	//
 	// Both are lists (RFC 9651 structured fields) whose items are named
 	// by strings: the rule's policy names (Rule.PolicyNames: its Policy,
-	// else PolicyName, for a rule of one limit). RateLimit-Policy lists
-	// every limit of the rule that limited the request, shortest window
-	// first, with the key's own limits (overrides) in q:
+	// else PolicyName, else the rule's Name, for a rule of one limit; for
+	// a rule of several, that name, "-" and each window). RateLimit-Policy
+	// lists every limit of the rule that limited the request, shortest
+	// window first, with the key's own limits (overrides) in q; for rule
+	// "baz" of 3 a second and 10 a minute:
 	//
-	//	RateLimit-Policy: "default-1s";q=3;w=1, "default-1m";q=10;w=60
-	//	RateLimit: "default-1m";r=0;t=57
+	//	RateLimit-Policy: "baz-1s";q=3;w=1, "baz-1m";q=10;w=60
+	//	RateLimit: "baz-1m";r=0;t=57
 	//
 	// RateLimit has one item, the binding limit's, whose numbers the
 	// X-RateLimit fields report too: the limit with the least remaining
@@ -171,8 +175,10 @@ type HeaderConfig struct {
 	// several windows does (appendix B.3.1).
 	IETF bool
 
-	// PolicyName is the IETF policy name of rules without a Policy of
-	// their own: printable ASCII. Default DefaultPolicyName ("default").
+	// PolicyName, if set, is the IETF policy name of every rule without a
+	// Policy of its own: printable ASCII. Empty (the default) names each
+	// such rule after its Name (PolicyNameOf: printable ASCII as is,
+	// other bytes and '%' as %XX), so the fields tell rules apart.
 	PolicyName string
 
 	// Verbose adds X-RateLimit-Window-Ms (the window of the limit the

@@ -134,9 +134,10 @@ type Tier struct {
 type Rule struct {
 	// Name identifies the rule across reloads and in Decision.Rule; required
 	// and unique over the whole Rules value; at most MaxNameBytes bytes in
-	// a rules file. A reload keeps the counters of a rule whose name,
-	// algorithm, windows and buckets are unchanged (see "Reloading rules"
-	// in the package documentation).
+	// a rules file. It is the rule's IETF policy name unless Policy or
+	// HeaderConfig.PolicyName gives one (see PolicyNames). A reload keeps
+	// the counters of a rule whose name, algorithm, windows and buckets are
+	// unchanged (see "Reloading rules" in the package documentation).
 	Name string
 	// Path matches a request path exactly ("/foo" matches only "/foo").
 	Path string
@@ -183,11 +184,12 @@ type Rule struct {
 	// shardlimit.DefaultBuckets. Ignored by the other algorithms.
 	Buckets int
 	// Policy is the rule's IETF policy name (RateLimit-Policy,
-	// RateLimit); empty means HeaderConfig.PolicyName. Printable ASCII
-	// only; at most MaxNameBytes bytes in a rules file. A rule of several
-	// limits names each after it, followed by "-" and the limit's window
-	// ("default-1s", "default-1m"), unless the limit has a Policy of its
-	// own (see PolicyNames).
+	// RateLimit); empty means HeaderConfig.PolicyName, and failing that
+	// the rule's Name (made printable ASCII by PolicyNameOf), so that two
+	// rules send two names. Printable ASCII only; at most MaxNameBytes
+	// bytes in a rules file. A rule of several limits names each after it,
+	// followed by "-" and the limit's window ("baz-1s", "baz-1m"), unless
+	// the limit has a Policy of its own (see PolicyNames).
 	Policy string
 }
 
@@ -308,20 +310,26 @@ func (r *Rule) Rates() []Rate {
 }
 
 // PolicyNames returns the IETF policy name of each of the rule's limits,
-// in the order of Rates, for def the middleware's HeaderConfig.PolicyName
-// (DefaultPolicyName if empty). A limit's own Policy comes first; failing
-// that, a rule of one limit is named r.Policy, else def, and a rule of
-// several names each r.Policy (else def), "-" and its window in the
-// largest Go duration unit that divides it ("default-1s", "default-1m",
-// "default-90s", "api-500ms", "api-24h"). Names are meant to be unique
-// within a rule; Validate checks that they are.
+// in the order of Rates, for def the middleware's HeaderConfig.PolicyName.
+// A limit's own Policy comes first; failing that, the rule's base name
+// is r.Policy, else def, else the rule's Name (PolicyNameOf(r.Name)), else
+// (a rule without a name, which Validate refuses) DefaultPolicyName. A
+// rule of one limit is named its base name; a rule of several names each
+// limit its base name, "-" and its window in the largest Go duration unit
+// that divides it ("baz-1s", "baz-1m", "api-90s", "api-500ms", "api-24h").
+// Names are meant to be unique within a rule; Validate checks that they
+// are. Every name is printable ASCII, so it can be written as a
+// structured-field string.
 func (r *Rule) PolicyNames(def string) []string {
-	if def == "" {
-		def = DefaultPolicyName
-	}
 	base := r.Policy
 	if base == "" {
 		base = def
+	}
+	if base == "" {
+		base = PolicyNameOf(r.Name)
+	}
+	if base == "" {
+		base = DefaultPolicyName
 	}
 	rates := r.Rates()
 	out := make([]string, len(rates))
@@ -336,6 +344,34 @@ func (r *Rule) PolicyNames(def string) []string {
 		}
 	}
 	return out
+}
+
+// PolicyNameOf returns the IETF policy name of a rule named name that
+// names none of its own: name itself if it is printable ASCII (bytes 0x20
+// to 0x7e) without '%', else name with each other byte and '%' written as
+// '%' and two upper-case hexadecimal digits, as in a URL ("café" is
+// "caf%C3%A9", "50%" is "50%25"). The result is always printable ASCII,
+// so a structured-field string (RFC 9651, section 3.3.3), and distinct
+// names give distinct results.
+func PolicyNameOf(name string) string {
+	i := 0
+	for i < len(name) && name[i] >= 0x20 && name[i] <= 0x7e && name[i] != '%' {
+		i++
+	}
+	if i == len(name) {
+		return name
+	}
+	const hex = "0123456789ABCDEF"
+	b := make([]byte, i, len(name)+16)
+	copy(b, name)
+	for ; i < len(name); i++ {
+		if c := name[i]; c >= 0x20 && c <= 0x7e && c != '%' {
+			b = append(b, c)
+		} else {
+			b = append(b, '%', hex[c>>4], hex[c&0xf])
+		}
+	}
+	return string(b)
 }
 
 // shortWindow formats w in the largest of h, m, s, ms, us and ns that
@@ -598,12 +634,13 @@ func ParseRules(data []byte) (*Rules, error) {
 // Validate reports the first structural error in r, wrapping
 // shardlimit.ErrInvalidConfig (and ErrNoRules for a rule set without rules
 // that does not say Limiting: LimitingOff). Rules without an algorithm are
-// checked as fixed windows, and policy names with DefaultPolicyName; the
-// middleware checks them again with its Options.DefaultAlgorithm and
-// HeaderConfig.PolicyName. It does not apply the caps of a rules file
-// (MaxRulesFileBytes and the others), which decoding one applies.
+// checked as fixed windows, and policy names as derived without a
+// HeaderConfig.PolicyName (from the rules' names); the middleware checks
+// them again with its Options.DefaultAlgorithm and HeaderConfig.PolicyName.
+// It does not apply the caps of a rules file (MaxRulesFileBytes and the
+// others), which decoding one applies.
 func (r *Rules) Validate() error {
-	return r.validate(shardlimit.FixedWindow, DefaultPolicyName)
+	return r.validate(shardlimit.FixedWindow, "")
 }
 
 // NumRules returns the number of rules in r, default and tier rules.

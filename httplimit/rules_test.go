@@ -152,7 +152,7 @@ func TestRulesErrors(t *testing.T) {
 			`rule "m": 5 limits, at most 4`},
 		{multi(`{"limit": 1, "window": "1s", "policy": "caf\u00e9"}`, ``), "printable ASCII"},
 		{multi(`{"limit": 1, "window": "1s", "policy": "p"}, {"limit": 2, "window": "1m", "policy": "p"}`, ``), `rule "m": policy name "p" names two of its limits`},
-		{multi(`{"limit": 1, "window": "1s", "policy": "default-1m"}, {"limit": 2, "window": "1m"}`, ``), `policy name "default-1m" names two`},
+		{multi(`{"limit": 1, "window": "1s", "policy": "m-1m"}, {"limit": 2, "window": "1m"}`, ``), `policy name "m-1m" names two`},
 		{multi(`{"limit": 1, "window": "1s"}, {"limit": 2, "window": "1m"}`, `}], "overrides": [{"rule": "m", "id": "x", "limit": 3`),
 			`override "x" on rule "m": limit 3 on a rule of 2 limits (windows [1s 1m0s]): give "limits" per window`},
 		{multi(`{"limit": 1, "window": "1s"}, {"limit": 2, "window": "1m"}`, `}], "overrides": [{"id": "x", "limit": 3`),
@@ -239,7 +239,7 @@ func TestSeveralLimits(t *testing.T) {
 	if got, want := r.Overrides[0].Limits, []Rate{{Limit: 50, Window: time.Minute}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("override limits %+v, want %+v", got, want)
 	}
-	if got, want := r.Rules[1].PolicyNames(""), []string{"default"}; !reflect.DeepEqual(got, want) {
+	if got, want := r.Rules[1].PolicyNames(""), []string{"one"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("one-entry limits: policy names %q, want %q", got, want)
 	}
 	// Go values: one form or the other.
@@ -282,6 +282,15 @@ func TestPolicyNames(t *testing.T) {
 			[]string{"x-90s", "x-24h", "x-1500ms", "x-1us", "x-3ns"}},
 		{Rule{Limits: []Rate{{Limit: 1, Window: time.Second, Policy: "burst"}, {Limit: 1, Window: time.Hour}}}, "",
 			[]string{"burst", "default-1h"}},
+		// A named rule is named after its name, unless a policy name is
+		// configured, its own or the middleware's.
+		{Rule{Name: "foo", Limit: 1, Window: time.Minute}, "", []string{"foo"}},
+		{Rule{Name: "foo", Limit: 1, Window: time.Minute}, "api", []string{"api"}},
+		{Rule{Name: "foo", Limit: 1, Window: time.Minute, Policy: "p"}, "", []string{"p"}},
+		{Rule{Name: "baz", Limits: rates(time.Second, time.Minute)}, "", []string{"baz-1s", "baz-1m"}},
+		{Rule{Name: "baz", Limits: []Rate{{Limit: 1, Window: time.Second, Policy: "burst"}, {Limit: 1, Window: time.Hour}}}, "",
+			[]string{"burst", "baz-1h"}},
+		{Rule{Name: "caf\u00e9 50%", Limit: 1, Window: time.Minute}, "", []string{"caf%C3%A9 50%25"}},
 	} {
 		if got := tc.ru.PolicyNames(tc.def); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%+v.PolicyNames(%q) = %q, want %q", tc.ru, tc.def, got, tc.want)
@@ -297,5 +306,54 @@ func TestPolicyNames(t *testing.T) {
 	o := Options{Rules: r, Headers: HeaderConfig{PolicyName: "x"}}
 	if err := o.Validate(); !errors.Is(err, shardlimit.ErrInvalidConfig) || !strings.Contains(err.Error(), `rule "a": policy name "x-1s" names two`) {
 		t.Errorf("Options.Validate: %v", err)
+	}
+}
+
+// TestPolicyNameOf checks that a rule's name becomes a printable ASCII
+// policy name, as is when it is one, and that distinct names stay
+// distinct.
+func TestPolicyNameOf(t *testing.T) {
+	for _, tc := range []struct{ name, want string }{
+		{"foo", "foo"},
+		{"client-1-foo", "client-1-foo"},
+		{`a "quoted" \ name`, `a "quoted" \ name`}, // written escaped in the sf-string
+		{"caf\u00e9", "caf%C3%A9"},
+		{"50%", "50%25"},
+		{"50%25", "50%2525"},
+		{"tab\there", "tab%09here"},
+		{"nul\x00\x7f\xff", "nul%00%7F%FF"},
+		{"", ""},
+	} {
+		got := PolicyNameOf(tc.name)
+		if got != tc.want {
+			t.Errorf("PolicyNameOf(%q) = %q, want %q", tc.name, got, tc.want)
+		}
+		if err := checkPolicyName(got); err != nil {
+			t.Errorf("PolicyNameOf(%q) = %q: %v", tc.name, got, err)
+		}
+	}
+	if PolicyNameOf("50%") == PolicyNameOf("50%25") || PolicyNameOf("\u00e9") == PolicyNameOf("%C3%A9") {
+		t.Error("distinct names give one policy name")
+	}
+}
+
+// TestRulesWithoutPolicyGetDistinctPolicyNames checks that two rules
+// without a policy name validate and are named after their names, not
+// both "default".
+func TestRulesWithoutPolicyGetDistinctPolicyNames(t *testing.T) {
+	r, err := ParseRules([]byte(`{"rules": [
+		{"name": "foo", "path": "/foo", "limit": 5, "window": "1m"},
+		{"name": "bar", "path": "/bar", "limit": 2, "window": "1m"},
+		{"name": "b\u00e4z", "path": "/baz", "limits": [{"limit": 3, "window": "1s"}, {"limit": 10, "window": "1m"}]}
+	]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ru := range r.Rules {
+		got = append(got, ru.PolicyNames("")...)
+	}
+	if want := []string{"foo", "bar", "b%C3%A4z-1s", "b%C3%A4z-1m"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("policy names %q, want %q", got, want)
 	}
 }

@@ -49,8 +49,8 @@ func Example() {
 		fmt.Println(line)
 	}
 	// Output:
-	// anonymous 200 remaining=1 "default";r=1;t=45
-	// anonymous 200 remaining=0 "default";r=0;t=45
-	// anonymous 429 remaining=0 "default";r=0;t=45 retry-after=45
-	// client-1 200 remaining=9 "default";r=9;t=45
+	// anonymous 200 remaining=1 "foo";r=1;t=45
+	// anonymous 200 remaining=0 "foo";r=0;t=45
+	// anonymous 429 remaining=0 "foo";r=0;t=45 retry-after=45
+	// client-1 200 remaining=9 "gold-foo";r=9;t=45
 }

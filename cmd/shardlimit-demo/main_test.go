@@ -164,7 +164,7 @@ func TestDemoSeedRules(t *testing.T) {
 	for i := range 10 {
 		mwtest.Check(t, "client-1 /foo", c.Get("/foo", "X-Client-ID", "client-1"), 200, mwtest.H{
 			mwtest.XLimit: "10", mwtest.XRemaining: strconv.Itoa(9 - i), mwtest.XStrategy: "fixed_window",
-			mwtest.RLPolicy: `"default";q=10;w=60`, mwtest.XReset: "40",
+			mwtest.RLPolicy: `"client-1-foo";q=10;w=60`, mwtest.XReset: "40",
 		})
 	}
 	r := c.Get("/foo", "X-Client-ID", "client-1")

@@ -70,7 +70,7 @@ const maxScratch = 4096
 // concurrent use.
 type Engine struct {
 	keys       keyer
-	hdr        httplimit.HeaderConfig // PolicyName resolved
+	hdr        httplimit.HeaderConfig // PolicyName empty: rules named after their names
 	defAlg     shardlimit.Algorithm
 	tmpl       shardlimit.Config
 	clock      shardlimit.Clock // of every decision and every rule limiter
@@ -121,9 +121,6 @@ func New(o httplimit.Options, keyFunc bool) (*Engine, error) {
 		onDenied:   o.OnDenied,
 		newLimiter: o.NewLimiter,
 		retired:    map[limiterID]*limiter{},
-	}
-	if e.hdr.PolicyName == "" {
-		e.hdr.PolicyName = httplimit.DefaultPolicyName
 	}
 	if e.defAlg == 0 {
 		e.defAlg = shardlimit.FixedWindow

@@ -57,6 +57,54 @@ func format(t *testing.T, e *Engine, d *Outcome) http.Header {
 	return h
 }
 
+// TestPolicyNamesDefaultToRuleNames checks the IETF fields of rules
+// without a policy name: each is named after its rule (a name outside
+// printable ASCII made one by httplimit.PolicyNameOf, '"' and '\\'
+// escaped in the structured-field string), not all "default", and that a
+// configured name wins: the rule's own, else HeaderConfig.PolicyName.
+func TestPolicyNamesDefaultToRuleNames(t *testing.T) {
+	rules := `{"rules": [
+		{"name": "foo", "path": "/foo", "limit": 5, "window": "1m"},
+		{"name": "bar", "path": "/bar", "limit": 5, "window": "1m"},
+		{"name": "caf\u00e9 \"x\"", "path": "/cafe", "limit": 5, "window": "1m"},
+		{"name": "own", "path": "/own", "limit": 5, "window": "1m", "policy": "mine"},
+		{"name": "baz", "path": "/baz", "limits": [{"limit": 3, "window": "1s"}, {"limit": 10, "window": "1m"}]}
+	]}`
+	for _, tc := range []struct {
+		policyName string
+		want       map[string]string // rule: RateLimit-Policy
+	}{
+		{"", map[string]string{
+			"foo":             `"foo";q=5;w=60`,
+			"bar":             `"bar";q=5;w=60`,
+			"caf\u00e9 \"x\"": `"caf%C3%A9 \"x\"";q=5;w=60`,
+			"own":             `"mine";q=5;w=60`,
+			"baz":             `"baz-1s";q=3;w=1, "baz-1m";q=10;w=60`,
+		}},
+		{"api", map[string]string{
+			"foo":             `"api";q=5;w=60`,
+			"bar":             `"api";q=5;w=60`,
+			"caf\u00e9 \"x\"": `"api";q=5;w=60`,
+			"own":             `"mine";q=5;w=60`,
+			"baz":             `"api-1s";q=3;w=1, "api-1m";q=10;w=60`,
+		}},
+	} {
+		e := newTestEngine(t, httplimit.Options{
+			Rules:   mustParse(t, rules),
+			Headers: httplimit.HeaderConfig{IETF: true, PolicyName: tc.policyName},
+		})
+		for name, want := range tc.want {
+			r := e.set.Load().rules[name]
+			d := Outcome{r: r, Decision: httplimit.Decision{Action: httplimit.ActionAllow, Time: time.Unix(0, 0), Result: shardlimit.Result{
+				Limit: r.rates[0].limit, Remaining: 1, ResetAfter: time.Second,
+			}}}
+			if got := format(t, e, &d).Get("Ratelimit-Policy"); got != want {
+				t.Errorf("PolicyName %q, rule %q: RateLimit-Policy %s, want %s", tc.policyName, name, got, want)
+			}
+		}
+	}
+}
+
 // TestFormatFields checks every field's format from a Result.
 func TestFormatFields(t *testing.T) {
 	e := newTestEngine(t, httplimit.Options{

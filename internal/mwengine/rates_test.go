@@ -38,38 +38,38 @@ func TestSeveralRates(t *testing.T) {
 		fields    map[string]string
 		remaining int
 	}
-	policy := `"default-1s";q=3;w=1, "default-1m";q=10;w=60`
+	policy := `"m-1s";q=3;w=1, "m-1m";q=10;w=60`
 	for i, rw := range []row{
 		{"192.0.2.1", 0, httplimit.ActionAllow, time.Second, map[string]string{
 			"X-Ratelimit-Limit": "3", "X-Ratelimit-Remaining": "2", "X-Ratelimit-Reset": "1",
-			"Ratelimit-Policy": policy, "Ratelimit": `"default-1s";r=2;t=1`, "X-Ratelimit-Window-Ms": "1000"}, 2},
+			"Ratelimit-Policy": policy, "Ratelimit": `"m-1s";r=2;t=1`, "X-Ratelimit-Window-Ms": "1000"}, 2},
 		{"192.0.2.1", 0, httplimit.ActionAllow, time.Second, nil, 1},
 		{"192.0.2.1", 0, httplimit.ActionAllow, time.Second, nil, 0},
 		{"192.0.2.1", 0, httplimit.ActionDeny, time.Second, map[string]string{
-			"X-Ratelimit-Limit": "3", "Ratelimit": `"default-1s";r=0;t=1`, "Retry-After": "1"}, 0},
+			"X-Ratelimit-Limit": "3", "Ratelimit": `"m-1s";r=0;t=1`, "Retry-After": "1"}, 0},
 		// The denial consumed nothing in the minute: 7 left there.
-		{"192.0.2.1", time.Second, httplimit.ActionAllow, time.Second, map[string]string{"Ratelimit": `"default-1s";r=2;t=1`}, 2},
+		{"192.0.2.1", time.Second, httplimit.ActionAllow, time.Second, map[string]string{"Ratelimit": `"m-1s";r=2;t=1`}, 2},
 		{"192.0.2.1", 3 * time.Second, httplimit.ActionAllow, time.Second, nil, 2},
 		{"192.0.2.1", 3 * time.Second, httplimit.ActionAllow, time.Second, nil, 1},
 		{"192.0.2.1", 3 * time.Second, httplimit.ActionAllow, time.Second, nil, 0},
 		// As many left in both (2, then 1, then 0): the longer window binds.
 		{"192.0.2.1", 4 * time.Second, httplimit.ActionAllow, time.Minute, map[string]string{
-			"X-Ratelimit-Limit": "10", "Ratelimit": `"default-1m";r=2;t=56`}, 2},
+			"X-Ratelimit-Limit": "10", "Ratelimit": `"m-1m";r=2;t=56`}, 2},
 		{"192.0.2.1", 4 * time.Second, httplimit.ActionAllow, time.Minute, nil, 1},
 		{"192.0.2.1", 4 * time.Second, httplimit.ActionAllow, time.Minute, map[string]string{
 			"X-Ratelimit-Limit": "10", "X-Ratelimit-Remaining": "0", "X-Ratelimit-Reset": "56",
-			"Ratelimit-Policy": policy, "Ratelimit": `"default-1m";r=0;t=56`, "X-Ratelimit-Window-Ms": "60000"}, 0},
+			"Ratelimit-Policy": policy, "Ratelimit": `"m-1m";r=0;t=56`, "X-Ratelimit-Window-Ms": "60000"}, 0},
 		// The minute denies, the second would admit: the minute binds, and
 		// its wait is the Retry-After.
 		{"192.0.2.1", 5 * time.Second, httplimit.ActionDeny, time.Minute, map[string]string{
-			"X-Ratelimit-Limit": "10", "Ratelimit": `"default-1m";r=0;t=55`, "Retry-After": "55"}, 0},
+			"X-Ratelimit-Limit": "10", "Ratelimit": `"m-1m";r=0;t=55`, "Retry-After": "55"}, 0},
 		// The override: 50 a minute, the rule's 3 a second.
 		{"192.0.2.9", 0, httplimit.ActionAllow, time.Second, map[string]string{
-			"X-Ratelimit-Limit": "3", "Ratelimit-Policy": `"default-1s";q=3;w=1, "default-1m";q=50;w=60`}, 2},
+			"X-Ratelimit-Limit": "3", "Ratelimit-Policy": `"m-1s";q=3;w=1, "m-1m";q=50;w=60`}, 2},
 		// Blocked on every rule: 0 in both windows, the longer binding.
 		{"192.0.2.66", 0, httplimit.ActionDeny, time.Minute, map[string]string{
-			"X-Ratelimit-Limit": "0", "Ratelimit-Policy": `"default-1s";q=0;w=1, "default-1m";q=0;w=60`,
-			"Ratelimit": `"default-1m";r=0;t=60`, "Retry-After": ""}, 0},
+			"X-Ratelimit-Limit": "0", "Ratelimit-Policy": `"m-1s";q=0;w=1, "m-1m";q=0;w=60`,
+			"Ratelimit": `"m-1m";r=0;t=60`, "Retry-After": ""}, 0},
 	} {
 		d := decide(e, rw.ip, "", "/m", rw.at, 1)
 		if d.Action != rw.action || d.Window != rw.window || d.Result.Window != rw.window || d.Result.Remaining != rw.remaining {

@@ -508,8 +508,8 @@ func HeaderSets(t *testing.T, h Harness) {
 			Clock:   NewClock(),
 		}})
 		c := NewClient(t, tg.URL, 1)
-		Check(t, "200", c.Get("/"), 200, H{XLimit: "1", XRemaining: "0", XReset: "60", RLPolicy: `"default";q=1;w=60`, RL: `"default";r=0;t=60`, RetryAfter: Absent})
-		Check(t, "429", c.Get("/"), 429, H{XLimit: "1", XRemaining: "0", XReset: "60", RLPolicy: `"default";q=1;w=60`, RL: `"default";r=0;t=60`, RetryAfter: "60"})
+		Check(t, "200", c.Get("/"), 200, H{XLimit: "1", XRemaining: "0", XReset: "60", RLPolicy: `"r";q=1;w=60`, RL: `"r";r=0;t=60`, RetryAfter: Absent})
+		Check(t, "429", c.Get("/"), 429, H{XLimit: "1", XRemaining: "0", XReset: "60", RLPolicy: `"r";q=1;w=60`, RL: `"r";r=0;t=60`, RetryAfter: "60"})
 	})
 	t.Run("no retry-after", func(t *testing.T) {
 		tg := h.Start(t, Setup{Options: httplimit.Options{

@@ -80,17 +80,17 @@ func RemainingNeverNegative(t *testing.T, h Harness) {
 		retryAfter string
 		reset      string
 	}{
-		{200, "2", `"default";r=2;t=60`, Absent, "60"},
-		{200, "1", `"default";r=1;t=59`, Absent, "59"},
-		{200, "0", `"default";r=0;t=58`, Absent, "58"},
-		{429, "0", `"default";r=0;t=57`, "57", "57"},
-		{429, "0", `"default";r=0;t=56`, "56", "56"},
+		{200, "2", `"r";r=2;t=60`, Absent, "60"},
+		{200, "1", `"r";r=1;t=59`, Absent, "59"},
+		{200, "0", `"r";r=0;t=58`, Absent, "58"},
+		{429, "0", `"r";r=0;t=57`, "57", "57"},
+		{429, "0", `"r";r=0;t=56`, "56", "56"},
 	}
 	for i, row := range rows {
 		clock.At(Sec(float64(i)))
 		Check(t, fmt.Sprintf("t=%d", i), c.Get("/", XFF("192.0.2.20")...), row.status, H{
 			XLimit: "3", XRemaining: row.remaining, RL: row.rateLimit, RetryAfter: row.retryAfter,
-			XReset: row.reset, RLPolicy: `"default";q=3;w=60`,
+			XReset: row.reset, RLPolicy: `"r";q=3;w=60`,
 		})
 	}
 }
@@ -117,11 +117,11 @@ func RetryAfterUnits(t *testing.T, h Harness) {
 			for i := range 5 {
 				Check(t, fmt.Sprintf("step 1 #%d", i+1), c.Get("/"), 200, H{RetryAfter: Absent})
 			}
-			Check(t, "step 2", c.Get("/"), 429, H{RetryAfter: "60", XReset: reset(60, t0+60), RL: `"default";r=0;t=60`})
+			Check(t, "step 2", c.Get("/"), 429, H{RetryAfter: "60", XReset: reset(60, t0+60), RL: `"r";r=0;t=60`})
 			clock.At(Sec(30.25))
-			Check(t, "step 3", c.Get("/"), 429, H{RetryAfter: "30", XReset: reset(30, t0+60), RL: `"default";r=0;t=30`})
+			Check(t, "step 3", c.Get("/"), 429, H{RetryAfter: "30", XReset: reset(30, t0+60), RL: `"r";r=0;t=30`})
 			clock.At(Sec(59.5))
-			Check(t, "step 4", c.Get("/"), 429, H{RetryAfter: "1", XReset: reset(1, t0+60), RL: `"default";r=0;t=1`})
+			Check(t, "step 4", c.Get("/"), 429, H{RetryAfter: "1", XReset: reset(1, t0+60), RL: `"r";r=0;t=1`})
 			clock.At(Sec(60))
 			r := c.Get("/")
 			Check(t, "step 5", r, 200, H{XRemaining: "4", RetryAfter: Absent, XReset: reset(60, t0+120)})
@@ -257,7 +257,7 @@ func ZeroLimitHeaders(t *testing.T, h Harness) {
 				for _, who := range []string{"blocked", "blocked-too"} {
 					r := c.Get("/", id(who)...)
 					Check(t, fmt.Sprintf("t=%v %s", at, who), r, 429, H{
-						XLimit: "0", XRemaining: "0", RetryAfter: Absent, RLPolicy: `"default";q=0;w=60`,
+						XLimit: "0", XRemaining: "0", RetryAfter: Absent, RLPolicy: `"r";q=0;w=60`,
 					})
 				}
 				// A cost of 0 is a no-op: allowed, even on a limit of 0.
@@ -337,7 +337,7 @@ func RuntimeLimitHeaders(t *testing.T, h Harness) {
 					name := fmt.Sprintf("t=%v #%d", rw.at, i+1)
 					r := c.Get("/", "X-Client-ID", "k")
 					expectStep(t, name, r, s)
-					Check(t, name, r, r.Status, H{XLimit: rw.header, RLPolicy: fmt.Sprintf(`"default";q=%s;w=60`, rw.header)})
+					Check(t, name, r, r.Status, H{XLimit: rw.header, RLPolicy: fmt.Sprintf(`"r";q=%s;w=60`, rw.header)})
 				}
 			}
 		})
@@ -366,12 +366,12 @@ func PerKeyLimit(t *testing.T, h Harness) {
 					name := fmt.Sprintf("203.0.113.7 t=%d", i)
 					r := c.Get("/", XFF("203.0.113.7")...)
 					expectStep(t, name, r, small[i])
-					Check(t, name, r, r.Status, H{XLimit: "2", RLPolicy: `"default";q=2;w=60`})
+					Check(t, name, r, r.Status, H{XLimit: "2", RLPolicy: `"r";q=2;w=60`})
 				}
 				name := fmt.Sprintf("198.51.100.9 t=%d", i)
 				r := c.Get("/", XFF("198.51.100.9")...)
 				expectStep(t, name, r, big[i])
-				Check(t, name, r, r.Status, H{XLimit: "5", RLPolicy: `"default";q=5;w=60`})
+				Check(t, name, r, r.Status, H{XLimit: "5", RLPolicy: `"r";q=5;w=60`})
 			}
 		})
 	}
@@ -533,7 +533,7 @@ func SubSecondWindowHeaders(t *testing.T, h Harness) {
 				t.Helper()
 				r := c.Get("/")
 				expectStep(t, name, r, s)
-				Check(t, name, r, r.Status, H{RLPolicy: `"default";q=2;w=1`, XWindowMs: "500", XStrategy: ac.alg})
+				Check(t, name, r, r.Status, H{RLPolicy: `"r";q=2;w=1`, XWindowMs: "500", XStrategy: ac.alg})
 				if v := r.Header.Get(XReset); v == "0" && !s.allowed {
 					t.Errorf("%s: X-RateLimit-Reset 0 on a denial", name)
 				}
@@ -580,7 +580,7 @@ func YearWindowHeaders(t *testing.T, h Harness) {
 				for i, s := range []step{A(4), A(3), A(2), A(1), A(0), D(ac.ra0)} {
 					r := c.Get("/")
 					expectStep(t, fmt.Sprintf("t=0 #%d", i+1), r, s)
-					Check(t, "t=0", r, r.Status, H{RLPolicy: `"default";q=5;w=31536000`})
+					Check(t, "t=0", r, r.Status, H{RLPolicy: `"r";q=5;w=31536000`})
 					if i == 5 && ac.reset0 != "" {
 						want := ac.reset0
 						if unix {

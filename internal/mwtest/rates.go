@@ -41,7 +41,7 @@ func RatesDenialConsumesNothing(t *testing.T, h Harness) {
 			get := func() Resp { return c.Get("/", XFF("192.0.2.40")...) }
 			for i := range 3 {
 				Check(t, fmt.Sprintf("t=0 #%d", i+1), get(), 200, H{XLimit: "3", XRemaining: strconv.Itoa(2 - i),
-					RL: fmt.Sprintf(`"default-1s";r=%d;t=1`, 2-i)})
+					RL: fmt.Sprintf(`"r-1s";r=%d;t=1`, 2-i)})
 			}
 			for i := range 3 {
 				Check(t, fmt.Sprintf("t=0 denied #%d", i+1), get(), 429, H{XLimit: "3", XRemaining: "0", RetryAfter: "1"})
@@ -49,7 +49,7 @@ func RatesDenialConsumesNothing(t *testing.T, h Harness) {
 			clock.At(Sec(1))
 			// Had the denials counted in the minute, it would be full.
 			Check(t, "t=1 #1: the minute binds, 1 left", get(), 200, H{XLimit: "5", XRemaining: "1", XReset: "59",
-				RL: `"default-1m";r=1;t=59`, RLPolicy: `"default-1s";q=3;w=1, "default-1m";q=5;w=60`})
+				RL: `"r-1m";r=1;t=59`, RLPolicy: `"r-1s";q=3;w=1, "r-1m";q=5;w=60`})
 			Check(t, "t=1 #2", get(), 200, H{XLimit: "5", XRemaining: "0"})
 			Check(t, "t=1 #3: the minute denies", get(), 429, H{XLimit: "5", XRemaining: "0", RetryAfter: "59"})
 		})
@@ -139,7 +139,7 @@ func RatesRetryAfter(t *testing.T, h Harness) {
 
 			at(T0.Add(Sec(20.5)))
 			Check(t, "/both #1", c.Get("/both"), 200, nil)
-			Check(t, "/both #2", c.Get("/both"), 200, H{XLimit: "2", XRemaining: "0", RL: `"default-10s";r=0;t=10`})
+			Check(t, "/both #2", c.Get("/both"), 200, H{XLimit: "2", XRemaining: "0", RL: `"both-10s";r=0;t=10`})
 			r := c.Get("/both")
 			ra, _ := mwengine.RetryAfterSeconds(ac.both)
 			Check(t, "/both #3: both deny", r, 429, H{XLimit: "2", RetryAfter: strconv.FormatInt(ra, 10)})
@@ -156,9 +156,10 @@ func RatesRetryAfter(t *testing.T, h Harness) {
 // X-RateLimit trio and X-RateLimit-Window-Ms of the binding limit (the
 // least remaining; of two with as much, the longer window), a
 // RateLimit-Policy item per limit, shortest window first, named by the
-// rules (a limit's own name, or the rule's or HeaderConfig.PolicyName's
-// followed by the window) with the client's own limits, and a RateLimit
-// item for the binding one; ParseIETF checks both as structured fields.
+// rules (a limit's own name, or the rule's policy, HeaderConfig.PolicyName
+// or the rule's name, followed by the window) with the client's own
+// limits, and a RateLimit item for the binding one; ParseIETF checks both
+// as structured fields.
 func RatesHeaders(t *testing.T, h Harness) {
 	clock := NewClock()
 	tg := h.Start(t, Setup{Options: httplimit.Options{
