@@ -306,6 +306,7 @@ type jsonFrame struct {
 // stack.
 func checkDuplicateKeys(b []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber() // numbers are decoding's to judge, not float64's
 	// stack[i] is a container; path[i] is where in it the walk is: the
 	// current key of an object, the current index of an array.
 	var stack []jsonFrame

@@ -74,6 +74,9 @@ func TestRulesFileRefusesDuplicateKeys(t *testing.T) {
 			[]string{`rule "a": key "LIMIT" given twice in rules[0], first as "limit"`}},
 		{`{"rules": [{"name": "a", "limit": 1, "window": "1m", "Window": "1ms"}]}`,
 			[]string{`rule "a": key "Window" given twice in rules[0], first as "window"`}},
+		// A number no float64 holds does not hide the duplicate.
+		{`{"rules": [{"name": "a", "limit": 1e400, "limit": 2, "window": "1m"}]}`,
+			[]string{`rule "a": key "limit" given twice in rules[0]`}},
 		// Nested objects in arrays.
 		{`{"rules": [` + a + `, {"name": "m", "path": "/m", "limits": [{"limit": 3, "window": "1s"}, {"limit": 10, "window": "1m", "window": "1h"}]}]}`,
 			[]string{`rule "m": key "window" given twice in rules[1].limits[1]`}},
