@@ -83,8 +83,8 @@
 // SIGHUP reloads the rules file, keeping the counters of unchanged rules
 // (and of rules that come back within their window); a file that does not
 // parse (or is refused as above), or holds no rule without saying
-// "limiting": "off", is refused and the rules in force stay. SIGINT and SIGTERM shut the server down
-// gracefully.
+// "limiting": "off", is refused and the rules in force stay. SIGINT and
+// SIGTERM shut the server down gracefully.
 package main
 
 import (
