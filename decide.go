@@ -25,14 +25,14 @@ type limiter[E any] struct {
 
 	closed    atomic.Bool
 	closeOnce sync.Once
-	stop      chan struct{}
-	done      chan struct{}
+	jan       *janitorJob // nil if the janitor is disabled
 }
 
 // init sets up l, whose zero value it requires, for alg deciding rs's
 // rates, whose keys keep stride side words (sync state laid out by y
-// included; y nil unless shared) and extras extra records, and starts its
-// janitor. cfg has its defaults filled in.
+// included; y nil unless shared) and extras extra records, and registers
+// it with the process's janitor (the sweeper). cfg has its defaults filled
+// in.
 func (l *limiter[E]) init(cfg Config, rs *rateSet, alg algorithm[E], stride, extras int, y *syncSet) {
 	l.alg, l.cfg, l.rates, l.clock = alg, cfg, *rs, cfg.Clock
 	for _, r := range cfg.rates() {
@@ -49,9 +49,8 @@ func (l *limiter[E]) init(cfg Config, rs *rateSet, alg algorithm[E], stride, ext
 	l.tab.init(cfg, rs, alg, stride, extras, y)
 	l.tab.clock = l.now
 	if cfg.JanitorInterval > 0 {
-		l.stop = make(chan struct{})
-		l.done = make(chan struct{})
-		go l.janitor(cfg.JanitorInterval)
+		l.jan = newJanitorJob(cfg.JanitorInterval, l.janitorSweep)
+		sweeper.add(l.jan)
 	}
 }
 

@@ -20,8 +20,9 @@
 // pointer-free storage (an open-addressing table whose positions hold the
 // short keys and the fixed-size records themselves, and an arena for long
 // keys), so a million keys cost the garbage collector almost nothing; a key
-// is compared in full on lookup, so two keys never share a budget. A janitor goroutine
-// evicts keys whose state equals a fresh key's.
+// is compared in full on lookup, so two keys never share a budget. A
+// janitor, one goroutine for all the limiters of a process, evicts keys
+// whose state equals a fresh key's.
 //
 // The API follows golang.org/x/time/rate: Allow(key) reads the limiter's
 // Clock, AllowN(key, now, n) takes the instant explicitly, and both have
@@ -38,7 +39,9 @@
 // time.Now() are placed by their monotonic clock reading, so wall-clock
 // steps never reach a limiter.
 //
-// All limiters are safe for concurrent use. Call Close to stop the janitor.
+// All limiters are safe for concurrent use. Call Close when done with one:
+// the janitor then forgets it, and its goroutine ends with the last
+// limiter.
 //
 //	l, err := shardlimit.New(shardlimit.Config{
 //		Algorithm: shardlimit.SlidingLog,

@@ -29,7 +29,7 @@ type fixedWindow struct {
 // within one window's length.
 //
 // It returns an error wrapping ErrInvalidConfig if cfg is invalid. The
-// limiter is safe for concurrent use; Close stops its janitor.
+// limiter is safe for concurrent use; Close ends its sweeps by the janitor.
 func NewFixedWindow(cfg Config) (Limiter, error) {
 	cfg, err := cfg.withDefaults(FixedWindow)
 	if err != nil {

@@ -37,7 +37,7 @@ const maxDebt = 2 * int64(MaxWindow)
 // kept as a fraction, never rounded.
 //
 // It returns an error wrapping ErrInvalidConfig if cfg is invalid. The
-// limiter is safe for concurrent use; Close stops its janitor.
+// limiter is safe for concurrent use; Close ends its sweeps by the janitor.
 func NewGCRA(cfg Config) (Limiter, error) {
 	cfg, err := cfg.withDefaults(GCRA)
 	if err != nil {

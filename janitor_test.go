@@ -3,6 +3,8 @@ package shardlimit
 import (
 	"fmt"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -224,5 +226,263 @@ func TestResetForgetsUsage(t *testing.T) {
 		if r := l.AllowN("b", at(1), 1); !r.Allowed || r.Limit != 1 {
 			t.Fatalf("%v: b after reset kept its own limit: %+v", alg, r)
 		}
+	}
+}
+
+// janitorJob returns the limiter's place in the sweeper's schedule, nil if
+// its janitor is disabled.
+func (l *limiter[E]) janitorJob() *janitorJob { return l.jan }
+
+// touchTableUnlocked writes every shard's slice header without its lock:
+// after Close nothing else may touch the table, and -race reports a sweep
+// that still does.
+func (l *limiter[E]) touchTableUnlocked() {
+	for i := range l.tab.shards {
+		s := &l.tab.shards[i]
+		s.recs = s.recs[:len(s.recs):len(s.recs)]
+	}
+}
+
+func jobOf(tb testing.TB, l Limiter) *janitorJob {
+	tb.Helper()
+	j, ok := l.(interface{ janitorJob() *janitorJob })
+	if !ok {
+		tb.Fatalf("%T has no janitor job", l)
+	}
+	return j.janitorJob()
+}
+
+// sweepsOf returns how many sweeps of j the sweeper has begun.
+func sweepsOf(j *janitorJob) uint64 {
+	sweeper.mu.Lock()
+	defer sweeper.mu.Unlock()
+	return j.sweeps
+}
+
+// eventually polls cond until it holds, failing the test after a deadline
+// far beyond what it needs on an idle machine: the verdict is the
+// condition, never the time.
+func eventually(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("still not %s after 30s", what)
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+// newJanitored returns a limiter with a janitor every interval, on clock.
+func newJanitored(tb testing.TB, alg Algorithm, window, interval time.Duration, clock Clock) Limiter {
+	tb.Helper()
+	l, err := New(cfgWith(alg, window, interval, clock))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return l
+}
+
+func cfgWith(alg Algorithm, window, interval time.Duration, clock Clock) Config {
+	return Config{Algorithm: alg, Limit: 10, Window: window, JanitorInterval: interval, Clock: clock}
+}
+
+func TestJanitorOneGoroutineForManyLimiters(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	g0 := runtime.NumGoroutine()
+	clock := NewManualClock(at(0))
+	ls := make([]Limiter, 1000)
+	for i := range ls {
+		interval := time.Duration(1+i%20) * time.Millisecond
+		if i%10 == 9 {
+			interval = 0 // the default, 1s for a window of 1s
+		}
+		ls[i] = newJanitored(t, allAlgorithms[i%4], time.Second, interval, clock)
+		ls[i].Allow("k")
+	}
+	if g := runtime.NumGoroutine() - g0; g > 1 {
+		t.Fatalf("1000 limiters started %d goroutines, want at most 1", g)
+	}
+	clock.Advance(2 * time.Second)
+	eventually(t, "every limiter swept", func() bool {
+		for _, l := range ls {
+			if l.Len() != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if g := runtime.NumGoroutine() - g0; g > 1 {
+		t.Fatalf("1000 limiters swept by %d goroutines, want at most 1", g)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	if err := goleak.Find(before); err != nil {
+		t.Fatalf("after closing the 1000 limiters: %v", err)
+	}
+}
+
+func TestJanitorSweepsEachAtItsOwnClockAndInterval(t *testing.T) {
+	// Three limiters on clocks of their own, one sweeper: keys idle at
+	// their limiter's clock are evicted at each one's interval; keys idle
+	// at the caller's instants but not at their limiter's clock stay.
+	fastClock, midClock, stillClock := NewManualClock(at(0)), NewManualClock(at(0)), NewManualClock(at(0))
+	fast := newJanitored(t, FixedWindow, time.Second, time.Millisecond, fastClock)
+	defer fast.Close()
+	mid := newJanitored(t, GCRA, time.Minute, 3*time.Millisecond, midClock)
+	defer mid.Close()
+	still := newJanitored(t, SlidingLog, time.Second, 2*time.Millisecond, stillClock)
+	defer still.Close()
+	slow := newJanitored(t, SlidingCounter, time.Second, time.Hour, fastClock)
+	defer slow.Close()
+	for i := range 100 {
+		k := fmt.Sprint("k", i)
+		fast.Allow(k)
+		mid.Allow(k)
+		still.AllowN(k, at(0), 1)
+		slow.Allow(k)
+	}
+	jFast, jStill, jSlow := jobOf(t, fast), jobOf(t, still), jobOf(t, slow)
+
+	// The short interval is kept while a long one waits: the sweeper
+	// wakes for the earliest due limiter, not the latest registered.
+	n := sweepsOf(jFast)
+	eventually(t, "fast swept 20 times", func() bool { return sweepsOf(jFast) >= n+20 })
+	if fast.Len() != 100 || mid.Len() != 100 {
+		t.Fatalf("keys evicted while busy at their clocks: fast %d, mid %d", fast.Len(), mid.Len())
+	}
+
+	fastClock.Advance(2 * time.Second) // past fast's window; slow's interval is an hour
+	midClock.Advance(2 * time.Minute)
+	eventually(t, "fast and mid emptied", func() bool { return fast.Len() == 0 && mid.Len() == 0 })
+
+	// At 2 s the log's keys are idle at the caller's instants, but its
+	// own clock still reads 0: two more of its sweeps evict nothing.
+	n = sweepsOf(jStill)
+	eventually(t, "still swept twice more", func() bool { return sweepsOf(jStill) >= n+2 })
+	if still.Len() != 100 || still.Sweep(at(2)) != 100 {
+		t.Fatal("the janitor judged keys idle by another clock than its limiter's")
+	}
+	if got := sweepsOf(jSlow); got != 0 || slow.Len() != 100 {
+		t.Fatalf("a limiter with an hour's interval swept %d times, %d keys left", got, slow.Len())
+	}
+}
+
+func TestJanitorCloseWhileSweeping(t *testing.T) {
+	// Limiters close, one by one and concurrently, while the sweeper walks
+	// their tables (keys busy at their clock, so each sweep visits every
+	// key). After Close no sweep of its limiter begins and none runs:
+	// the test then writes to its table without locks, which -race
+	// reports if the sweeper still reads it.
+	before := goleak.IgnoreCurrent()
+	clock := NewManualClock(at(0))
+	const limiters = 24
+	ls := make([]Limiter, limiters)
+	for i := range ls {
+		ls[i] = newJanitored(t, allAlgorithms[i%4], time.Minute, time.Millisecond, clock)
+		for k := range 5000 {
+			ls[i].Allow(fmt.Sprint("k", k))
+		}
+	}
+	// The last one stays open to the end: its sweeps show the sweeper
+	// going on after the others closed.
+	witness := ls[limiters-1]
+	jw := jobOf(t, witness)
+	closedAt := make([]uint64, limiters-1)
+	var wg sync.WaitGroup
+	for i := range ls[:limiters-1] {
+		wg.Go(func() {
+			j := jobOf(t, ls[i])
+			eventually(t, "swept once", func() bool { return sweepsOf(j) >= 1 })
+			ls[i].Allow("k1")
+			ls[i].Close()
+			sweeper.mu.Lock()
+			closedAt[i] = j.sweeps
+			if j.sweeping || j.index >= 0 {
+				t.Errorf("limiter %d: after Close, sweeping %v, in the schedule at %d", i, j.sweeping, j.index)
+			}
+			sweeper.mu.Unlock()
+			ls[i].(interface{ touchTableUnlocked() }).touchTableUnlocked()
+		})
+	}
+	wg.Wait()
+	n := sweepsOf(jw)
+	eventually(t, "witness swept 5 more times", func() bool { return sweepsOf(jw) >= n+5 })
+	for i, l := range ls[:limiters-1] {
+		if got := sweepsOf(jobOf(t, l)); got != closedAt[i] {
+			t.Fatalf("limiter %d swept %d times after Close", i, got-closedAt[i])
+		}
+		if l.Close() != nil {
+			t.Fatal("second Close")
+		}
+	}
+	witness.Close()
+	sweeper.mu.Lock()
+	left := len(sweeper.jobs)
+	sweeper.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d jobs left in the schedule", left)
+	}
+	if err := goleak.Find(before); err != nil {
+		t.Fatalf("the sweeper outlived the last limiter: %v", err)
+	}
+}
+
+func TestJanitorDisabledDoesNotRegister(t *testing.T) {
+	sweeper.mu.Lock()
+	n := len(sweeper.jobs)
+	sweeper.mu.Unlock()
+	for _, alg := range allAlgorithms {
+		l := newJanitored(t, alg, time.Second, -1, nil)
+		if j := jobOf(t, l); j != nil {
+			t.Fatalf("%v: a disabled janitor registered", alg)
+		}
+		sweeper.mu.Lock()
+		m := len(sweeper.jobs)
+		sweeper.mu.Unlock()
+		if m != n {
+			t.Fatalf("%v: %d jobs scheduled, want %d", alg, m, n)
+		}
+		l.Close()
+	}
+}
+
+func TestJanitorCloseWaitsForItsOwnSweepOnly(t *testing.T) {
+	// A sweep that ends only when told to stands for a slow one: Close of
+	// another limiter returns while it runs, and the removal of its own
+	// job returns only once it has ended.
+	before := goleak.IgnoreCurrent()
+	entered := make(chan struct{})
+	var once sync.Once
+	var ended atomic.Bool
+	slow := newJanitorJob(time.Millisecond, func(stop <-chan struct{}) {
+		once.Do(func() { close(entered) })
+		<-stop
+		ended.Store(true)
+	})
+	sweeper.add(slow)
+	select {
+	case <-entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the slow job was never swept")
+	}
+	l := newJanitored(t, FixedWindow, time.Second, time.Millisecond, nil)
+	closed := make(chan struct{})
+	go func() {
+		l.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close of one limiter waited for the sweep of another")
+	}
+	sweeper.remove(slow)
+	if !ended.Load() {
+		t.Fatal("remove returned while its job's sweep ran")
+	}
+	if err := goleak.Find(before); err != nil {
+		t.Fatalf("the sweeper outlived its last job: %v", err)
 	}
 }

@@ -236,7 +236,12 @@ type Config struct {
 	// (keys whose state equals a fresh key's). 0 means the default: the
 	// window (the longest of Rates), clamped to [1s, 1min]. A negative
 	// value disables the janitor; call Sweep yourself then. A positive
-	// value below MinJanitorInterval is an error.
+	// value below MinJanitorInterval is an error. The janitor is one
+	// goroutine per process, whatever the number of limiters: it starts
+	// with the first limiter built with a janitor and ends when the last
+	// one is closed, and sweeps each limiter at the limiter's own interval
+	// and clock, one limiter and one shard at a time, so a limiter's sweep
+	// may start late while another's runs.
 	JanitorInterval time.Duration
 
 	// Clock supplies the time for the short forms (Allow, AllowNow and
@@ -507,14 +512,18 @@ type Limiter interface {
 	Sweep(now time.Time) int
 	// Config returns the configuration in effect, defaults filled in.
 	Config() Config
-	// Close stops the janitor and waits for it. It is idempotent and always
-	// returns nil; afterwards decisions return ErrClosed.
+	// Close takes the limiter off the janitor's schedule, waiting for a
+	// sweep of its table in progress (not for another limiter's), and
+	// stops the janitor's goroutine if no other limiter needs it. It is
+	// idempotent and always returns nil; afterwards decisions return
+	// ErrClosed and the janitor never touches the limiter again.
 	Close() error
 }
 
 // New returns a limiter running cfg.Algorithm. It returns an error wrapping
-// ErrInvalidConfig when cfg is invalid. The limiter starts a janitor
-// goroutine unless cfg.JanitorInterval < 0; call Close to stop it.
+// ErrInvalidConfig when cfg is invalid. Unless cfg.JanitorInterval < 0, the
+// limiter joins the process's janitor, one goroutine for every limiter
+// (started by the first); call Close to leave it.
 func New(cfg Config) (Limiter, error) {
 	switch cfg.Algorithm {
 	case FixedWindow:

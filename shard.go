@@ -681,20 +681,21 @@ type stateReader[E any] interface {
 
 // sweep evicts idle keys of every shard, one shard and sweepChunk slots at
 // a time, rebuilding shards that are mostly empty. It returns how many keys
-// it evicted, early if stop is closed. A key evicted may pull the keys
-// after it back, into its own position among others: the sweep looks at
-// that position again. A table that grows between two chunks moves keys:
-// the sweep may then skip some, which the next one finds.
+// it evicted, early (between two chunks) if stop is closed. A key evicted
+// may pull the keys after it back, into its own position among others: the
+// sweep looks at that position again. A table that grows between two
+// chunks moves keys: the sweep may then skip some, which the next one
+// finds.
 func (t *table[E]) sweep(now int64, stop <-chan struct{}) int {
 	evicted := 0
 	for i := range t.shards {
-		select {
-		case <-stop:
-			return evicted
-		default:
-		}
 		s := &t.shards[i]
 		for start := 0; ; start += sweepChunk {
+			select {
+			case <-stop:
+				return evicted
+			default:
+			}
 			s.mu.Lock()
 			end := min(start+sweepChunk, len(s.recs))
 			for slot := start; slot < end; {

@@ -53,7 +53,7 @@ type slidingCounter struct {
 //
 // It returns an error wrapping ErrInvalidConfig if cfg is invalid (each
 // window must be a multiple of Buckets nanoseconds). The limiter is safe
-// for concurrent use; Close stops its janitor.
+// for concurrent use; Close ends its sweeps by the janitor.
 func NewSlidingCounter(cfg Config) (Limiter, error) {
 	cfg, err := cfg.withDefaults(SlidingCounter)
 	if err != nil {

@@ -59,7 +59,7 @@ type slidingLog struct {
 //
 // It returns an error wrapping ErrInvalidConfig if cfg is invalid (each
 // limit may be at most MaxSlidingLogLimit). The limiter is safe for
-// concurrent use; Close stops its janitor.
+// concurrent use; Close ends its sweeps by the janitor.
 func NewSlidingLog(cfg Config) (Limiter, error) {
 	cfg, err := cfg.withDefaults(SlidingLog)
 	if err != nil {

@@ -160,7 +160,7 @@ func (m *Middleware) RuleStats() []httplimit.RuleStats { return m.e.RuleStats() 
 // negative.
 func (m *Middleware) TopDenied(n int) ([]httplimit.DeniedKey, uint64) { return m.e.TopDenied(n) }
 
-// Close closes the rules' limiters and stops their janitors; afterwards
+// Close closes the rules' limiters, taking them off the janitor; afterwards
 // requests are answered per Options.OnError. Idempotent; returns nil.
 func (m *Middleware) Close() error { return m.e.Close() }
 

@@ -101,7 +101,7 @@ type Engine struct {
 // New validates o and returns an engine with o.Rules in force. keyFunc
 // tells whether the middleware has a key function (an identity source
 // besides o.Keys.Header). Errors wrap shardlimit.ErrInvalidConfig (see
-// httplimit.Options.Validate). Close stops the limiters' janitors.
+// httplimit.Options.Validate). Close takes the limiters off the janitor.
 func New(o httplimit.Options, keyFunc bool) (*Engine, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -309,7 +309,7 @@ func (e *Engine) build(rule string, cfg shardlimit.Config) (shardlimit.Limiter, 
 	return lim, err
 }
 
-// Close closes every rule's limiter, stopping their janitors. Afterwards
+// Close closes every rule's limiter, taking them off the janitor. Afterwards
 // decisions fail with shardlimit.ErrClosed (answered per OnError). It is
 // idempotent and returns nil.
 func (e *Engine) Close() error {
