@@ -326,7 +326,7 @@ func TestDemoFlags(t *testing.T) {
 	if err := run(context.Background(), []string{"-h"}, &out, &errOut, nil); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: %v", err)
 	}
-	for _, f := range []string{"-addr", "-rules", "-algorithm", "-redis", "-redis-prefix", "-flush"} {
+	for _, f := range []string{"-addr", "-rules", "-algorithm", "-redis", "-redis-prefix", "-flush", "-metrics", "-status-public"} {
 		if !strings.Contains(errOut.String(), f) {
 			t.Errorf("usage does not mention %s:\n%s", f, errOut.String())
 		}

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/shardlimit/shardlimit/internal/mwtest"
@@ -11,10 +14,9 @@ import (
 // rule's limits; for /baz, limited to 3 a second and 10 a minute, both,
 // not only the minute's.
 func TestDemoStatusListsEveryLimit(t *testing.T) {
-	d := startDemo(t)
-	c := mwtest.NewClient(t, d.url, 1)
+	d := startDemo(t, "-metrics", "127.0.0.1:0")
 	d.clock.At(mwtest.Sec(20))
-	r := c.Get("/status")
+	r := mwtest.NewClient(t, d.obsURL, 1).Get("/status")
 	if r.Status != 200 {
 		t.Fatalf("/status: %d", r.Status)
 	}
@@ -24,6 +26,89 @@ func TestDemoStatusListsEveryLimit(t *testing.T) {
 	} {
 		if !regexp.MustCompile(re).MatchString(r.Body) {
 			t.Errorf("/status does not match %s:\n%s", re, r.Body)
+		}
+	}
+}
+
+// TestDemoStatusNotServedOnPublicAddress: without -metrics and
+// -status-public, /status, which lists clients by address and identity,
+// is served nowhere: on the public address it is an ordinary path (404);
+// /metrics is, as it holds no client key; the startup lines say how to see
+// /status.
+func TestDemoStatusNotServedOnPublicAddress(t *testing.T) {
+	d := startDemo(t)
+	c := mwtest.NewClient(t, d.url, 1)
+	for range 11 {
+		c.Get("/foo", "X-Client-ID", "client-1")
+	}
+	r := c.Get("/status")
+	if r.Status != 404 || strings.Contains(r.Body, "client-1") || strings.Contains(r.Body, "127.0.0.1") {
+		t.Errorf("/status on the public address: %d %q, want 404 and no client", r.Status, r.Body)
+	}
+	if r := c.Get("/metrics"); r.Status != 200 {
+		t.Errorf("/metrics on the public address without -metrics: %d, want 200", r.Status)
+	}
+	if out := d.stdout.String(); !strings.Contains(out, "status: not served") || !strings.Contains(out, "-metrics") {
+		t.Errorf("stdout %q does not say /status is not served and how to see it", out)
+	}
+}
+
+// TestDemoStatusPublicOnlyWhenAsked: -status-public serves /status on the
+// public address too, and says so at startup.
+func TestDemoStatusPublicOnlyWhenAsked(t *testing.T) {
+	d := startDemo(t, "-metrics", "127.0.0.1:0", "-status-public")
+	c := mwtest.NewClient(t, d.url, 1)
+	for range 6 {
+		c.Get("/bar")
+	}
+	for name, url := range map[string]string{"public": d.url, "-metrics": d.obsURL} {
+		if r := mwtest.NewClient(t, url, 1).Get("/status"); r.Status != 200 || !strings.Contains(r.Body, "ip:127.0.0.1") {
+			t.Errorf("/status on the %s address with -status-public: %d\n%s", name, r.Status, r.Body)
+		}
+	}
+	if r := c.Get("/metrics"); r.Status != 404 {
+		t.Errorf("/metrics on the public address with -metrics: %d, want 404", r.Status)
+	}
+	if !strings.Contains(d.stdout.String(), "status: also "+d.url+"/status") {
+		t.Errorf("stdout %q does not say /status is public", d.stdout)
+	}
+}
+
+// TestDemoMetricsCarryNoClientKeys denies a listed identity and an
+// anonymous address, then checks that /metrics, wherever it is served,
+// holds neither, while /status on the admin listener lists both.
+func TestDemoMetricsCarryNoClientKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rules.json")
+	rules := `{"rules": [{"name": "anon", "path": "/foo", "limit": 1, "window": "1m"}],
+	  "tiers": [{"name": "gold", "clients": ["secret-x9"], "rules": [{"name": "gold-foo", "path": "/foo", "limit": 1, "window": "1m"}]}]}`
+	if err := os.WriteFile(path, []byte(rules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"-rules", path}, {"-rules", path, "-metrics", "127.0.0.1:0"}} {
+		d := startDemo(t, args...)
+		c := mwtest.NewClient(t, d.url, 1)
+		for range 3 {
+			c.Get("/foo", "X-Client-ID", "secret-x9")
+			c.Get("/foo")
+		}
+		metricsURL := d.url
+		if d.obsURL != "" {
+			metricsURL = d.obsURL
+		}
+		r := mwtest.NewClient(t, metricsURL, 1).Get("/metrics")
+		if r.Status != 200 || !strings.Contains(r.Body, `shardlimit_decisions_total{limiter="gold-foo",outcome="denied"} 2`) {
+			t.Fatalf("%q: /metrics: %d\n%s", args, r.Status, r.Body)
+		}
+		for _, key := range []string{"secret-x9", "127.0.0.1", "id:", "ip:"} {
+			if strings.Contains(r.Body, key) {
+				t.Errorf("%q: /metrics holds %q:\n%s", args, key, r.Body)
+			}
+		}
+		if d.obsURL != "" {
+			s := mwtest.NewClient(t, d.obsURL, 1).Get("/status")
+			if !strings.Contains(s.Body, "id:secret-x9") || !strings.Contains(s.Body, "ip:127.0.0.1") {
+				t.Errorf("%q: /status on -metrics does not list the denied clients:\n%s", args, s.Body)
+			}
 		}
 	}
 }
