@@ -96,15 +96,19 @@ func writeStatus(w io.Writer, mw *fasthttpmw.Middleware, counters string) {
 	}
 
 	top, total := mw.TopDenied(topShown)
-	fmt.Fprintf(w, "\nmost denied clients (%d denials in all; a count may exceed the truth by its error):\n", total)
+	fmt.Fprintf(w, "\nmost denied clients (%d denials in all; only those certainly denied more often than any not listed; each was denied at least GUARANTEED times, at most DENIED = GUARANTEED + ERROR):\n", total)
 	if len(top) == 0 {
-		fmt.Fprintln(w, "none")
+		if total == 0 {
+			fmt.Fprintln(w, "none")
+		} else {
+			fmt.Fprintln(w, "none certain: the denials are spread over more clients than the summary tracks")
+		}
 		return
 	}
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RULE\tKEY\tDENIED\tERROR")
+	fmt.Fprintln(tw, "RULE\tKEY\tGUARANTEED\tDENIED\tERROR")
 	for _, d := range top {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", d.Rule, printable(d.Key), d.Count, d.Error)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\n", d.Rule, printable(d.Key), d.Guaranteed(), d.Count, d.Error)
 	}
 	tw.Flush()
 }

@@ -112,3 +112,24 @@ func TestDemoMetricsCarryNoClientKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoStatusShowsGuaranteedCounts: /status lists each denied client
+// with its guaranteed count, its count and the count's error.
+func TestDemoStatusShowsGuaranteedCounts(t *testing.T) {
+	d := startDemo(t, "-metrics", "127.0.0.1:0")
+	c := mwtest.NewClient(t, d.url, 1)
+	d.clock.At(mwtest.Sec(20))
+	for range 5 {
+		c.Get("/bar") // anon-bar: 2 a minute, 3 denied
+	}
+	body := mwtest.NewClient(t, d.obsURL, 1).Get("/status").Body
+	for _, re := range []string{
+		`(?m)^most denied clients \(3 denials in all; .*GUARANTEED`,
+		`(?m)^RULE +KEY +GUARANTEED +DENIED +ERROR$`,
+		`(?m)^anon-bar +ip:127\.0\.0\.1 +3 +3 +0$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(body) {
+			t.Errorf("/status does not match %s:\n%s", re, body)
+		}
+	}
+}
