@@ -8,7 +8,7 @@
 //	curl -i http://127.0.0.1:8080/healthz    # never limited
 //	curl -s http://127.0.0.1:9090/status     # the admin address only
 //
-// Routes: /foo, /bar and /baz answer 200 with a short body and
+// Routes: /foo, /bar, /baz and /smooth answer 200 with a short body and
 // are limited by the rules; /healthz answers 200 and is not limited;
 // anything else is 404 (and limited only if a rule matches it). /metrics
 // (the Prometheus text format, which holds no client key) and /status (a
@@ -37,6 +37,9 @@
 // ends.
 //
 //	curl -i http://127.0.0.1:8080/baz   # RateLimit-Policy: "baz-1s";q=3;w=1, "baz-1m";q=10;w=60
+//
+// Every client may call /smooth 6 times a minute by GCRA: a burst of 6,
+// then one every 10 s (with -redis, decided in Redis by sync.Exact).
 //
 // Limited responses carry every rate-limit field the middleware can write:
 // X-RateLimit-Limit, -Remaining and -Reset (seconds to go), the IETF
@@ -76,7 +79,9 @@
 //
 //	-addr          listen address (default 127.0.0.1:8080)
 //	-rules         JSON rules file (default: the embedded copy of rules.json)
-//	-algorithm     algorithm of rules that name none (default fixed_window)
+//	-algorithm     algorithm of the rules that name none; a rule that names one
+//	               keeps it, and the startup lines say which rules it applied
+//	               to (default fixed_window; every seed rule names its own)
 //	-redis         host:port of a Redis sharing the counters (default: none, in memory)
 //	-redis-prefix  start of every Redis key (default shardlimit:demo:)
 //	-flush         how often counts are exchanged with Redis (default 50ms)
@@ -103,6 +108,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	stdsync "sync"
 	"syscall"
 	"time"
@@ -148,7 +154,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen `address`")
 	rulesPath := fs.String("rules", "", "JSON rules `file` (default: the embedded cmd/shardlimit-demo/rules.json)")
-	algName := fs.String("algorithm", "fixed_window", "`algorithm` of rules that name none: fixed_window, sliding_log, sliding_counter or gcra")
+	algName := fs.String("algorithm", "fixed_window", "`algorithm` of the rules that name none (a rule that names one keeps it; the startup lines say which rules it applied to): fixed_window, sliding_log, sliding_counter or gcra")
 	redisAddr := fs.String("redis", "", "`host:port` of a Redis server sharing the counters between demo servers (default: in memory only)")
 	redisPrefix := fs.String("redis-prefix", "shardlimit:demo:", "`prefix` of every Redis key; each rule's keys start with <prefix><rule name>:")
 	flush := fs.Duration("flush", shardsync.DefaultFlushInterval, "`interval` between exchanges of counts with Redis, in [1ms, 1m]")
@@ -227,7 +233,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 	if *rulesPath != "" {
 		src = *rulesPath
 	}
-	fmt.Fprintf(stdout, "shardlimit-demo listening on http://%s (rules: %s, default algorithm %s, counters %s)\n", ln.Addr(), src, alg, counters)
+	fmt.Fprintf(stdout, "shardlimit-demo listening on http://%s (rules: %s, counters %s)\n", ln.Addr(), src, counters)
+	fmt.Fprintln(stdout, algorithmNote(alg, rules))
 	fmt.Fprintf(stdout, "try: curl -i -H 'X-Client-ID: client-1' http://%s/foo\n", ln.Addr())
 	if obsLn != nil {
 		obsSrv := newServer(func(ctx *fasthttp.RequestCtx) {
@@ -297,6 +304,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 				fmt.Fprintf(stdout, "SIGHUP: rules reloaded from %s: limiting is off, as the file says\n", src)
 			} else {
 				fmt.Fprintf(stdout, "SIGHUP: rules reloaded from %s (%d rules)\n", src, mw.Stats().Rules)
+				fmt.Fprintln(stdout, algorithmNote(alg, r))
 			}
 			if h.reloaded != nil {
 				h.reloaded(err)
@@ -618,7 +626,7 @@ func router(limited fasthttp.RequestHandler, obs map[string]fasthttp.RequestHand
 	}
 }
 
-// app is the limited application: /foo, /bar and /baz.
+// app is the limited application: /foo, /bar, /baz and /smooth.
 func app(ctx *fasthttp.RequestCtx) {
 	ctx.SetContentType("text/plain; charset=utf-8")
 	switch string(ctx.Path()) {
@@ -628,8 +636,36 @@ func app(ctx *fasthttp.RequestCtx) {
 		ctx.SetBodyString("bar: ok\n")
 	case "/baz":
 		ctx.SetBodyString("baz: ok\n")
+	case "/smooth":
+		ctx.SetBodyString("smooth: ok\n")
 	default:
 		ctx.SetStatusCode(fasthttp.StatusNotFound)
 		ctx.SetBodyString("not found\n")
 	}
+}
+
+// algorithmNote says which rules -algorithm applied to: those of rules that
+// name no algorithm; a rule that names one keeps it.
+func algorithmNote(alg shardlimit.Algorithm, rules *httplimit.Rules) string {
+	var names []string
+	all := 0
+	add := func(rs []httplimit.Rule) {
+		all += len(rs)
+		for _, r := range rs {
+			if r.Algorithm == 0 {
+				names = append(names, r.Name)
+			}
+		}
+	}
+	add(rules.Rules)
+	for _, tier := range rules.Tiers {
+		add(tier.Rules)
+	}
+	if all == 0 {
+		return fmt.Sprintf("-algorithm %s: applied to no rule (there are none)", alg)
+	}
+	if len(names) == 0 {
+		return fmt.Sprintf("-algorithm %s: applied to no rule (every rule names its algorithm)", alg)
+	}
+	return fmt.Sprintf("-algorithm %s: applied to the rules that name none: %s", alg, strings.Join(names, ", "))
 }

@@ -8,11 +8,12 @@ import (
 	"testing"
 
 	"github.com/shardlimit/shardlimit/internal/mwtest"
+	"github.com/shardlimit/shardlimit/internal/redistest"
 )
 
 // TestDemoStatusListsEveryLimit: /status, the page for people, gives each
 // rule's limits; for /baz, limited to 3 a second and 10 a minute, both,
-// not only the minute's.
+// not only the minute's; /smooth is the seed rules' GCRA rule.
 func TestDemoStatusListsEveryLimit(t *testing.T) {
 	d := startDemo(t, "-metrics", "127.0.0.1:0")
 	d.clock.At(mwtest.Sec(20))
@@ -23,6 +24,7 @@ func TestDemoStatusListsEveryLimit(t *testing.T) {
 	for _, re := range []string{
 		`(?m)^baz +- +/baz +fixed_window +3/1s,10/1m +0 +0 +0 `,
 		`(?m)^anon-foo +- +/foo +fixed_window +5/1m +0 `,
+		`(?m)^smooth +- +/smooth +gcra +6/1m +0 `,
 	} {
 		if !regexp.MustCompile(re).MatchString(r.Body) {
 			t.Errorf("/status does not match %s:\n%s", re, r.Body)
@@ -132,4 +134,58 @@ func TestDemoStatusShowsGuaranteedCounts(t *testing.T) {
 			t.Errorf("/status does not match %s:\n%s", re, body)
 		}
 	}
+}
+
+// TestDemoSmoothGCRA: the seed rule of /smooth is GCRA, 6 a minute: a
+// burst of 6, then one every 10 s.
+func TestDemoSmoothGCRA(t *testing.T) {
+	d := startDemo(t)
+	c := mwtest.NewClient(t, d.url, 1)
+	d.clock.At(mwtest.Sec(20))
+	for range 6 {
+		mwtest.Check(t, "burst", c.Get("/smooth"), 200, mwtest.H{mwtest.XLimit: "6", mwtest.XStrategy: "gcra"})
+	}
+	mwtest.Check(t, "7th", c.Get("/smooth"), 429, mwtest.H{mwtest.RetryAfter: "10", mwtest.XStrategy: "gcra"})
+	d.clock.At(mwtest.Sec(30))
+	mwtest.Check(t, "10 s later", c.Get("/smooth"), 200, nil)
+	mwtest.Check(t, "and no more", c.Get("/smooth"), 429, mwtest.H{mwtest.RetryAfter: "10"})
+}
+
+// TestDemoSmoothExactWithRedis: with -redis the GCRA rule is decided in
+// Redis (sync.Exact), which /status shows as the rule's store mode.
+func TestDemoSmoothExactWithRedis(t *testing.T) {
+	addr := redistest.RequireRedis(t)
+	d := startDemo(t, "-redis", addr, "-redis-prefix", redistest.Prefix(t), "-metrics", "127.0.0.1:0")
+	c := mwtest.NewClient(t, d.url, 1)
+	d.clock.At(mwtest.Sec(20))
+	mwtest.Check(t, "/smooth", c.Get("/smooth"), 200, mwtest.H{mwtest.XLimit: "6", mwtest.XStrategy: "gcra"})
+	body := mwtest.NewClient(t, d.obsURL, 1).Get("/status").Body
+	if !regexp.MustCompile(`(?m)^smooth +exact +healthy +1 calls`).MatchString(body) {
+		t.Errorf("/status does not show /smooth decided by sync.Exact:\n%s", body)
+	}
+}
+
+// TestDemoAlgorithmFlagAppliesToRulesNamingNone: -algorithm decides only
+// the rules that name no algorithm, and the startup lines name them (none
+// for the seed rules, which all name theirs).
+func TestDemoAlgorithmFlagAppliesToRulesNamingNone(t *testing.T) {
+	d := startDemo(t, "-algorithm", "gcra")
+	if !strings.Contains(d.stdout.String(), "-algorithm gcra: applied to no rule (every rule names its algorithm)") {
+		t.Errorf("seed rules: stdout %q", d.stdout)
+	}
+	mwtest.Check(t, "seed /foo", mwtest.NewClient(t, d.url, 1).Get("/foo"), 200, mwtest.H{mwtest.XStrategy: "fixed_window"})
+
+	path := filepath.Join(t.TempDir(), "rules.json")
+	rules := `{"rules": [{"name": "plain", "path": "/foo", "limit": 3, "window": "1m"},
+	  {"name": "named", "path": "/bar", "algorithm": "sliding_log", "limit": 3, "window": "1m"}]}`
+	if err := os.WriteFile(path, []byte(rules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d = startDemo(t, "-rules", path, "-algorithm", "gcra")
+	if !strings.Contains(d.stdout.String(), "-algorithm gcra: applied to the rules that name none: plain\n") {
+		t.Errorf("stdout %q", d.stdout)
+	}
+	c := mwtest.NewClient(t, d.url, 1)
+	mwtest.Check(t, "/foo", c.Get("/foo"), 200, mwtest.H{mwtest.XStrategy: "gcra"})
+	mwtest.Check(t, "/bar", c.Get("/bar"), 200, mwtest.H{mwtest.XStrategy: "sliding_log"})
 }
