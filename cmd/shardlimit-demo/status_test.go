@@ -1,12 +1,19 @@
 package main
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/valyala/fasthttp"
+
+	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/httplimit"
 	"github.com/shardlimit/shardlimit/internal/mwtest"
 	"github.com/shardlimit/shardlimit/internal/redistest"
 )
@@ -188,4 +195,62 @@ func TestDemoAlgorithmFlagAppliesToRulesNamingNone(t *testing.T) {
 	c := mwtest.NewClient(t, d.url, 1)
 	mwtest.Check(t, "/foo", c.Get("/foo"), 200, mwtest.H{mwtest.XStrategy: "gcra"})
 	mwtest.Check(t, "/bar", c.Get("/bar"), 200, mwtest.H{mwtest.XStrategy: "sliding_log"})
+}
+
+// TestStatusFloodShowsNoneCertain feeds the demo's middleware a flood of
+// addresses denied once each, far more than the summary tracks, and checks
+// that the status page lists none of them; then an address denied in one
+// request of ten amid a second flood, which the page lists alone with its
+// guaranteed count.
+func TestStatusFloodShowsNoneCertain(t *testing.T) {
+	rules, err := httplimit.ParseRules([]byte(`{"rules": [{"name": "r", "path": "/x", "limit": 0, "window": "1m"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := newMiddleware(rules, shardlimit.FixedWindow, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mw.Close()
+	h := mw.Wrap(app)
+	get := func(ip string) {
+		var req fasthttp.Request
+		req.SetRequestURI("http://demo/x")
+		var ctx fasthttp.RequestCtx
+		ctx.Init(&req, &net.TCPAddr{IP: net.ParseIP(ip), Port: 1234}, nil)
+		h(&ctx)
+		if ctx.Response.StatusCode() != 429 {
+			t.Fatalf("%s: %d, want 429", ip, ctx.Response.StatusCode())
+		}
+	}
+	page := func() string {
+		var b strings.Builder
+		writeStatus(&b, mw, "in memory")
+		return b.String()
+	}
+	for i := range 5000 {
+		get(fmt.Sprintf("10.0.%d.%d", i/256, i%256))
+	}
+	if p := page(); !strings.Contains(p, "most denied clients (5000 denials in all;") ||
+		!strings.Contains(p, "\nnone certain: ") || strings.Contains(p, "ip:10.") {
+		t.Errorf("after a flood of 5000 addresses:\n%s", p)
+	}
+	for i := range 5000 {
+		if i%10 == 0 {
+			get("192.0.2.66")
+			continue
+		}
+		get(fmt.Sprintf("10.1.%d.%d", i/256, i%256))
+	}
+	p := page()
+	rows := regexp.MustCompile(`(?m)^r +ip:(\S+) +(\d+) +(\d+) +(\d+)$`).FindAllStringSubmatch(p, -1)
+	if len(rows) != 1 || rows[0][1] != "192.0.2.66" {
+		t.Fatalf("amid a second flood, want 192.0.2.66 listed alone:\n%s", p)
+	}
+	g, _ := strconv.Atoi(rows[0][2])
+	n, _ := strconv.Atoi(rows[0][3])
+	e, _ := strconv.Atoi(rows[0][4])
+	if g <= 0 || g > 500 || n < 500 || n-e != g {
+		t.Errorf("192.0.2.66, denied 500 times: guaranteed %d, denied %d, error %d", g, n, e)
+	}
 }
