@@ -163,8 +163,16 @@ type ErrorCounts struct {
 // memory: a pair that is not tracked takes the place of the least-denied
 // one and inherits its count as its error. So with N denials in all and K
 // pairs tracked, Count is at least the pair's true number of denials and
-// at most Error more (Error <= N/K), and every pair denied more than N/K
-// times is listed.
+// at most Error more (Error <= N/K); Guaranteed, Count-Error, is at most
+// the true number.
+//
+// A pair is listed only if its guaranteed count exceeds what any pair not
+// tracked may have been denied (the count of the pair last replaced, at
+// most N/K): so each pair listed was certainly denied more often than any
+// left out, and every pair denied more than 2N/K times is listed. A flood
+// of clients denied once each, more than K of them, lists none: each
+// tracked pair then has a count near N/K, an error one less and a
+// guaranteed count of 1, which says nothing about it.
 type DeniedKey struct {
 	// Rule is the name of the rule that denied the requests.
 	Rule string
@@ -177,3 +185,7 @@ type DeniedKey struct {
 	// Error bounds how much Count may overestimate.
 	Error uint64
 }
+
+// Guaranteed returns Count-Error, the number of denials the pair certainly
+// had: at most the true number.
+func (d DeniedKey) Guaranteed() uint64 { return d.Count - d.Error }

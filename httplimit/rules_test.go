@@ -49,6 +49,8 @@ func TestSeedRulesFile(t *testing.T) {
 		// /baz, for every client: 3 a second and 10 a minute.
 		" /baz 1s":   {shardlimit.FixedWindow, 3, time.Second},
 		" /baz 1m0s": {shardlimit.FixedWindow, 10, time.Minute},
+		// /smooth, for every client: GCRA, 6 a minute.
+		" /smooth 1m0s": {shardlimit.GCRA, 6, time.Minute},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("seed rules %v, want %v", got, want)

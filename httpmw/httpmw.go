@@ -147,12 +147,13 @@ func (m *Middleware) Stats() httplimit.Stats { return m.e.Stats() }
 func (m *Middleware) RuleStats() []httplimit.RuleStats { return m.e.RuleStats() }
 
 // TopDenied returns up to n of the most-denied (rule, client key) pairs
-// since m was built, most denied first (n <= 0: all that are tracked, at
-// most Options.TopDenied), and the number of denials counted in all: the
-// clients being limited. The counts are those of a fixed-size Space-Saving
-// summary: each is at least the pair's true number of denials and at most
-// its Error more (see httplimit.DeniedKey). Nil if Options.TopDenied is
-// negative.
+// since m was built, most denied first by guaranteed count (n <= 0: all
+// that are listed, at most Options.TopDenied), and the number of denials
+// counted in all: the clients being limited. The counts are those of a
+// fixed-size Space-Saving summary: each is at least the pair's true number
+// of denials and at most its Error more, and only pairs certainly denied
+// more often than any pair left out are listed (see httplimit.DeniedKey).
+// Nil if Options.TopDenied is negative.
 func (m *Middleware) TopDenied(n int) ([]httplimit.DeniedKey, uint64) { return m.e.TopDenied(n) }
 
 // Close closes the rules' limiters, taking them off the janitor; afterwards

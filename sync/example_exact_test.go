@@ -14,11 +14,14 @@ import (
 // per minute per key; while Redis is unreachable each process falls back to
 // a local limit of 25 (for four processes).
 func ExampleNewExact() {
-	client := redis.NewClient(&redis.Options{
+	opt := &redis.Options{
 		Addr:                  "127.0.0.1:6379",
 		MaxRetries:            -1,   // never re-send a script whose reply was lost
 		ContextTimeoutEnabled: true, // end abandoned calls at their deadline
-	})
+		DialerRetries:         1,    // report a refused connection at once
+	}
+	opt.Dialer = shardsync.LimitReplies(redis.NewDialer(opt), 0) // bound every reply
+	client := redis.NewClient(opt)
 	defer client.Close()
 
 	cfg := shardlimit.Config{Algorithm: shardlimit.SlidingCounter, Limit: 100, Window: time.Minute}
@@ -51,7 +54,9 @@ func ExampleNewExact() {
 // A reconciler flushes units admitted locally and reads back the cluster's
 // totals: one atomic script per item, all in one pipeline.
 func ExampleRedisBackend_Add() {
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", MaxRetries: -1, ContextTimeoutEnabled: true})
+	opt := &redis.Options{Addr: "127.0.0.1:6379", MaxRetries: -1, ContextTimeoutEnabled: true, DialerRetries: 1}
+	opt.Dialer = shardsync.LimitReplies(redis.NewDialer(opt), 0)
+	client := redis.NewClient(opt)
 	defer client.Close()
 	b, err := shardsync.NewRedisBackend(client, "")
 	if err != nil {

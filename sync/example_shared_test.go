@@ -14,11 +14,14 @@ import (
 // either limit denies consumes from neither. While Redis is unreachable each
 // of four processes falls back to a quarter of each limit.
 func ExampleNewShared_rates() {
-	client := redis.NewClient(&redis.Options{
+	opt := &redis.Options{
 		Addr:                  "127.0.0.1:6379",
 		MaxRetries:            -1,   // never re-send a script whose reply was lost
 		ContextTimeoutEnabled: true, // end abandoned calls at their deadline
-	})
+		DialerRetries:         1,    // report a refused connection at once
+	}
+	opt.Dialer = shardsync.LimitReplies(redis.NewDialer(opt), 0) // bound every reply
+	client := redis.NewClient(opt)
 	defer client.Close()
 
 	l, err := shardsync.NewShared(client, shardsync.SharedConfig{

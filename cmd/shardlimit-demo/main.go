@@ -1,18 +1,25 @@
 // Command shardlimit-demo is a fasthttp server limited by shardlimit's
 // middleware, to see the limits, headers and 429s with curl:
 //
-//	go run ./cmd/shardlimit-demo
+//	go run ./cmd/shardlimit-demo -metrics 127.0.0.1:9090
 //	curl -i -H 'X-Client-ID: client-1' http://127.0.0.1:8080/foo
 //	curl -i http://127.0.0.1:8080/bar        # no X-Client-ID: keyed by IP
 //	curl -i -H 'X-Client-ID: rot1' http://127.0.0.1:8080/bar  # unlisted: by IP too
 //	curl -i http://127.0.0.1:8080/healthz    # never limited
+//	curl -s http://127.0.0.1:9090/status     # the admin address only
 //
-// Routes: /foo, /bar and /baz answer 200 with a short body and are limited
-// by the rules; /healthz answers 200 and is not limited; /metrics (the
-// Prometheus text format) and /status (a page for people: the rules, their
-// limits and counters, the state of Redis, the most-denied clients) are not
-// limited and are served on -metrics instead when it is set; anything else
-// is 404 (and limited only if a rule matches it). Clients identify with the X-Client-ID
+// Routes: /foo, /bar, /baz and /smooth answer 200 with a short body and
+// are limited by the rules; /healthz answers 200 and is not limited;
+// anything else is 404 (and limited only if a rule matches it). /metrics
+// (the Prometheus text format, which holds no client key) and /status (a
+// page for people: the rules, their limits and counters, the state of
+// Redis, the most-denied clients) are not limited and are served on the
+// operator's admin listener, -metrics. /status names clients by address
+// and identity, so it is served on the public address -addr only with
+// -status-public, whatever the address (a loopback -addr included: a
+// rule that depended on the address would leak once the demo listens on
+// a public one); without -metrics it is not served, and /metrics is served
+// on -addr. Clients identify with the X-Client-ID
 // header, which only sorts the clients the rules list into their tiers:
 // without it, or with an identity the rules do not list, requests are
 // keyed by their address (IPv4 /32, IPv6 /64), so made-up identities share
@@ -30,6 +37,9 @@
 // ends.
 //
 //	curl -i http://127.0.0.1:8080/baz   # RateLimit-Policy: "baz-1s";q=3;w=1, "baz-1m";q=10;w=60
+//
+// Every client may call /smooth 6 times a minute by GCRA: a burst of 6,
+// then one every 10 s (with -redis, decided in Redis by sync.Exact).
 //
 // Limited responses carry every rate-limit field the middleware can write:
 // X-RateLimit-Limit, -Remaining and -Reset (seconds to go), the IETF
@@ -69,11 +79,15 @@
 //
 //	-addr          listen address (default 127.0.0.1:8080)
 //	-rules         JSON rules file (default: the embedded copy of rules.json)
-//	-algorithm     algorithm of rules that name none (default fixed_window)
+//	-algorithm     algorithm of the rules that name none; a rule that names one
+//	               keeps it, and the startup lines say which rules it applied
+//	               to (default fixed_window; every seed rule names its own)
 //	-redis         host:port of a Redis sharing the counters (default: none, in memory)
 //	-redis-prefix  start of every Redis key (default shardlimit:demo:)
 //	-flush         how often counts are exchanged with Redis (default 50ms)
-//	-metrics       serve /metrics and /status on this address instead of -addr
+//	-metrics       the operator's admin address, serving /metrics and /status
+//	               (default: none; /metrics on -addr, /status not served)
+//	-status-public serve /status on -addr too (default off)
 //
 // The rules file is read by httplimit.LoadRules: a key given twice, a
 // window under 1 ms or a file beyond the caps (1 MiB, 1,000 rules, names
@@ -99,6 +113,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	stdsync "sync"
 	"syscall"
 	"time"
@@ -144,11 +159,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen `address`")
 	rulesPath := fs.String("rules", "", "JSON rules `file` (default: the embedded cmd/shardlimit-demo/rules.json)")
-	algName := fs.String("algorithm", "fixed_window", "`algorithm` of rules that name none: fixed_window, sliding_log, sliding_counter or gcra")
+	algName := fs.String("algorithm", "fixed_window", "`algorithm` of the rules that name none (a rule that names one keeps it; the startup lines say which rules it applied to): fixed_window, sliding_log, sliding_counter or gcra")
 	redisAddr := fs.String("redis", "", "`host:port` of a Redis server sharing the counters between demo servers (default: in memory only)")
 	redisPrefix := fs.String("redis-prefix", "shardlimit:demo:", "`prefix` of every Redis key; each rule's keys start with <prefix><rule name>:")
 	flush := fs.Duration("flush", shardsync.DefaultFlushInterval, "`interval` between exchanges of counts with Redis, in [1ms, 1m]")
-	metricsAddr := fs.String("metrics", "", "listen `address` of /metrics and /status (default: served on -addr)")
+	metricsAddr := fs.String("metrics", "", "listen `address` of the operator's admin listener, serving /metrics and /status (default: none; /metrics is then served on -addr and /status nowhere)")
+	statusPublic := fs.Bool("status-public", false, "serve /status, which lists the most-denied clients by address and identity, on -addr too (default: only on -metrics)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -192,33 +208,42 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 	if sh != nil {
 		counters = fmt.Sprintf("shared through Redis at %s under %s", *redisAddr, *redisPrefix)
 	}
-	obs := observe(mw, counters)
+	metricsHandler, statusHandler := observe(mw, counters)
+	// /status lists clients by address and identity: it is served on the
+	// operator's admin listener (-metrics), and on -addr only if the
+	// operator asks (-status-public). /metrics holds no client key.
+	admin := map[string]fasthttp.RequestHandler{"/metrics": metricsHandler, "/status": statusHandler}
+	public := map[string]fasthttp.RequestHandler{}
+	if *metricsAddr == "" {
+		public["/metrics"] = metricsHandler
+	}
+	if *statusPublic {
+		public["/status"] = statusHandler
+	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
 	}
 	var obsLn net.Listener
-	mainObs := obs
 	if *metricsAddr != "" {
 		if obsLn, err = net.Listen("tcp", *metricsAddr); err != nil {
 			ln.Close()
 			return fmt.Errorf("-metrics: %w", err)
 		}
-		mainObs = func([]byte) fasthttp.RequestHandler { return nil }
 	}
-	srv := newServer(router(mw.Wrap(app), mainObs), h, log)
+	srv := newServer(router(mw.Wrap(app), public), h, log)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	src := "embedded rules.json"
 	if *rulesPath != "" {
 		src = *rulesPath
 	}
-	fmt.Fprintf(stdout, "shardlimit-demo listening on http://%s (rules: %s, default algorithm %s, counters %s)\n", ln.Addr(), src, alg, counters)
+	fmt.Fprintf(stdout, "shardlimit-demo listening on http://%s (rules: %s, counters %s)\n", ln.Addr(), src, counters)
+	fmt.Fprintln(stdout, algorithmNote(alg, rules))
 	fmt.Fprintf(stdout, "try: curl -i -H 'X-Client-ID: client-1' http://%s/foo\n", ln.Addr())
-	obsAddr := ln.Addr()
 	if obsLn != nil {
 		obsSrv := newServer(func(ctx *fasthttp.RequestCtx) {
-			if hd := obs(ctx.Path()); hd != nil {
+			if hd := admin[string(ctx.Path())]; hd != nil {
 				hd(ctx)
 				return
 			}
@@ -231,9 +256,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 				fmt.Fprintf(stderr, "-metrics server: %v\n", err)
 			}
 		}()
-		obsAddr = obsLn.Addr()
+		fmt.Fprintf(stdout, "metrics: http://%s/metrics, status: http://%s/status\n", obsLn.Addr(), obsLn.Addr())
+	} else {
+		fmt.Fprintf(stdout, "metrics: http://%s/metrics\n", ln.Addr())
 	}
-	fmt.Fprintf(stdout, "metrics: http://%s/metrics, status: http://%s/status\n", obsAddr, obsAddr)
+	switch {
+	case *statusPublic:
+		fmt.Fprintf(stdout, "status: also http://%s/status (-status-public: anyone reaching this address sees the clients' addresses and identities)\n", ln.Addr())
+	case obsLn == nil:
+		fmt.Fprintln(stdout, "status: not served; it lists clients by address and identity: give -metrics <admin address> to see it there")
+	}
 	if obsLn != nil && h.obsReady != nil {
 		h.obsReady(obsLn.Addr())
 	}
@@ -277,6 +309,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 				fmt.Fprintf(stdout, "SIGHUP: rules reloaded from %s: limiting is off, as the file says\n", src)
 			} else {
 				fmt.Fprintf(stdout, "SIGHUP: rules reloaded from %s (%d rules)\n", src, mw.Stats().Rules)
+				fmt.Fprintln(stdout, algorithmNote(alg, r))
 			}
 			if h.reloaded != nil {
 				h.reloaded(err)
@@ -581,16 +614,16 @@ func newServer(handler fasthttp.RequestHandler, h *hooks, log *slog.Logger) *fas
 	return srv
 }
 
-// router sends /healthz, and the paths obs serves (/metrics and /status
-// unless -metrics moved them), around the limiter.
-func router(limited fasthttp.RequestHandler, obs func(path []byte) fasthttp.RequestHandler) fasthttp.RequestHandler {
+// router sends /healthz, and the paths in obs (/metrics unless -metrics
+// moved it, /status with -status-public), around the limiter.
+func router(limited fasthttp.RequestHandler, obs map[string]fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
 		if string(ctx.Path()) == "/healthz" {
 			ctx.SetContentType("text/plain; charset=utf-8")
 			ctx.SetBodyString("ok\n")
 			return
 		}
-		if hd := obs(ctx.Path()); hd != nil {
+		if hd := obs[string(ctx.Path())]; hd != nil {
 			hd(ctx)
 			return
 		}
@@ -598,7 +631,7 @@ func router(limited fasthttp.RequestHandler, obs func(path []byte) fasthttp.Requ
 	}
 }
 
-// app is the limited application: /foo, /bar and /baz.
+// app is the limited application: /foo, /bar, /baz and /smooth.
 func app(ctx *fasthttp.RequestCtx) {
 	ctx.SetContentType("text/plain; charset=utf-8")
 	switch string(ctx.Path()) {
@@ -608,8 +641,36 @@ func app(ctx *fasthttp.RequestCtx) {
 		ctx.SetBodyString("bar: ok\n")
 	case "/baz":
 		ctx.SetBodyString("baz: ok\n")
+	case "/smooth":
+		ctx.SetBodyString("smooth: ok\n")
 	default:
 		ctx.SetStatusCode(fasthttp.StatusNotFound)
 		ctx.SetBodyString("not found\n")
 	}
+}
+
+// algorithmNote says which rules -algorithm applied to: those of rules that
+// name no algorithm; a rule that names one keeps it.
+func algorithmNote(alg shardlimit.Algorithm, rules *httplimit.Rules) string {
+	var names []string
+	all := 0
+	add := func(rs []httplimit.Rule) {
+		all += len(rs)
+		for _, r := range rs {
+			if r.Algorithm == 0 {
+				names = append(names, r.Name)
+			}
+		}
+	}
+	add(rules.Rules)
+	for _, tier := range rules.Tiers {
+		add(tier.Rules)
+	}
+	if all == 0 {
+		return fmt.Sprintf("-algorithm %s: applied to no rule (there are none)", alg)
+	}
+	if len(names) == 0 {
+		return fmt.Sprintf("-algorithm %s: applied to no rule (every rule names its algorithm)", alg)
+	}
+	return fmt.Sprintf("-algorithm %s: applied to the rules that name none: %s", alg, strings.Join(names, ", "))
 }

@@ -252,6 +252,9 @@ func TestDemoReloadFile(t *testing.T) {
 	mwtest.Check(t, "client-1 after raise #2", c.Get("/foo", "X-Client-ID", "client-1"), 200, mwtest.H{mwtest.XRemaining: "0"})
 	mwtest.Check(t, "client-1 after raise #3", c.Get("/foo", "X-Client-ID", "client-1"), 429, nil)
 	mwtest.Check(t, "/qux", c.Get("/qux"), 404, mwtest.H{mwtest.XLimit: "3", mwtest.XStrategy: "sliding_counter"})
+	if !strings.Contains(d.stdout.String(), "-algorithm sliding_counter: applied to the rules that name none: qux\n") {
+		t.Errorf("stdout %q does not say the reloaded rule qux took -algorithm", d.stdout)
+	}
 
 	if err := os.WriteFile(path, []byte(`{"rules": [{"name": "x"}]}`), 0o600); err != nil {
 		t.Fatal(err)
@@ -341,7 +344,7 @@ func TestDemoFlags(t *testing.T) {
 	if err := run(context.Background(), []string{"-h"}, &out, &errOut, nil); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: %v", err)
 	}
-	for _, f := range []string{"-addr", "-rules", "-algorithm", "-redis", "-redis-prefix", "-flush"} {
+	for _, f := range []string{"-addr", "-rules", "-algorithm", "-redis", "-redis-prefix", "-flush", "-metrics", "-status-public"} {
 		if !strings.Contains(errOut.String(), f) {
 			t.Errorf("usage does not mention %s:\n%s", f, errOut.String())
 		}

@@ -13,8 +13,9 @@ import (
 )
 
 // readmeCurls returns the curl commands of the README's shell blocks, in
-// order, as requests: path, header pairs and how many times (a
-// "for i in $(seq N)" loop).
+// order, as requests: the listener (the demo's 127.0.0.1:8080, or its
+// -metrics address 127.0.0.1:9090), path, header pairs and how many times
+// (a "for i in $(seq N)" loop).
 func readmeCurls(t *testing.T) []curl {
 	t.Helper()
 	b, err := os.ReadFile("../../README.md")
@@ -24,7 +25,7 @@ func readmeCurls(t *testing.T) []curl {
 	var out []curl
 	inSh := false
 	hdrRE := regexp.MustCompile(`-H '([^:']+): ([^']*)'`)
-	urlRE := regexp.MustCompile(`http://127\.0\.0\.1:8080(/[^\s;'|]*)`)
+	urlRE := regexp.MustCompile(`http://127\.0\.0\.1:(8080|9090)(/[^\s;'|]*)`)
 	seqRE := regexp.MustCompile(`\$\(seq (\d+)\)`)
 	for _, line := range strings.Split(string(b), "\n") {
 		switch {
@@ -43,7 +44,7 @@ func readmeCurls(t *testing.T) []curl {
 		if m == nil {
 			t.Fatalf("README: a curl without a URL of the demo: %s", line)
 		}
-		c.path = m[1]
+		c.admin, c.path = m[1] == "9090", m[2]
 		for _, h := range hdrRE.FindAllStringSubmatch(line, -1) {
 			c.hdr = append(c.hdr, h[1], h[2])
 		}
@@ -58,24 +59,31 @@ func readmeCurls(t *testing.T) []curl {
 // curl is one curl command of the README.
 type curl struct {
 	line  string
+	admin bool // to the -metrics address
 	path  string
 	hdr   []string
 	times int
 }
 
 // TestDemoReadmeWalkthroughMetrics replays the README's curl commands
-// against the demo, in order, and checks what its /metrics and /status
-// then say: the denials of client-1 and of the anonymous client (keyed by
-// address), and the two among the most-denied clients.
+// against the demo started as the README starts it (with -metrics), in
+// order, and checks what its /metrics and /status then say: the denials of
+// client-1 and of the anonymous client (keyed by address), and the two
+// among the most-denied clients.
 func TestDemoReadmeWalkthroughMetrics(t *testing.T) {
-	d := startDemo(t)
+	d := startDemo(t, "-metrics", "127.0.0.1:0")
 	c := mwtest.NewClient(t, d.url, 1)
+	admin := mwtest.NewClient(t, d.obsURL, 1)
 	d.clock.At(mwtest.Sec(20))
 	var metricsBody, statusBody string
 	curls := readmeCurls(t)
 	for _, cu := range curls {
 		for range cu.times {
-			r := c.Get(cu.path, cu.hdr...)
+			cl := c
+			if cu.admin {
+				cl = admin
+			}
+			r := cl.Get(cu.path, cu.hdr...)
 			switch cu.path {
 			case "/metrics":
 				metricsBody = r.Body
@@ -106,7 +114,7 @@ func TestDemoReadmeWalkthroughMetrics(t *testing.T) {
 		`(?m)^client-1-foo +client-1 +/foo +fixed_window +10/1m +10 +1 +1 `,
 		`(?m)^anon-bar +- +/bar +sliding_log +2/1m +2 +1 +1 `,
 		`(?m)^most denied clients \(2 denials in all`,
-		`(?m)^(anon-bar +ip:127\.0\.0\.1|client-1-foo +id:client-1) +1 +0$`,
+		`(?m)^(anon-bar +ip:127\.0\.0\.1|client-1-foo +id:client-1) +1 +1 +0$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(statusBody) {
 			t.Errorf("/status does not match %s", re)
@@ -123,8 +131,8 @@ func TestDemoReadmeWalkthroughMetrics(t *testing.T) {
 	promtool(t, metricsBody)
 }
 
-// TestDemoMetricsAddress: with -metrics, /metrics and /status move to
-// their own address; on the main one they are ordinary paths (404).
+// TestDemoMetricsAddress: with -metrics, /metrics and /status are served
+// on that admin listener; on the public one they are ordinary paths (404).
 func TestDemoMetricsAddress(t *testing.T) {
 	d := startDemo(t, "-metrics", "127.0.0.1:0")
 	if d.obsURL == "" {

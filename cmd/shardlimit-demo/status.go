@@ -18,29 +18,22 @@ import (
 // topShown is how many of the most-denied keys the status page lists.
 const topShown = 20
 
-// observe returns the handler of /metrics and /status for mw, whose
-// counters are described by counters ("in memory", or where Redis is), or
-// nil for any other path.
-func observe(mw *fasthttpmw.Middleware, counters string) func(path []byte) fasthttp.RequestHandler {
-	metricsHandler := func(ctx *fasthttp.RequestCtx) {
+// observe returns the handlers of /metrics, which holds no client key,
+// and /status, which lists the most-denied clients by address and
+// identity, for mw, whose counters are described by counters ("in
+// memory", or where Redis is).
+func observe(mw *fasthttpmw.Middleware, counters string) (metricsHandler, statusHandler fasthttp.RequestHandler) {
+	metricsHandler = func(ctx *fasthttp.RequestCtx) {
 		ctx.SetContentType(metrics.TextContentType)
 		if err := metrics.WriteText(ctx, metrics.Middleware(mw)); err != nil {
 			ctx.Error(err.Error(), fasthttp.StatusInternalServerError)
 		}
 	}
-	statusHandler := func(ctx *fasthttp.RequestCtx) {
+	statusHandler = func(ctx *fasthttp.RequestCtx) {
 		ctx.SetContentType("text/plain; charset=utf-8")
 		writeStatus(ctx, mw, counters)
 	}
-	return func(path []byte) fasthttp.RequestHandler {
-		switch string(path) {
-		case "/metrics":
-			return metricsHandler
-		case "/status":
-			return statusHandler
-		}
-		return nil
-	}
+	return metricsHandler, statusHandler
 }
 
 // writeStatus writes the human-readable status page: the rules in force
@@ -103,15 +96,19 @@ func writeStatus(w io.Writer, mw *fasthttpmw.Middleware, counters string) {
 	}
 
 	top, total := mw.TopDenied(topShown)
-	fmt.Fprintf(w, "\nmost denied clients (%d denials in all; a count may exceed the truth by its error):\n", total)
+	fmt.Fprintf(w, "\nmost denied clients (%d denials in all; only those certainly denied more often than any not listed; each was denied at least GUARANTEED times, at most DENIED = GUARANTEED + ERROR):\n", total)
 	if len(top) == 0 {
-		fmt.Fprintln(w, "none")
+		if total == 0 {
+			fmt.Fprintln(w, "none")
+		} else {
+			fmt.Fprintln(w, "none certain: the denials are spread over more clients than the summary tracks")
+		}
 		return
 	}
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RULE\tKEY\tDENIED\tERROR")
+	fmt.Fprintln(tw, "RULE\tKEY\tGUARANTEED\tDENIED\tERROR")
 	for _, d := range top {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", d.Rule, printable(d.Key), d.Count, d.Error)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\n", d.Rule, printable(d.Key), d.Guaranteed(), d.Count, d.Error)
 	}
 	tw.Flush()
 }

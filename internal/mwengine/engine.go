@@ -388,10 +388,10 @@ func (e *Engine) RuleStats() []httplimit.RuleStats {
 }
 
 // TopDenied returns up to n of the most-denied (rule, client key) pairs
-// since the engine was built, most denied first (n <= 0: every pair
-// tracked), and the number of denials counted in all; nil and 0 if
-// Options.TopDenied is negative. See httplimit.DeniedKey for what the
-// counts promise.
+// since the engine was built, most denied first by guaranteed count
+// (n <= 0: every pair listed), and the number of denials counted in all;
+// nil and 0 if Options.TopDenied is negative. See httplimit.DeniedKey for
+// which pairs are listed and what the counts promise.
 func (e *Engine) TopDenied(n int) ([]httplimit.DeniedKey, uint64) {
 	if e.top == nil {
 		return nil, 0

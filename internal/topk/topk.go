@@ -12,7 +12,18 @@
 //   - a monitored item's count overestimates its true weight by at most its
 //     error: count-err <= true <= count, and err <= N/k;
 //   - every item whose true weight exceeds N/k is monitored;
-//   - the counts add up to N.
+//   - the counts add up to N;
+//   - an item not monitored weighs at most the floor: the count of the
+//     item last replaced (0 before any), which only grows and is at most
+//     the least count monitored, so at most N/k.
+//
+// Top lists only the items it can vouch for: those whose guaranteed weight,
+// count-err, exceeds the floor, so each is certainly heavier than any item
+// it leaves out. Under a flood of distinct items every monitored one has
+// entered by replacement with a count near N/k, an error one less and a
+// guaranteed weight of 1: none is listed. An item of true weight above
+// twice the floor (so above 2N/k) always is: it is monitored, and its error
+// is at most the floor.
 //
 // Items are pairs of a group (a short string the caller keeps, such as a
 // rule name) and a key of at most the sketch's maxKey bytes, compared in
@@ -46,6 +57,10 @@ type Item struct {
 	Err   uint64 // how much Count may overestimate
 }
 
+// Guaranteed returns Count-Err, the weight the item certainly has: what was
+// added for it since it was last monitored.
+func (it Item) Guaranteed() uint64 { return it.Count - it.Err }
+
 // entry is a monitored item. Its key is arena[i*maxKey:][:klen] for entry i.
 type entry struct {
 	hash    uint64
@@ -64,6 +79,7 @@ type Sketch struct {
 	maxKey  int
 	seed    uint64
 	n       uint64  // total weight added
+	floor   uint64  // count of the item last replaced: no unmonitored item weighs more
 	entries []entry // the monitored items, at most k
 	heap    []int32 // entry indices, a min-heap by count
 	index   []int32 // entry index+1 by hash, linear probing; 0 is empty
@@ -129,6 +145,7 @@ func (s *Sketch) Add(group string, key []byte, w uint64) bool {
 	e := &s.entries[idx]
 	s.unindex(e.hash, idx)
 	m := e.count
+	s.floor = m
 	e.hash, e.count, e.err, e.group, e.klen = h, m+w, m, group, int32(len(key))
 	copy(s.arena[int(idx)*s.maxKey:], key)
 	s.reindex(h, idx)
@@ -143,14 +160,36 @@ func (s *Sketch) N() uint64 {
 	return s.n
 }
 
-// Top returns up to n monitored items, by count descending (ties by
-// error ascending, then group and key), and the total weight added. n <= 0
-// means all of them.
+// Top returns up to n of the items the sketch can vouch for, those whose
+// guaranteed weight (Count-Err) exceeds the floor (see the package doc),
+// by guaranteed weight descending (ties by error ascending, then group and
+// key), and the total weight added. n <= 0 means all of them.
 func (s *Sketch) Top(n int) ([]Item, uint64) {
+	items, floor, total := s.monitored()
+	certain := items[:0]
+	for _, it := range items {
+		if it.Guaranteed() > floor {
+			certain = append(certain, it)
+		}
+	}
+	items = certain
+	slices.SortFunc(items, func(a, b Item) int {
+		return cmp.Or(cmp.Compare(b.Guaranteed(), a.Guaranteed()), cmp.Compare(a.Err, b.Err),
+			cmp.Compare(a.Group, b.Group), cmp.Compare(a.Key, b.Key))
+	})
+	if n > 0 && n < len(items) {
+		items = items[:n]
+	}
+	return items, total
+}
+
+// monitored returns every monitored item, in no order, the floor and the
+// total weight added.
+func (s *Sketch) monitored() (items []Item, floor, total uint64) {
 	// Copy under the lock, build the strings after it: denials wait for
 	// the copy only.
 	s.mu.Lock()
-	items := make([]Item, len(s.entries))
+	items = make([]Item, len(s.entries))
 	ends := make([]int, len(s.entries))
 	var keys []byte
 	for i := range s.entries {
@@ -159,21 +198,14 @@ func (s *Sketch) Top(n int) ([]Item, uint64) {
 		keys = append(keys, s.keyOf(int32(i))...)
 		ends[i] = len(keys)
 	}
-	total := s.n
+	floor, total = s.floor, s.n
 	s.mu.Unlock()
 	start := 0
 	for i := range items {
 		items[i].Key = string(keys[start:ends[i]])
 		start = ends[i]
 	}
-	slices.SortFunc(items, func(a, b Item) int {
-		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Err, b.Err),
-			cmp.Compare(a.Group, b.Group), cmp.Compare(a.Key, b.Key))
-	})
-	if n > 0 && n < len(items) {
-		items = items[:n]
-	}
-	return items, total
+	return items, floor, total
 }
 
 // keyOf returns entry idx's key, aliasing the arena. Requires s.mu held.

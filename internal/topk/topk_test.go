@@ -1,8 +1,10 @@
 package topk
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -66,6 +68,46 @@ func check(t *testing.T, s *Sketch, exact map[[2]string]uint64, n uint64) {
 			t.Fatalf("%q: true weight %d > N/k = %d/%d, not monitored", k, w, n, s.k)
 		}
 	}
+	checkTopLocked(t, s, exact)
+}
+
+// checkTopLocked checks the floor and what Top would list, from the
+// entries (s.mu held): no item left unmonitored weighs more than the
+// floor; Top lists the items whose guaranteed weight exceeds it, so each
+// outweighs every item left out, and among them every item of true weight
+// above twice the floor.
+func checkTopLocked(t *testing.T, s *Sketch, exact map[[2]string]uint64) {
+	t.Helper()
+	listed := map[[2]string]bool{}
+	monitored := map[[2]string]bool{}
+	for i := range s.entries {
+		e := &s.entries[i]
+		k := [2]string{e.group, string(s.keyOf(int32(i)))}
+		monitored[k] = true
+		if e.count-e.err > s.floor {
+			listed[k] = true
+		}
+	}
+	for k, w := range exact {
+		switch {
+		case !monitored[k] && w > s.floor:
+			t.Fatalf("%q: true weight %d, not monitored, above the floor %d", k, w, s.floor)
+		case listed[k] && w <= s.floor:
+			t.Fatalf("%q listed with true weight %d, not above the floor %d", k, w, s.floor)
+		case !listed[k] && w > 2*s.floor:
+			t.Fatalf("%q: true weight %d > 2 x floor %d, not listed", k, w, s.floor)
+		}
+	}
+}
+
+// all returns every monitored item, by count descending (ties by group
+// and key), whether Top lists it or not.
+func all(s *Sketch) []Item {
+	items, _, _ := s.monitored()
+	slices.SortFunc(items, func(a, b Item) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Group, b.Group), cmp.Compare(a.Key, b.Key))
+	})
+	return items
 }
 
 func countUsed(index []int32) int {
@@ -107,22 +149,76 @@ func TestExactWhileRoom(t *testing.T) {
 }
 
 // TestReplacement follows Space-Saving by hand: a new item replaces the
-// one of least count and inherits it as its error.
+// one of least count and inherits it as its error; Top lists only the
+// items whose guaranteed weight exceeds the floor, the least count.
 func TestReplacement(t *testing.T) {
 	s := New(2, 8)
 	s.Add("", []byte("a"), 5)
 	s.Add("", []byte("b"), 2)
 	s.Add("", []byte("c"), 1) // replaces b: count 3, err 2
-	top, _ := s.Top(0)
 	want := []Item{{"", "a", 5, 0}, {"", "c", 3, 2}}
-	if fmt.Sprint(top) != fmt.Sprint(want) {
+	if got := all(s); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("monitored %v, want %v", got, want)
+	}
+	// The floor is 2, b's count when c replaced it: c's guaranteed 1 does
+	// not exceed it (c may have been added once, as b may have been
+	// twice); a's 5 does.
+	want = []Item{{"", "a", 5, 0}}
+	if top, _ := s.Top(0); fmt.Sprint(top) != fmt.Sprint(want) {
 		t.Fatalf("Top = %v, want %v", top, want)
 	}
-	s.Add("", []byte("b"), 1) // replaces c: count 4, err 3
-	top, _ = s.Top(0)
+	s.Add("", []byte("b"), 1) // replaces c: count 4, err 3; the floor is 3
 	want = []Item{{"", "a", 5, 0}, {"", "b", 4, 3}}
-	if fmt.Sprint(top) != fmt.Sprint(want) {
+	if got := all(s); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("monitored %v, want %v", got, want)
+	}
+	s.Add("", []byte("b"), 6) // b: count 10, err 3, guaranteed 7
+	want = []Item{{"", "b", 10, 3}, {"", "a", 5, 0}}
+	if top, _ := s.Top(0); fmt.Sprint(top) != fmt.Sprint(want) {
 		t.Fatalf("Top = %v, want %v", top, want)
+	}
+}
+
+// TestFloodOfDistinctKeysListsNothing: a flood of keys denied once each,
+// many more than the sketch monitors, leaves every monitored key with a
+// count near N/k, an error one less and a guaranteed weight of 1, at or
+// below the floor: Top lists none of them, however many the summary holds.
+func TestFloodOfDistinctKeysListsNothing(t *testing.T) {
+	s := New(100, 32)
+	const n = 202_000
+	for i := range n {
+		s.Add("anon-bar", []byte("ip:10."+strconv.Itoa(i>>16)+"."+strconv.Itoa(i>>8&0xff)+"."+strconv.Itoa(i&0xff)), 1)
+	}
+	if got := all(s); len(got) != 100 || got[0].Guaranteed() != 1 || got[0].Count < 2000 {
+		t.Fatalf("monitored %v, want 100 keys of about 2020, each with guaranteed 1", got[:min(3, len(got))])
+	}
+	if top, total := s.Top(0); len(top) != 0 || total != n {
+		t.Fatalf("Top = %v (%d items), %d; want none, %d", top[:min(3, len(top))], len(top), total, n)
+	}
+}
+
+// TestHeavyHitterAmidFloodListed: one key denied once in every 20 amid a
+// flood of distinct keys (a true weight of N/20, above 2N/k) is listed,
+// alone, with a guaranteed weight at most its true one and a count at
+// least its true one.
+func TestHeavyHitterAmidFloodListed(t *testing.T) {
+	s := New(100, 32)
+	const n = 200_000
+	var heavy uint64
+	for i := range n {
+		if i%20 == 7 {
+			s.Add("anon-bar", []byte("ip:192.0.2.66"), 1)
+			heavy++
+			continue
+		}
+		s.Add("anon-bar", []byte("ip:10."+strconv.Itoa(i>>16)+"."+strconv.Itoa(i>>8&0xff)+"."+strconv.Itoa(i&0xff)), 1)
+	}
+	top, total := s.Top(0)
+	if total != n || len(top) != 1 || top[0].Key != "ip:192.0.2.66" || top[0].Group != "anon-bar" {
+		t.Fatalf("Top = %v, %d; want the heavy hitter alone, %d", top, total, n)
+	}
+	if it := top[0]; it.Guaranteed() == 0 || it.Guaranteed() > heavy || it.Count < heavy {
+		t.Fatalf("heavy hitter %+v (guaranteed %d), true weight %d", it, it.Guaranteed(), heavy)
 	}
 }
 
@@ -212,7 +308,7 @@ func TestConcurrentAdds(t *testing.T) {
 	if s.N() != 8000 {
 		t.Fatalf("N = %d, want 8000", s.N())
 	}
-	top, _ := s.Top(0)
+	top := all(s)
 	var sum uint64
 	for _, it := range top {
 		sum += it.Count
