@@ -14,8 +14,8 @@ import (
 // with a clock that runs behind or ahead of the instants decided at. A new
 // key may evict another (idle, or the least recent under
 // EvictLeastRecent): the evicted key's model state is forgotten, and the
-// shard's floor rises to the instant it was judged at, the new key's
-// instant capped by the limiter's clock. Every decision still matches the
+// shard's floor rises to the later of the instant it was judged at (the
+// new key's) and its own latest, capped by the limiter's clock. Every decision still matches the
 // models: an evicted key returning with an instant behind the floor is
 // decided as a fresh key at the floor, and no key with limits of its own
 // is evicted.
@@ -77,7 +77,7 @@ func (h *cappedHarness) allow(key string, t int64, n int, consume bool) {
 	}
 	lims := h.limitsOf(key)
 	real := consume && n > 0 // stored, denied or not (see harness.allow)
-	evicted := false
+	evicted, evictedLast := false, int64(0)
 	for k := range h.enc {
 		if _, ok := keyShard(h.l, k); ok || k == key {
 			continue
@@ -88,12 +88,16 @@ func (h *cappedHarness) allow(key string, t int64, n int, consume bool) {
 		if !real || stored {
 			h.t.Fatalf("%v %v: key %q was evicted by a call that stores no key", h.alg, h.rates, k)
 		}
+		evictedLast = max(evictedLast, h.last[k])
 		h.forget(k)
 		evicted = true
 		h.evicts++
 	}
 	if evicted {
-		h.floor[sh] = max(h.floor[sh], min(t, h.now))
+		// An evicted key's next request is decided no earlier than its
+		// latest instant, nor than the new key's, both capped by the
+		// clock.
+		h.floor[sh] = max(h.floor[sh], min(max(t, evictedLast), h.now))
 	}
 	if real && !stored {
 		if _, ok := keyShard(h.l, key); !ok {

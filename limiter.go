@@ -495,9 +495,13 @@ type Limiter interface {
 	// SetDefaultLimits changes the limits of every key without its own,
 	// one per rate in the order of Config.Rates.
 	SetDefaultLimits(limits ...int) error
-	// Reset forgets key's usage (not its own limit, if any): its next
-	// request is decided as a new key's. It returns ErrInvalidKey for an
-	// empty or too long key, ErrClosed after Close.
+	// Reset forgets key's usage (not its own limits, if any, nor its
+	// latest instant): its next request is decided as a new key's, at
+	// that request's instant or the key's latest (up to the limiter's
+	// Clock), whichever is later, so a request read before the Reset
+	// cannot spend a window twice. It
+	// returns ErrInvalidKey for an empty or too long key, ErrClosed after
+	// Close.
 	Reset(key string) error
 	// Len returns the number of keys stored.
 	Len() int

@@ -146,7 +146,11 @@ func (l *limiter[E]) Reset(key string) error {
 	rec := s.rec(slot)
 	last := l.alg.lastSeen(rec)
 	if *l.alg.limitWord(rec)&ownLimit == 0 {
-		l.tab.evict(s, slot) // forgotten: its next request is a new key's
+		// Forgotten: its next request is a new key's, decided no earlier
+		// than its latest instant (capped by the clock, as every
+		// eviction's), so a request read before the Reset cannot spend
+		// a window twice.
+		l.tab.evictAt(s, slot, min(last, l.tab.clock()))
 		return nil
 	}
 	// A key with limits of its own keeps them (its lim words); init

@@ -163,15 +163,15 @@ type shard[E any] struct {
 	scratchEx []E
 	rings     ringPool // ring buffers of SlidingLog keys
 	dirty     []uint32 // slots with sync state to collect (see shared.go)
-	// floor is the latest instant at which a key of this shard was judged
-	// idle and evicted: per key, time never goes back, and an evicted
-	// key's history is forgotten with it, so every new key decides no
-	// earlier than floor. A request read before its key was evicted (idle
-	// by then) is decided when the key was idle, not in a window the key
-	// had already spent. Keys are judged idle only at instants not before
-	// their own latest, and no later than the limiter's clock (the
-	// janitor's time, or a request's if earlier), so one key's far-future
-	// instant cannot move the floor of the others.
+	// floor is the latest instant a key of this shard was evicted at (see
+	// evictAt): per key, time never goes back, and an evicted key's
+	// history is forgotten with it, so every new key decides no earlier
+	// than floor. A request read before its key was evicted is decided at
+	// or after the key's latest instant, not in a window the key had
+	// already spent. Keys are evicted at instants not before their own
+	// latest, and no later than the limiter's clock (the janitor's time,
+	// or a request's if earlier), so one key's far-future instant cannot
+	// move the floor of the others.
 	floor int64
 
 	evicted     atomic.Uint64
@@ -481,12 +481,14 @@ func (t *table[E]) idleAt(s *shard[E], slot uint32, now int64) bool {
 	return t.alg.lastSeen(rec) <= now && t.alg.idle(s, rec, slot, now)
 }
 
-// evictIdle evicts the key in slot, which idleAt judged idle at now, and
-// raises s.floor to now: the key's next request is a new key's, decided
-// no earlier than now. Requires s.mu held.
-func (t *table[E]) evictIdle(s *shard[E], slot uint32, now int64) {
+// evictAt evicts the key in slot and raises s.floor to at: the key's next
+// request is a new key's, decided no earlier than at. Every eviction
+// passes an at not before the key's latest instant unless that lies ahead
+// of the limiter's clock (then the clock's reading): a key's usage may be
+// forgotten, its time is not. Requires s.mu held.
+func (t *table[E]) evictAt(s *shard[E], slot uint32, at int64) {
 	t.evict(s, slot)
-	s.floor = max(s.floor, now)
+	s.floor = max(s.floor, at)
 }
 
 // evict removes the key in slot and closes the gap (keys after it in its
@@ -597,7 +599,8 @@ func (t *table[E]) makeRoom(s *shard[E], now int64) bool {
 	// Keys are judged at the request's instant, but no later than the
 	// limiter's clock: one request's far-future instant must not make the
 	// others idle and move the shard's floor.
-	now = min(now, t.clock())
+	clock := t.clock()
+	now = min(now, clock)
 	n := uint32(len(s.recs))
 	i := s.hand
 	if i >= n {
@@ -626,7 +629,7 @@ func (t *table[E]) makeRoom(s *shard[E], now int64) bool {
 			t.prefetchState(s, keys[1:k], now)
 		}
 		if t.idleAt(s, slot, now) {
-			t.evictIdle(s, slot, now)
+			t.evictAt(s, slot, now)
 			return true
 		}
 		rec := s.rec(slot)
@@ -637,7 +640,11 @@ func (t *table[E]) makeRoom(s *shard[E], now int64) bool {
 		}
 	}
 	if t.policy == EvictLeastRecent && victim != math.MaxUint32 {
-		t.evictIdle(s, victim, now) // not idle, but its next request waits for now too
+		// Not idle: its usage is forgotten, its time is not. Its next
+		// request is a new key's, decided no earlier than its latest
+		// instant (capped by the clock, so that one key's far-future
+		// instant cannot move the floor of the others) and now.
+		t.evictAt(s, victim, max(now, min(oldest, clock)))
 		return true
 	}
 	return false
@@ -700,7 +707,7 @@ func (t *table[E]) sweep(now int64, stop <-chan struct{}) int {
 			end := min(start+sweepChunk, len(s.recs))
 			for slot := start; slot < end; {
 				if s.stored(slot) && t.idleAt(s, uint32(slot), now) {
-					t.evictIdle(s, uint32(slot), now)
+					t.evictAt(s, uint32(slot), now)
 					evicted++
 					continue // another key may have moved into slot
 				}

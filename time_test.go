@@ -603,3 +603,75 @@ func TestSharedLostUnitsAreCounted(t *testing.T) {
 		}
 	}
 }
+
+// TestResetKeepsTheKeysLatestInstant: Reset forgets a key's usage but not
+// its latest instant, so a request read before the Reset is decided at the
+// latest and the window cannot be spent twice; keys with and without
+// limits of their own alike, with several rates too.
+func TestResetKeepsTheKeysLatestInstant(t *testing.T) {
+	base := time.Unix(1_734_480_000, 0)
+	for _, rates := range [][]Rate{{{1, time.Second}}, {{1, time.Second}, {5, time.Minute}}} {
+		for _, alg := range allAlgorithms {
+			for _, own := range []bool{false, true} {
+				l := mustNew(t, Config{Algorithm: alg, Rates: rates, Buckets: 2, JanitorInterval: -1})
+				if own {
+					lims := make([]int, len(rates))
+					for i, r := range rates {
+						lims[i] = r.Limit
+					}
+					if err := l.SetLimits("k", lims...); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if !l.AllowAt("k", base.Add(1500*time.Millisecond)) {
+					t.Fatalf("%v %v own=%v: first request denied", alg, rates, own)
+				}
+				if err := l.Reset("k"); err != nil {
+					t.Fatal(err)
+				}
+				// Decided at 1.5 s, the key's latest: admitted (usage forgotten).
+				if !l.AllowAt("k", base.Add(200*time.Millisecond)) {
+					t.Fatalf("%v %v own=%v: request after Reset denied", alg, rates, own)
+				}
+				// 1.6 s: the unit taken at 1.5 s still counts.
+				if l.AllowAt("k", base.Add(1600*time.Millisecond)) {
+					t.Fatalf("%v %v own=%v: 2 units within 0.1 s of the key's time, limit 1 per second", alg, rates, own)
+				}
+			}
+		}
+	}
+}
+
+// TestEvictedKeyKeepsItsLatestInstant: under EvictLeastRecent, a key
+// evicted while in use by a new key's early-read request comes back no
+// earlier than its latest instant (up to the clock), so its usage is
+// forgotten but its time does not go back.
+func TestEvictedKeyKeepsItsLatestInstant(t *testing.T) {
+	base := time.Unix(1_734_480_000, 0)
+	for _, alg := range allAlgorithms {
+		clk := NewManualClock(base.Add(2 * time.Second))
+		l := mustNew(t, Config{Algorithm: alg, Limit: 2, Window: time.Second, Buckets: 1,
+			Shards: 1, MaxKeys: 1, WhenFull: EvictLeastRecent, Clock: clk, JanitorInterval: -1})
+		for range 2 {
+			if !l.AllowAt("A", base.Add(1900*time.Millisecond)) {
+				t.Fatalf("%v: A denied at 1.9 s", alg)
+			}
+		}
+		if !l.AllowAt("B", base.Add(500*time.Millisecond)) { // read early: evicts A
+			t.Fatalf("%v: B denied", alg)
+		}
+		// A returns with an instant behind its latest (1.9 s): decided at
+		// 1.9 s or later, so its 2 units there and 2 more at 1.95 s would
+		// be 4 within 50 ms of the key's time if it were decided at 0.6 s
+		// and its old units' window ended before 1.95 s.
+		got := 0
+		for _, at := range []time.Duration{600, 600, 1950, 1950} {
+			if l.AllowAt("A", base.Add(at*time.Millisecond)) {
+				got++
+			}
+		}
+		if got > 2 {
+			t.Fatalf("%v: A admitted %d of 4 in one window after its eviction, limit 2", alg, got)
+		}
+	}
+}
