@@ -17,13 +17,17 @@
 //     item last replaced (0 before any), which only grows and is at most
 //     the least count monitored, so at most N/k.
 //
-// Top lists only the items it can vouch for: those whose guaranteed weight,
-// count-err, exceeds the floor, so each is certainly heavier than any item
-// it leaves out. Under a flood of distinct items every monitored one has
-// entered by replacement with a count near N/k, an error one less and a
-// guaranteed weight of 1: none is listed. An item of true weight above
-// twice the floor (so above 2N/k) always is: it is monitored, and its error
-// is at most the floor.
+// Top lists only the items it can vouch for: the largest set of monitored
+// items whose guaranteed weights, count-err, exceed both the floor and the
+// count of every monitored item left out, so each is certainly heavier
+// than any item it leaves out, monitored or not. Under a flood of distinct
+// items every monitored one has entered by replacement with a count near
+// N/k, an error one less and a guaranteed weight of 1: none is listed. An
+// item far heavier than the rest (one of weight N/20 amid a flood of
+// items of weight 1, with k = 100) is listed: its guaranteed weight
+// exceeds the floor and every other count. An item merely above 2N/k is
+// monitored, with an error of at most the floor, but is listed only if
+// its guaranteed weight also exceeds the counts of the items below it.
 //
 // Items are pairs of a group (a short string the caller keeps, such as a
 // rule name) and a key of at most the sketch's maxKey bytes, compared in
@@ -160,27 +164,55 @@ func (s *Sketch) N() uint64 {
 	return s.n
 }
 
-// Top returns up to n of the items the sketch can vouch for, those whose
-// guaranteed weight (Count-Err) exceeds the floor (see the package doc),
-// by guaranteed weight descending (ties by error ascending, then group and
-// key), and the total weight added. n <= 0 means all of them.
+// Top returns up to n of the items the sketch can vouch for, by
+// guaranteed weight descending (ties by error ascending, then group and
+// key), and the total weight added; n <= 0 means all of them.
+//
+// The items it can vouch for are the largest set S of monitored items such
+// that the guaranteed weight (Count-Err) of each item in S exceeds both
+// the floor (what an unmonitored item may weigh) and the Count (what a
+// monitored item may weigh) of every monitored item not in S: so each item
+// in S certainly outweighs every item outside S, monitored or not. S is a
+// prefix of the monitored items by guaranteed weight (see certain).
+//
+// With n below the size of S, Top returns the first n items of S: each
+// still certainly outweighs every item outside S, but not necessarily the
+// items of S it cuts off (the order within S is by guaranteed weight,
+// which bounds the true weights from below only).
 func (s *Sketch) Top(n int) ([]Item, uint64) {
 	items, floor, total := s.monitored()
-	certain := items[:0]
-	for _, it := range items {
-		if it.Guaranteed() > floor {
-			certain = append(certain, it)
-		}
-	}
-	items = certain
-	slices.SortFunc(items, func(a, b Item) int {
-		return cmp.Or(cmp.Compare(b.Guaranteed(), a.Guaranteed()), cmp.Compare(a.Err, b.Err),
-			cmp.Compare(a.Group, b.Group), cmp.Compare(a.Key, b.Key))
-	})
+	items = certain(items, floor)
 	if n > 0 && n < len(items) {
 		items = items[:n]
 	}
 	return items, total
+}
+
+// certain sorts items by guaranteed weight descending (ties by error
+// ascending, then group and key) and returns its longest prefix whose
+// every item's guaranteed weight exceeds floor and the Count of every item
+// after the prefix. Since Count >= Count-Err, such a prefix never splits
+// items of equal guaranteed weight, and any set with that property is
+// such a prefix: an item outside it of greater guaranteed weight than one
+// inside would need a Count below that one's guaranteed weight, which is
+// below its own. O(k log k): a sort and one backward pass.
+func certain(items []Item, floor uint64) []Item {
+	slices.SortFunc(items, func(a, b Item) int {
+		return cmp.Or(cmp.Compare(b.Guaranteed(), a.Guaranteed()), cmp.Compare(a.Err, b.Err),
+			cmp.Compare(a.Group, b.Group), cmp.Compare(a.Key, b.Key))
+	})
+	// The prefix items[:p] qualifies iff items[p-1].Guaranteed(), its
+	// least, exceeds floor and the largest Count of items[p:].
+	best := 0
+	var rest uint64 // the largest Count of items[p:]
+	for p := len(items); p > 0; p-- {
+		if g := items[p-1].Guaranteed(); g > floor && g > rest {
+			best = p
+			break
+		}
+		rest = max(rest, items[p-1].Count)
+	}
+	return items[:best]
 }
 
 // monitored returns every monitored item, in no order, the floor and the
