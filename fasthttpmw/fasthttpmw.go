@@ -157,7 +157,8 @@ func (m *Middleware) RuleStats() []httplimit.RuleStats { return m.e.RuleStats() 
 // counted in all: the clients being limited. The counts are those of a
 // fixed-size Space-Saving summary: each is at least the pair's true number
 // of denials and at most its Error more, and only pairs certainly denied
-// more often than any pair left out are listed (see httplimit.DeniedKey).
+// more often than any pair outside the full list (n <= 0) are listed (see
+// httplimit.DeniedKey).
 // Nil if Options.TopDenied is negative.
 func (m *Middleware) TopDenied(n int) ([]httplimit.DeniedKey, uint64) { return m.e.TopDenied(n) }
 

@@ -166,13 +166,20 @@ type ErrorCounts struct {
 // at most Error more (Error <= N/K); Guaranteed, Count-Error, is at most
 // the true number.
 //
-// A pair is listed only if its guaranteed count exceeds what any pair not
-// tracked may have been denied (the count of the pair last replaced, at
-// most N/K): so each pair listed was certainly denied more often than any
-// left out, and every pair denied more than 2N/K times is listed. A flood
-// of clients denied once each, more than K of them, lists none: each
-// tracked pair then has a count near N/K, an error one less and a
-// guaranteed count of 1, which says nothing about it.
+// The pairs listed are the largest set of tracked pairs whose guaranteed
+// counts each exceed both what any pair not tracked may have been denied
+// (the count of the pair last replaced, at most N/K) and the Count of
+// every tracked pair not listed: so each pair listed was certainly denied
+// more often than any left out, tracked or not. A flood of clients denied
+// once each, more than K of them, lists none: each tracked pair then has
+// a count near N/K, an error one less and a guaranteed count of 1, which
+// says nothing about it; a client denied far more often than the rest
+// amid the flood is listed. A pair denied more than 2N/K times is always
+// tracked, but listed only if its guaranteed count also exceeds the
+// counts of the tracked pairs below it. Asking for the first n of the
+// list (TopDenied(n)) returns those of greatest guaranteed count: each
+// was certainly denied more often than any pair outside the full list,
+// not necessarily more than the listed pairs cut off.
 type DeniedKey struct {
 	// Rule is the name of the rule that denied the requests.
 	Rule string

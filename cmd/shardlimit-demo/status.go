@@ -95,7 +95,9 @@ func writeStatus(w io.Writer, mw *fasthttpmw.Middleware, counters string) {
 		tw.Flush()
 	}
 
-	top, total := mw.TopDenied(topShown)
+	top, total := mw.TopDenied(0)
+	more := max(len(top)-topShown, 0)
+	top = top[:len(top)-more]
 	fmt.Fprintf(w, "\nmost denied clients (%d denials in all; only those certainly denied more often than any not listed; each was denied at least GUARANTEED times, at most DENIED = GUARANTEED + ERROR):\n", total)
 	if len(top) == 0 {
 		if total == 0 {
@@ -111,6 +113,7 @@ func writeStatus(w io.Writer, mw *fasthttpmw.Middleware, counters string) {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\n", d.Rule, printable(d.Key), d.Guaranteed(), d.Count, d.Error)
 	}
 	tw.Flush()
+	writeTopCut(w, len(top), more)
 }
 
 // window formats a rule's window: "1m" rather than "1m0s".
@@ -138,4 +141,17 @@ func printable(key string) string {
 		}
 	}
 	return key
+}
+
+// writeTopCut says, when the most-denied list was cut at shown rows with
+// more left off, how many and what the rows shown still promise: they are
+// the listed clients of greatest guaranteed count, each certainly denied
+// more often than any client outside the full list, but not necessarily
+// more often than those left off.
+func writeTopCut(w io.Writer, shown, more int) {
+	if more == 0 {
+		return
+	}
+	fmt.Fprintf(w, "and %d more: the %d shown have the greatest guaranteed counts of the %d listed, each certainly denied more often than any client not among the %d, not necessarily more than the %d not shown\n",
+		more, shown, shown+more, shown+more, more)
 }
