@@ -399,7 +399,11 @@ type Override struct {
 	// KeyConfig.UnknownIdentity).
 	ID string
 	// IP is a client address; it covers the client's whole prefix group
-	// (KeyConfig.IPv4Prefix, IPv6Prefix).
+	// (KeyConfig.IPv4Prefix, IPv6Prefix). Two overrides on the same rule
+	// (or both on every rule) whose addresses are in one group, such as
+	// 2001:db8::1 and 2001:db8::ffff under the default /64, are refused
+	// when the middleware compiles the rules (New, Reload): one would
+	// silently replace the other.
 	IP string
 	// Limit is the client's limit, in the range of Rule.Limit; 0 blocks the
 	// client (429 without Retry-After). On a rule of several limits (see

@@ -140,6 +140,9 @@ func (e *Engine) Reload(r *httplimit.Rules) error {
 	if err := check.Validate(); err != nil {
 		return err
 	}
+	if err := e.checkOverrideKeys(r); err != nil {
+		return err
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
