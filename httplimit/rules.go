@@ -77,13 +77,19 @@ const (
 // Unknown fields are errors, so a misspelt field never silently drops a
 // limit, and so is a key given twice in any object (encoding/json alone
 // would keep the last: {"limit": 1, "limit": 1000} would mean 1000).
+// ParseRules (and so ReadRules and LoadRules) refuses a file that is not
+// valid UTF-8, giving the byte offset (encoding/json would silently turn
+// each invalid byte of a path or name into U+FFFD), and one that starts
+// with a byte order mark.
 // A rules file is held to caps that rules built in Go are not: at most
 // MaxRulesFileBytes bytes, MaxRules rules, MaxTiers tiers, MaxTierClients
 // clients and MaxTierNetworks networks over all tiers, MaxOverrides
 // overrides, MaxRuleMethods methods per rule, names (and policy names) of
 // at most MaxNameBytes bytes, and windows of at least MinFileWindow
 // (1 ms). Every error wraps shardlimit.ErrInvalidConfig and names the
-// rule, tier or override, or the cap exceeded.
+// rule, tier or override, or the cap exceeded. Rules from a file and
+// rules built in Go are both held to MaxOverrideLimits, to rule and tier
+// names without control characters, and to methods that are HTTP tokens.
 type Rules struct {
 	// Limiting is LimitingOff to say that the rule set limits nothing on
 	// purpose; empty means LimitingOn. In JSON "on" or "off".
@@ -621,6 +627,9 @@ func ParseRules(data []byte) (*Rules, error) {
 	if len(data) > MaxRulesFileBytes {
 		return nil, errFileTooLarge(int64(len(data)), true)
 	}
+	if err := checkFileText(data); err != nil {
+		return nil, err
+	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, fmt.Errorf("%w: %w: the rule file is empty; to turn limiting off on purpose, say so: {\"limiting\": \"off\"}",
 			shardlimit.ErrInvalidConfig, ErrNoRules)
@@ -681,6 +690,9 @@ func (r *Rules) validate(defAlg shardlimit.Algorithm, policyName string) error {
 		return nil
 	default:
 		return bad("limiting %q is neither %q nor %q", r.Limiting, LimitingOn, LimitingOff)
+	}
+	if err := r.checkNamesAndCaps(); err != nil {
+		return err
 	}
 	names := map[string]ruleInfo{}
 	var order []string // rule names in order, for deterministic errors

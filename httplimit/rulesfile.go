@@ -65,8 +65,8 @@ const (
 
 	// MaxOverrides is the most overrides a rules file holds: 10,000 (per
 	// client limits of, say, one per API customer). An override without a
-	// rule applies to every rule, so applying them stays within
-	// MaxOverrides * MaxRules per-key limits.
+	// rule applies to every rule; what they expand to is capped by
+	// MaxOverrideLimits.
 	MaxOverrides = 10_000
 
 	// MaxRuleMethods is the most methods a rule of a rules file lists:
