@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 )
@@ -127,6 +128,38 @@ func (l redisLog) Printf(_ context.Context, format string, args ...any) {
 // every connection a client breaks or fills with garbage.
 type serverLog struct{ log *slog.Logger }
 
+// Printf logs fasthttp's message with the request bytes it quotes left
+// out: even with SecureErrorLogMessage, fasthttp's parse errors quote what
+// the client sent (`malformed mime header: missing colon: "..."`, `invalid
+// request uri "..."`, `first line of request "..."`), always with %q, so
+// each error argument has everything from its first double quote to its
+// last replaced by redacted (see redactQuoted). The error's class and the
+// connection's addresses (quoted in the format, not in the error) stay.
 func (l serverLog) Printf(format string, args ...any) {
-	l.log.Warn("http server", "detail", detail(format, args...))
+	safe := make([]any, len(args))
+	for i, a := range args {
+		if err, ok := a.(error); ok {
+			a = redactQuoted(err.Error())
+		}
+		safe[i] = a
+	}
+	l.log.Warn("http server", "detail", detail(format, safe...))
+}
+
+// redacted replaces the quoted request bytes in a logged fasthttp error.
+const redacted = `"(request bytes redacted)"`
+
+// redactQuoted returns s with everything from its first double quote to
+// its last replaced by redacted; s as is if it holds fewer than two. An
+// escaped quote (\") inside a quoted string lies between the two, so no
+// client byte is left whatever the client sent.
+func redactQuoted(s string) string {
+	i, j := strings.IndexByte(s, '"'), strings.LastIndexByte(s, '"')
+	if i < 0 || j == i {
+		if i >= 0 {
+			return s[:i] + redacted // an unmatched quote: drop what follows
+		}
+		return s
+	}
+	return s[:i] + redacted + s[j+1:]
 }
