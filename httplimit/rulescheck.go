@@ -118,6 +118,12 @@ func checkFileText(data []byte) error {
 		return fmt.Errorf("%w: the rules file starts with a byte order mark (U+FEFF), which is not allowed: save it as UTF-8 without one",
 			shardlimit.ErrInvalidConfig)
 	}
+	return checkUTF8(data)
+}
+
+// checkUTF8 refuses data that is not valid UTF-8, giving the offset of the
+// first byte that is not, from the start of data.
+func checkUTF8(data []byte) error {
 	if utf8.Valid(data) {
 		return nil
 	}

@@ -88,7 +88,10 @@ func TestRulesFileInvalidUTF8Refused(t *testing.T) {
 		_, err := ParseRules([]byte(tc.file))
 		wantInvalid(t, tc.name, err, "not valid UTF-8", fmt.Sprintf("byte offset %d", off))
 	}
-	_, err := ParseRules([]byte("\ufeff" + `{"rules": [{"name": "a", "path": "/c", "limit": 1, "window": "1m"}]}`))
+	var r Rules
+	err := json.Unmarshal([]byte(`{"rules": [{"name": "caf`+"\xe9"+`", "path": "/c", "limit": 1, "window": "1m"}]}`), &r)
+	wantInvalid(t, "json.Unmarshal", err, "not valid UTF-8", "byte offset 24")
+	_, err = ParseRules([]byte("\ufeff" + `{"rules": [{"name": "a", "path": "/c", "limit": 1, "window": "1m"}]}`))
 	wantInvalid(t, "BOM", err, "byte order mark", "not allowed")
 }
 

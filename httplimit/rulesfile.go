@@ -136,7 +136,8 @@ func errFileTooLarge(n int64, exact bool) error {
 type rulesJSON Rules
 
 // UnmarshalJSON implements json.Unmarshaler for a rules file: it refuses
-// input over MaxRulesFileBytes, a key given twice in any object (naming
+// input over MaxRulesFileBytes, input that is not valid UTF-8 (the offset
+// given is from the start of the rules value), a key given twice in any object (naming
 // the key and the rule, tier or override it is in), unknown fields, and
 // lists over the caps (MaxRules, MaxTiers, MaxTierClients,
 // MaxTierNetworks, MaxOverrides), with errors wrapping
@@ -145,6 +146,9 @@ type rulesJSON Rules
 func (r *Rules) UnmarshalJSON(b []byte) error {
 	if len(b) > MaxRulesFileBytes {
 		return errFileTooLarge(int64(len(b)), true)
+	}
+	if err := checkUTF8(b); err != nil {
+		return err
 	}
 	if err := checkDuplicateKeys(b); err != nil {
 		return describeRulesError(b, err)
