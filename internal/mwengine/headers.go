@@ -135,21 +135,8 @@ func (e *Engine) formatFields(fs *Fields, o *Outcome) {
 		fs.add(FieldReset, len(b))
 	}
 	if e.hdr.IETF {
-		// RateLimit-Policy: every rate, shortest window first, each with
-		// the key's limit in it; RateLimit: the binding rate.
-		for k := range r.rates {
-			if k > 0 {
-				b = append(b, ", "...)
-			}
-			lim := r.rates[k].limit
-			switch {
-			case k == o.rate:
-				lim = res.Limit
-			case o.own:
-				lim = o.lims[k]
-			}
-			b = r.rates[k].appendPolicy(b, lim)
-		}
+		// RateLimit-Policy: every rate; RateLimit: the binding rate.
+		b = appendPolicies(b, o)
 		fs.add(FieldPolicy, len(b))
 		b = appendServiceItem(b, rt, res.Remaining, reset)
 		fs.add(FieldRateLimit, len(b))
@@ -167,6 +154,27 @@ func (e *Engine) formatFields(fs *Fields, o *Outcome) {
 		}
 	}
 	fs.Buf = b
+}
+
+// appendPolicies appends the RateLimit-Policy value of o (which has a
+// rule): every rate of its rule, shortest window first, each with the
+// key's limit in it.
+func appendPolicies(b []byte, o *Outcome) []byte {
+	r := o.r
+	for k := range r.rates {
+		if k > 0 {
+			b = append(b, ", "...)
+		}
+		lim := r.rates[k].limit
+		switch {
+		case k == o.rate:
+			lim = o.Result.Limit
+		case o.own:
+			lim = o.lims[k]
+		}
+		b = r.rates[k].appendPolicy(b, lim)
+	}
+	return b
 }
 
 // appendPolicyItem appends rt's RateLimit-Policy item for a quota of limit
