@@ -333,18 +333,12 @@ func Hooks(t *testing.T, h Harness) {
 func EmptyKeys(t *testing.T, h Harness) {
 	for _, kf := range []bool{false, true} {
 		setup := func(p httplimit.EmptyKeyPolicy) Setup {
-			s := Setup{Options: httplimit.Options{
+			return identityFrom("X-Api-Key", kf, httplimit.Options{
 				Rules: OneRule(t, "fixed_window", 2, "1m", 0, ""),
 				Keys: httplimit.KeyConfig{EmptyKey: p, TrustedProxies: Loopback, MaxKeyBytes: 16,
 					UnknownIdentity: httplimit.UnknownIdentityOwnKey},
 				Clock: NewClock(),
-			}}
-			if kf {
-				s.KeyFuncHeader = "X-Api-Key"
-			} else {
-				s.Options.Keys.Header = "X-Api-Key"
-			}
-			return s
+			})
 		}
 		t.Run(fmt.Sprintf("keyfunc=%v", kf), func(t *testing.T) {
 			tg := h.Start(t, setup(httplimit.EmptyKeyUseIP))
@@ -364,16 +358,34 @@ func EmptyKeys(t *testing.T, h Harness) {
 
 			tg = h.Start(t, setup(httplimit.EmptyKeyReject))
 			c = NewClient(t, tg.URL, 1)
-			r := c.Get("/")
-			Check(t, "reject", r, 400, H{XLimit: Absent})
-			if r.Body != mwengine.BodyNoIdentity {
-				t.Errorf("reject body %q", r.Body)
-			}
+			checkNoIdentity(t, "reject", c.Get("/"))
 			expectStep(t, "with a key", c.Get("/", "X-Api-Key", "k1"), A(1))
 			if st := tg.Stats(); st.NoIdentity != 1 {
 				t.Errorf("Stats.NoIdentity = %d", st.NoIdentity)
 			}
 		})
+	}
+}
+
+// identityFrom returns the Setup of o whose client identity is header's
+// value: read by a key function if kf, else as KeyConfig.Header.
+func identityFrom(header string, kf bool, o httplimit.Options) Setup {
+	s := Setup{Options: o}
+	if kf {
+		s.KeyFuncHeader = header
+	} else {
+		s.Options.Keys.Header = header
+	}
+	return s
+}
+
+// checkNoIdentity checks that r refuses a request without a usable
+// identity: 400, no rate-limit field, the engine's body.
+func checkNoIdentity(t *testing.T, step string, r Resp) {
+	t.Helper()
+	Check(t, step, r, 400, H{XLimit: Absent})
+	if r.Body != mwengine.BodyNoIdentity {
+		t.Errorf("%s: body %q", step, r.Body)
 	}
 }
 
@@ -391,17 +403,11 @@ func UnknownIdentities(t *testing.T, h Harness) {
 		"overrides": [{"rule": "r", "id": "client-9", "limit": 3}]}`
 	for _, kf := range []bool{false, true} {
 		setup := func(u httplimit.UnknownIdentityPolicy, e httplimit.EmptyKeyPolicy) Setup {
-			s := Setup{Options: httplimit.Options{
+			return identityFrom("X-Client-ID", kf, httplimit.Options{
 				Rules: MustRules(t, rules),
 				Keys:  httplimit.KeyConfig{UnknownIdentity: u, EmptyKey: e, TrustedProxies: Loopback},
 				Clock: NewClock(),
-			}}
-			if kf {
-				s.KeyFuncHeader = "X-Client-ID"
-			} else {
-				s.Options.Keys.Header = "X-Client-ID"
-			}
-			return s
+			})
 		}
 		from := func(ip, id string) []string { return append(XFF(ip), "X-Client-ID", id) }
 		t.Run(fmt.Sprintf("keyfunc=%v", kf), func(t *testing.T) {
@@ -427,11 +433,7 @@ func UnknownIdentities(t *testing.T, h Harness) {
 
 			tg = h.Start(t, setup(httplimit.UnknownIdentityAnonymous, httplimit.EmptyKeyReject))
 			c = NewClient(t, tg.URL, 1)
-			r := c.Get("/", from("192.0.2.1", "rot1")...)
-			Check(t, "reject rot1", r, 400, H{XLimit: Absent})
-			if r.Body != mwengine.BodyNoIdentity {
-				t.Errorf("reject body %q", r.Body)
-			}
+			checkNoIdentity(t, "reject rot1", c.Get("/", from("192.0.2.1", "rot1")...))
 			Check(t, "reject: tier client", c.Get("/", from("192.0.2.1", "client-1")...), 200, H{XLimit: "5", XRemaining: "4"})
 
 			tg = h.Start(t, setup(httplimit.UnknownIdentityOwnKey, httplimit.EmptyKeyUseIP))
