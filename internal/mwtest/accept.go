@@ -197,86 +197,121 @@ func ReloadKeepsCounters(t *testing.T, h Harness) {
 		]}`),
 		Clock: clock,
 	}})
-	c := NewClient(t, tg.URL, 1)
+	rs := reloadSteps{t: t, tg: tg, c: NewClient(t, tg.URL, 1), clock: clock}
+	rs.firstRules()
+	rs.changedRules()
+	back := rs.rulesBack()
+	rs.limitingOffAndOn(back)
+}
+
+// reloadSteps are the steps of ReloadKeepsCounters, one rule set each, on
+// one server and client.
+type reloadSteps struct {
+	t     *testing.T
+	tg    *Target
+	c     *Client
+	clock Clock
+}
+
+// firstRules uses the first rules, and checks that an invalid rule set is
+// refused and changes nothing.
+func (rs reloadSteps) firstRules() {
+	rs.t.Helper()
 	for i := range 3 {
-		expectStep(t, fmt.Sprintf("a #%d", i+1), c.Get("/a"), A(4-i))
+		expectStep(rs.t, fmt.Sprintf("a #%d", i+1), rs.c.Get("/a"), A(4-i))
 	}
 	for i := range 2 {
-		expectStep(t, fmt.Sprintf("b #%d", i+1), c.Get("/b"), A(2-i))
+		expectStep(rs.t, fmt.Sprintf("b #%d", i+1), rs.c.Get("/b"), A(2-i))
 	}
-	expectStep(t, "c #1", c.Get("/c"), A(1))
-	expectStep(t, "gone #1", c.Get("/gone"), A(0))
-	expectStep(t, "gone #2", c.Get("/gone"), D(60))
+	expectStep(rs.t, "c #1", rs.c.Get("/c"), A(1))
+	expectStep(rs.t, "gone #1", rs.c.Get("/gone"), A(0))
+	expectStep(rs.t, "gone #2", rs.c.Get("/gone"), D(60))
 
 	bad := &httplimit.Rules{Rules: []httplimit.Rule{{Name: "a", Path: "/a", Limit: -1, Window: time.Minute}}}
-	if err := tg.Reload(bad); err == nil {
-		t.Fatal("Reload accepted a negative limit")
+	if err := rs.tg.Reload(bad); err == nil {
+		rs.t.Fatal("Reload accepted a negative limit")
 	}
-	expectStep(t, "a after a refused reload", c.Get("/a"), A(1))
+	expectStep(rs.t, "a after a refused reload", rs.c.Get("/a"), A(1))
+}
 
-	clock.At(Sec(10))
-	err := tg.Reload(MustRules(t, `{"rules": [
+// changedRules reloads rules that change a limit, an algorithm, and add
+// and remove a rule.
+func (rs reloadSteps) changedRules() {
+	rs.t.Helper()
+	rs.clock.At(Sec(10))
+	err := rs.tg.Reload(MustRules(rs.t, `{"rules": [
 		{"name": "a", "path": "/a", "algorithm": "fixed_window", "limit": 10, "window": "1m"},
 		{"name": "b", "path": "/b", "algorithm": "sliding_log", "limit": 3, "window": "1m"},
 		{"name": "c", "path": "/c", "algorithm": "sliding_log", "limit": 2, "window": "1m"},
 		{"name": "d", "path": "/d", "algorithm": "gcra", "limit": 1, "window": "1m"}
 	]}`))
 	if err != nil {
-		t.Fatal(err)
+		rs.t.Fatal(err)
 	}
-	Check(t, "a keeps 4 used of a raised limit", c.Get("/a"), 200, H{XLimit: "10", XRemaining: "5"})
-	expectStep(t, "b keeps 2 used", c.Get("/b"), A(0))
-	expectStep(t, "b is full", c.Get("/b"), D(50))
-	expectStep(t, "c changed algorithm: fresh", c.Get("/c"), A(1))
-	expectStep(t, "d is new", c.Get("/d"), A(0))
-	Check(t, "gone is not limited", c.Get("/gone"), 200, H{XLimit: Absent})
-	if st := tg.Stats(); st.Rules != 4 {
-		t.Errorf("Stats.Rules = %d, want 4", st.Rules)
+	Check(rs.t, "a keeps 4 used of a raised limit", rs.c.Get("/a"), 200, H{XLimit: "10", XRemaining: "5"})
+	expectStep(rs.t, "b keeps 2 used", rs.c.Get("/b"), A(0))
+	expectStep(rs.t, "b is full", rs.c.Get("/b"), D(50))
+	expectStep(rs.t, "c changed algorithm: fresh", rs.c.Get("/c"), A(1))
+	expectStep(rs.t, "d is new", rs.c.Get("/d"), A(0))
+	Check(rs.t, "gone is not limited", rs.c.Get("/gone"), 200, H{XLimit: Absent})
+	if st := rs.tg.Stats(); st.Rules != 4 {
+		rs.t.Errorf("Stats.Rules = %d, want 4", st.Rules)
 	}
+}
 
+// rulesBack reloads rules that bring back a removed rule and an
+// algorithm, and checks that rule sets without rules are refused; it
+// returns the rules it put in force.
+func (rs reloadSteps) rulesBack() *httplimit.Rules {
+	rs.t.Helper()
 	// Rules that come back within their window find their counters: gone,
 	// and c with its first algorithm.
-	clock.At(Sec(20))
-	back := MustRules(t, `{"rules": [
+	rs.clock.At(Sec(20))
+	back := MustRules(rs.t, `{"rules": [
 		{"name": "a", "path": "/a", "algorithm": "fixed_window", "limit": 10, "window": "1m"},
 		{"name": "c", "path": "/c", "algorithm": "fixed_window", "limit": 2, "window": "1m"},
 		{"name": "gone", "path": "/gone", "limit": 1, "window": "1m"}
 	]}`)
-	if err := tg.Reload(back); err != nil {
-		t.Fatal(err)
+	if err := rs.tg.Reload(back); err != nil {
+		rs.t.Fatal(err)
 	}
-	expectStep(t, "gone came back: still used", c.Get("/gone"), D(40))
-	expectStep(t, "c came back: 1 used", c.Get("/c"), A(0))
+	expectStep(rs.t, "gone came back: still used", rs.c.Get("/gone"), D(40))
+	expectStep(rs.t, "c came back: 1 used", rs.c.Get("/c"), A(0))
 
 	// A rule set without rules is refused; the rules stay in force.
 	for _, js := range []string{`{}`, `{"rules": []}`} {
-		if err := tg.Reload(MustRulesUnchecked(t, js)); !errors.Is(err, httplimit.ErrNoRules) {
-			t.Errorf("Reload(%s) = %v, want ErrNoRules", js, err)
+		if err := rs.tg.Reload(MustRulesUnchecked(rs.t, js)); !errors.Is(err, httplimit.ErrNoRules) {
+			rs.t.Errorf("Reload(%s) = %v, want ErrNoRules", js, err)
 		}
 	}
-	Check(t, "a after refused empty reloads", c.Get("/a"), 200, H{XLimit: "10", XRemaining: "4"})
-	expectStep(t, "gone after refused empty reloads", c.Get("/gone"), D(40))
+	Check(rs.t, "a after refused empty reloads", rs.c.Get("/a"), 200, H{XLimit: "10", XRemaining: "4"})
+	expectStep(rs.t, "gone after refused empty reloads", rs.c.Get("/gone"), D(40))
+	return back
+}
 
+// limitingOffAndOn turns limiting off, then back on with rules back.
+func (rs reloadSteps) limitingOffAndOn(back *httplimit.Rules) {
+	rs.t.Helper()
 	// Limiting off on purpose: nothing limited; back on: counters kept.
-	if err := tg.Reload(MustRules(t, `{"limiting": "off"}`)); err != nil {
-		t.Fatal(err)
+	if err := rs.tg.Reload(MustRules(rs.t, `{"limiting": "off"}`)); err != nil {
+		rs.t.Fatal(err)
 	}
 	for i := range 3 {
-		Check(t, fmt.Sprintf("limiting off #%d", i+1), c.Get("/gone"), 200, H{XLimit: Absent, RetryAfter: Absent})
+		Check(rs.t, fmt.Sprintf("limiting off #%d", i+1), rs.c.Get("/gone"), 200, H{XLimit: Absent, RetryAfter: Absent})
 	}
-	if st := tg.Stats(); st.Rules != 0 {
-		t.Errorf("limiting off: Stats.Rules = %d", st.Rules)
+	if st := rs.tg.Stats(); st.Rules != 0 {
+		rs.t.Errorf("limiting off: Stats.Rules = %d", st.Rules)
 	}
-	clock.At(Sec(30))
-	if err := tg.Reload(back); err != nil {
-		t.Fatal(err)
+	rs.clock.At(Sec(30))
+	if err := rs.tg.Reload(back); err != nil {
+		rs.t.Fatal(err)
 	}
-	expectStep(t, "gone back on: still used", c.Get("/gone"), D(30))
-	Check(t, "a back on: 6 used", c.Get("/a"), 200, H{XLimit: "10", XRemaining: "3"})
+	expectStep(rs.t, "gone back on: still used", rs.c.Get("/gone"), D(30))
+	Check(rs.t, "a back on: 6 used", rs.c.Get("/a"), 200, H{XLimit: "10", XRemaining: "3"})
 
 	// A window later the counters are those of fresh clients anyway.
-	clock.At(Sec(60))
-	expectStep(t, "gone in the next window", c.Get("/gone"), A(0))
+	rs.clock.At(Sec(60))
+	expectStep(rs.t, "gone in the next window", rs.c.Get("/gone"), A(0))
 }
 
 // DryRun checks shadow mode: nothing is refused, the fields are written
