@@ -300,7 +300,16 @@ func Check(t *testing.T, step string, r Resp, status int, want H) {
 // CheckInvariants asserts the format rules of every rate-limit field.
 func CheckInvariants(t *testing.T, step string, r Resp) {
 	t.Helper()
-	h := r.Header
+	checkXFields(t, step, r.Header)
+	checkIETFFields(t, step, r.Header)
+	checkRetryAfter(t, step, r)
+	checkOwnAnswer(t, step, r)
+}
+
+// checkXFields checks that the X-RateLimit fields are non-negative
+// integers, remaining at most the limit.
+func checkXFields(t *testing.T, step string, h http.Header) {
+	t.Helper()
 	for _, name := range []string{XLimit, XRemaining, XReset, XWindowMs} {
 		if v := h.Get(name); v != "" && !nonNegInt.MatchString(v) {
 			t.Errorf("%s: %s = %q, not a non-negative integer", step, name, v)
@@ -313,12 +322,17 @@ func CheckInvariants(t *testing.T, step string, r Resp) {
 			t.Errorf("%s: remaining %d above limit %d", step, ri, li)
 		}
 	}
+}
+
+// checkIETFFields checks the IETF fields (ParseIETF), and that RateLimit
+// names the binding policy, whose numbers the X-RateLimit fields report
+// too.
+func checkIETFFields(t *testing.T, step string, h http.Header) {
+	t.Helper()
 	pols, svcs, err := ParseIETF(h)
 	if err != nil {
 		t.Errorf("%s: %v", step, err)
 	}
-	// RateLimit names the binding policy, whose numbers the X-RateLimit
-	// fields report too.
 	if len(svcs) == 1 && h.Get(XLimit) != "" && h.Get(XRemaining) != "" {
 		i := slices.IndexFunc(pols, func(p Policy) bool { return p.Name == svcs[0].Name })
 		if i >= 0 && strconv.FormatInt(pols[i].Q, 10) != h.Get(XLimit) || strconv.FormatInt(svcs[0].R, 10) != h.Get(XRemaining) {
@@ -326,24 +340,38 @@ func CheckInvariants(t *testing.T, step string, r Resp) {
 				step, h.Get(RL), h.Get(RLPolicy), h.Get(XLimit), h.Get(XRemaining))
 		}
 	}
-	ra, has := h[RetryAfter]
+}
+
+// checkRetryAfter checks that Retry-After comes only on a 429, once, in
+// delay-seconds.
+func checkRetryAfter(t *testing.T, step string, r Resp) {
+	t.Helper()
+	ra, has := r.Header[RetryAfter]
 	if has && r.Status != http.StatusTooManyRequests {
 		t.Errorf("%s: Retry-After %q on a %d", step, ra, r.Status)
 	}
 	if has && (len(ra) != 1 || !delaySeconds.MatchString(ra[0])) {
 		t.Errorf("%s: Retry-After %q is not RFC 9110 delay-seconds", step, ra)
 	}
+}
+
+// checkOwnAnswer checks that the middleware's own answers (429, 400, 500,
+// 503: the applications of the tests never answer these), unless by a
+// custom denied handler, are text/plain and nosniff.
+func checkOwnAnswer(t *testing.T, step string, r Resp) {
+	t.Helper()
+	h := r.Header
 	switch r.Status {
 	case http.StatusTooManyRequests, http.StatusBadRequest, http.StatusInternalServerError, http.StatusServiceUnavailable:
-		// Answered by the middleware (the applications of the tests
-		// never answer these), unless by a custom denied handler.
-		if h.Get("X-Denied-By") != "" {
-			break
-		}
-		if !strings.HasPrefix(h.Get("Content-Type"), "text/plain") || h.Get("X-Content-Type-Options") != "nosniff" {
-			t.Errorf("%s: %d with Content-Type %q, X-Content-Type-Options %q; want text/plain, nosniff",
-				step, r.Status, h.Get("Content-Type"), h.Get("X-Content-Type-Options"))
-		}
+	default:
+		return
+	}
+	if h.Get("X-Denied-By") != "" {
+		return
+	}
+	if !strings.HasPrefix(h.Get("Content-Type"), "text/plain") || h.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("%s: %d with Content-Type %q, X-Content-Type-Options %q; want text/plain, nosniff",
+			step, r.Status, h.Get("Content-Type"), h.Get("X-Content-Type-Options"))
 	}
 }
 
