@@ -66,13 +66,7 @@ func SeedRules(t *testing.T, h Harness, path string) {
 	}})
 	c := NewClient(t, tg.URL, 2)
 	clock.At(Sec(15.3))
-	for _, tc := range []struct {
-		client    string // X-Client-ID; "" sends none (keyed by address)
-		route     string
-		limit     int
-		algorithm string
-		ra        string // Retry-After of the first denial
-	}{
+	for _, tc := range []seedCase{
 		{"client-1", "/foo", 10, "fixed_window", "45"},
 		{"client-1", "/bar", 5, "sliding_log", "60"},
 		{"client-2", "/foo", 20, "fixed_window", "45"},
@@ -80,26 +74,7 @@ func SeedRules(t *testing.T, h Harness, path string) {
 		{"client-3", "/foo", 5, "fixed_window", "45"},
 		{"client-3", "/bar", 2, "sliding_log", "60"},
 	} {
-		var hdr []string
-		if tc.client != "" {
-			hdr = []string{"X-Client-ID", tc.client}
-		}
-		name := fmt.Sprintf("%s %s", cmp.Or(tc.client, "(no id)"), tc.route)
-		for i := range tc.limit {
-			Check(t, fmt.Sprintf("%s #%d", name, i+1), c.Get(tc.route, hdr...), 200, H{
-				XLimit: strconv.Itoa(tc.limit), XRemaining: strconv.Itoa(tc.limit - 1 - i),
-				XStrategy: tc.algorithm, XWindowMs: "60000", RetryAfter: Absent,
-			})
-		}
-		r := c.Get(tc.route, hdr...)
-		Check(t, name+" over the limit", r, 429, H{XLimit: strconv.Itoa(tc.limit), XRemaining: "0", RetryAfter: tc.ra})
-		d := denied.last(t)
-		if want, _ := mwengine.RetryAfterSeconds(d.Result.RetryAfter); r.Header.Get(RetryAfter) != strconv.FormatInt(want, 10) {
-			t.Errorf("%s: Retry-After %q, core's retry-after %v", name, r.Header.Get(RetryAfter), d.Result.RetryAfter)
-		}
-		if !strings.Contains(r.Body, "Too Many Requests") {
-			t.Errorf("%s: 429 body %q", name, r.Body)
-		}
+		seedClient(t, c, &denied, tc)
 	}
 	for _, id := range []string{"", "client-4"} {
 		var hdr []string
@@ -112,6 +87,42 @@ func SeedRules(t *testing.T, h Harness, path string) {
 	}
 	r := c.Get("/healthz", "X-Client-ID", "client-1")
 	Check(t, "/healthz (no rule)", r, 200, H{XLimit: Absent, XRemaining: Absent, XReset: Absent, RLPolicy: Absent, RL: Absent})
+}
+
+// seedCase is a client's route under the seed rules.
+type seedCase struct {
+	client    string // X-Client-ID; "" sends none (keyed by address)
+	route     string
+	limit     int
+	algorithm string
+	ra        string // Retry-After of the first denial
+}
+
+// seedClient spends tc's client's budget on its route and checks the
+// answers: each admitted, then one denied with the core's retry-after
+// rounded up.
+func seedClient(t *testing.T, c *Client, denied *deniedLog, tc seedCase) {
+	t.Helper()
+	var hdr []string
+	if tc.client != "" {
+		hdr = []string{"X-Client-ID", tc.client}
+	}
+	name := fmt.Sprintf("%s %s", cmp.Or(tc.client, "(no id)"), tc.route)
+	for i := range tc.limit {
+		Check(t, fmt.Sprintf("%s #%d", name, i+1), c.Get(tc.route, hdr...), 200, H{
+			XLimit: strconv.Itoa(tc.limit), XRemaining: strconv.Itoa(tc.limit - 1 - i),
+			XStrategy: tc.algorithm, XWindowMs: "60000", RetryAfter: Absent,
+		})
+	}
+	r := c.Get(tc.route, hdr...)
+	Check(t, name+" over the limit", r, 429, H{XLimit: strconv.Itoa(tc.limit), XRemaining: "0", RetryAfter: tc.ra})
+	d := denied.last(t)
+	if want, _ := mwengine.RetryAfterSeconds(d.Result.RetryAfter); r.Header.Get(RetryAfter) != strconv.FormatInt(want, 10) {
+		t.Errorf("%s: Retry-After %q, core's retry-after %v", name, r.Header.Get(RetryAfter), d.Result.RetryAfter)
+	}
+	if !strings.Contains(r.Body, "Too Many Requests") {
+		t.Errorf("%s: 429 body %q", name, r.Body)
+	}
 }
 
 // SpoofedForwardedFor checks that X-Forwarded-For and X-Real-IP from an
