@@ -35,11 +35,16 @@ func TestRemovedRulesKeepTheirLimiters(t *testing.T) {
 			return l, err
 		},
 	})
-	check := func(step, ip, path string, at time.Duration, want httplimit.Action, limit, remaining int) {
+	// answer is what check expects of a decision.
+	type answer struct {
+		action           httplimit.Action
+		limit, remaining int
+	}
+	check := func(step, ip string, at time.Duration, want answer) {
 		t.Helper()
-		d := decide(e, ip, "", path, at, 1)
-		if d.Action != want || d.Result.Limit != limit || d.Result.Remaining != remaining {
-			t.Errorf("%s: %v, limit %d, remaining %d; want %v, %d, %d", step, d.Action, d.Result.Limit, d.Result.Remaining, want, limit, remaining)
+		d := decide(e, ip, "", "/b", at, 1)
+		if d.Action != want.action || d.Result.Limit != want.limit || d.Result.Remaining != want.remaining {
+			t.Errorf("%s: %v, limit %d, remaining %d; want %v, %d, %d", step, d.Action, d.Result.Limit, d.Result.Remaining, want.action, want.limit, want.remaining)
 		}
 	}
 	reload := func(at time.Duration, r *httplimit.Rules) {
@@ -52,22 +57,22 @@ func TestRemovedRulesKeepTheirLimiters(t *testing.T) {
 	closed := func(l shardlimit.Limiter) bool {
 		return errors.Is(l.AllowN("probe", t0, 0).Err, shardlimit.ErrClosed)
 	}
-	check("b by the override", "192.0.2.9", "/b", 0, httplimit.ActionAllow, 5, 4)
-	check("b by the default", "192.0.2.1", "/b", 0, httplimit.ActionAllow, 1, 0)
+	check("b by the override", "192.0.2.9", 0, answer{httplimit.ActionAllow, 5, 4})
+	check("b by the default", "192.0.2.1", 0, answer{httplimit.ActionAllow, 1, 0})
 
 	reload(5*time.Second, withoutB)
 	b := built["b"][0]
 	if closed(b) || len(e.retired) != 1 || e.Stats().Rules != 1 {
 		t.Fatalf("b's limiter after its rule left: closed %v, %d set aside, %d rules", closed(b), len(e.retired), e.Stats().Rules)
 	}
-	check("b gone", "192.0.2.9", "/b", 5*time.Second, httplimit.ActionNoRule, 0, 0)
+	check("b gone", "192.0.2.9", 5*time.Second, answer{httplimit.ActionNoRule, 0, 0})
 
 	reload(10*time.Second, withB)
 	if len(built["b"]) != 1 || len(e.retired) != 0 {
 		t.Fatalf("b came back with a new limiter (%d built), %d set aside", len(built["b"]), len(e.retired))
 	}
-	check("b back, override and count kept", "192.0.2.9", "/b", 10*time.Second, httplimit.ActionAllow, 5, 3)
-	check("b back, count kept", "192.0.2.1", "/b", 10*time.Second, httplimit.ActionDeny, 1, 0)
+	check("b back, override and count kept", "192.0.2.9", 10*time.Second, answer{httplimit.ActionAllow, 5, 3})
+	check("b back, count kept", "192.0.2.1", 10*time.Second, answer{httplimit.ActionDeny, 1, 0})
 
 	// Set aside again; a reload within the window keeps it, the first one
 	// after every key's window has ended closes it.
@@ -84,7 +89,7 @@ func TestRemovedRulesKeepTheirLimiters(t *testing.T) {
 	if len(built["b"]) != 2 {
 		t.Fatalf("b came back after its limiter was closed: %d limiters built, want 2", len(built["b"]))
 	}
-	check("b fresh", "192.0.2.1", "/b", 80*time.Second, httplimit.ActionAllow, 1, 0)
+	check("b fresh", "192.0.2.1", 80*time.Second, answer{httplimit.ActionAllow, 1, 0})
 
 	// Close closes the limiters set aside too.
 	reload(81*time.Second, withoutB)
