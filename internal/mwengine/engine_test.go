@@ -102,6 +102,9 @@ func TestReloadSemantics(t *testing.T) {
 	}
 }
 
+// TestDecideActions checks the action of each kind of request: a bad
+// cost, within the limit, over it (seen by OnDenied), without a usable
+// address (the shared bucket), and after Close.
 func TestDecideActions(t *testing.T) {
 	var denied []httplimit.Decision
 	e := newTestEngine(t, httplimit.Options{
@@ -130,6 +133,13 @@ func TestDecideActions(t *testing.T) {
 	if d := decide(e, "0.0.0.0", "", "/", 0, 1); d.Action != httplimit.ActionDeny {
 		t.Errorf("unspecified address: %+v (the shared bucket, now full)", d)
 	}
+	checkClosedEngine(t, e)
+}
+
+// checkClosedEngine closes e, which has decided one request of a bad cost
+// and no other error, twice; then it fails closed and refuses Reload.
+func checkClosedEngine(t *testing.T, e *Engine) {
+	t.Helper()
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,14 @@ func TestNewLimiterHook(t *testing.T) {
 		}
 	}
 
-	// A limit change keeps the limiter; an algorithm change builds anew.
+	checkHookOnReload(t, e, &hook)
+}
+
+// checkHookOnReload checks that a limit change keeps a rule's limiter and
+// an algorithm change builds anew (closing the one replaced), and that
+// Close closes every limiter hook built.
+func checkHookOnReload(t *testing.T, e *Engine, hook *hookLog) {
+	t.Helper()
 	clear(hook.built)
 	if err := e.Reload(mustParse(t, `{"rules": [
 		{"name": "a", "path": "/a", "limit": 5, "window": "1m"},
