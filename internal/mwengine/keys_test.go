@@ -29,8 +29,8 @@ func addrKey(k *keyer, s string) string {
 }
 
 // TestAddrKeys checks the default keys of parsed addresses: IPv4 per /32, IPv6
-// per /64 (or the configured prefix), IPv4-mapped IPv6 as IPv4, textual
-// variants of one address alike.
+// per /64, IPv4-mapped IPv6 as IPv4, textual variants of one address
+// alike.
 func TestAddrKeys(t *testing.T) {
 	k := mustKeyer(t, httplimit.KeyConfig{})
 	same := [][]string{
@@ -68,7 +68,12 @@ func TestAddrKeys(t *testing.T) {
 	if addrKey(k, "::c000:201") == addrKey(k, "192.0.2.1") {
 		t.Error("IPv4-compatible (not mapped) IPv6 keyed as IPv4")
 	}
+}
 
+// TestAddrKeyGrouping checks keys under configured prefix lengths: an
+// IPv4 /24 and an IPv6 /56 group their networks' addresses, an IPv6 /128
+// keys each address, an IPv6 /1 halves the address space.
+func TestAddrKeyGrouping(t *testing.T) {
 	k56 := mustKeyer(t, httplimit.KeyConfig{IPv6Prefix: 56, IPv4Prefix: 24})
 	if got := addrKey(k56, "192.0.2.77"); got != "ip:192.0.2.0/24" {
 		t.Errorf("IPv4 /24 key %q", got)

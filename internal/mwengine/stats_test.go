@@ -130,9 +130,9 @@ func TestTopDenied(t *testing.T) {
 	}
 }
 
-// TestTopDeniedOptions: dry-run denials count as denials, a capacity of K
-// lists at most K pairs, each with counts that bound the truth and a
-// positive guaranteed count, and a negative one keeps none.
+// TestTopDeniedOptions: dry-run denials count as denials, and a capacity
+// of K lists at most K pairs, each with counts that bound the truth and a
+// positive guaranteed count.
 func TestTopDeniedOptions(t *testing.T) {
 	rules := `{"rules": [{"name": "r", "limit": 1, "window": "1m"}]}`
 	e := newTestEngine(t, httplimit.Options{Rules: mustParse(t, rules), DryRun: true, TopDenied: 2})
@@ -159,7 +159,11 @@ func TestTopDeniedOptions(t *testing.T) {
 	if rs := e.RuleStats(); len(rs) != 1 || !rs[0].DryRun || rs[0].Stats.Denied != n {
 		t.Errorf("RuleStats %+v, want dry run with %d denied", rs, n)
 	}
+}
 
+// TestTopDeniedOff: a negative TopDenied keeps no summary.
+func TestTopDeniedOff(t *testing.T) {
+	rules := `{"rules": [{"name": "r", "limit": 1, "window": "1m"}]}`
 	off := newTestEngine(t, httplimit.Options{Rules: mustParse(t, rules), TopDenied: -1})
 	decide(off, "192.0.2.1", "", "/", 0, 1)
 	if d := decide(off, "192.0.2.1", "", "/", 0, 1); d.Action != httplimit.ActionDeny {
