@@ -5,8 +5,10 @@ import "testing"
 // Case is a scenario both middlewares run, named for the behaviour it
 // checks.
 type Case struct {
+	// Name names the behaviour: the subtest's name.
 	Name string
-	Run  func(t *testing.T, h Harness)
+	// Run runs the scenario against the middleware h starts.
+	Run func(t *testing.T, h Harness)
 }
 
 // Cases are the scenarios every middleware runs end to end over its real
