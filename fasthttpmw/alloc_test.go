@@ -37,7 +37,7 @@ func allocs(h fasthttp.RequestHandler, ctx *fasthttp.RequestCtx) float64 {
 	})
 }
 
-// TestMiddlewareAllocs : on a reused
+// TestMiddlewareAllocs checks that, on a reused
 // fasthttp.RequestCtx with an existing key, the allowed path allocates
 // nothing (excluding the wrapped handler, a no-op here) for peer 192.0.2.1
 // and for peer 2001:db8::1 (keyed by its /64), with every header set on; the
@@ -45,15 +45,7 @@ func allocs(h fasthttp.RequestHandler, ctx *fasthttp.RequestCtx) float64 {
 // of several limits (four windows, and two on a sliding log; a client with
 // limits of its own) allocate nothing either.
 func TestMiddlewareAllocs(t *testing.T) {
-	rules := mwtest.MustRules(t, `{"rules": [
-		{"name": "open", "path": "/open", "limit": 1000000000, "window": "1m"},
-		{"name": "log", "path": "/log", "algorithm": "sliding_log", "limit": 1000000, "window": "1m"},
-		{"name": "counter", "path": "/counter", "algorithm": "sliding_counter", "limit": 1000000000, "window": "1m"},
-		{"name": "shut", "path": "/shut", "limit": 1, "window": "1h"},
-		{"name": "multi", "path": "/multi", "limits": [{"limit": 1000000000, "window": "1h"}, {"limit": 1000000000, "window": "1m"},
-			{"limit": 1000000000, "window": "1s"}, {"limit": 1000000000, "window": "24h"}]},
-		{"name": "multi-log", "path": "/multi-log", "algorithm": "sliding_log", "limits": [{"limit": 1000000, "window": "1m"}, {"limit": 100000, "window": "1s"}]}
-	], "overrides": [{"rule": "multi", "ip": "192.0.2.1", "limits": [{"limit": 999999999, "window": "1h"}]}]}`)
+	rules := allocRules(t)
 	all := httplimit.HeaderConfig{IETF: true, Verbose: true}
 	for _, tc := range []struct {
 		name string
@@ -98,7 +90,28 @@ func TestMiddlewareAllocs(t *testing.T) {
 		}
 		mw.Close()
 	}
-	// Key functions, appending to dst or returning request memory.
+}
+
+// allocRules are the rules of the allocation tests: rules of one limit
+// under each algorithm, one that denies, and rules of several limits (four
+// windows, and two on a sliding log; a client with limits of its own).
+func allocRules(t *testing.T) *httplimit.Rules {
+	t.Helper()
+	return mwtest.MustRules(t, `{"rules": [
+		{"name": "open", "path": "/open", "limit": 1000000000, "window": "1m"},
+		{"name": "log", "path": "/log", "algorithm": "sliding_log", "limit": 1000000, "window": "1m"},
+		{"name": "counter", "path": "/counter", "algorithm": "sliding_counter", "limit": 1000000000, "window": "1m"},
+		{"name": "shut", "path": "/shut", "limit": 1, "window": "1h"},
+		{"name": "multi", "path": "/multi", "limits": [{"limit": 1000000000, "window": "1h"}, {"limit": 1000000000, "window": "1m"},
+			{"limit": 1000000000, "window": "1s"}, {"limit": 1000000000, "window": "24h"}]},
+		{"name": "multi-log", "path": "/multi-log", "algorithm": "sliding_log", "limits": [{"limit": 1000000, "window": "1m"}, {"limit": 100000, "window": "1s"}]}
+	], "overrides": [{"rule": "multi", "ip": "192.0.2.1", "limits": [{"limit": 999999999, "window": "1h"}]}]}`)
+}
+
+// TestKeyFuncAllocs checks that key functions, appending to dst or
+// returning request memory, allocate nothing on the allowed path.
+func TestKeyFuncAllocs(t *testing.T) {
+	rules := allocRules(t)
 	for name, kf := range map[string]func(*fasthttp.RequestCtx, []byte) []byte{
 		"append": func(ctx *fasthttp.RequestCtx, dst []byte) []byte {
 			return append(dst, ctx.Request.Header.Peek("X-Api-Key")...)
@@ -115,8 +128,12 @@ func TestMiddlewareAllocs(t *testing.T) {
 		}
 		mw.Close()
 	}
+}
 
-	// The allowed path adds nothing to a handler that allocates itself.
+// TestWrappedHandlerAllocs checks that the allowed path adds nothing to a
+// handler that allocates itself.
+func TestWrappedHandlerAllocs(t *testing.T) {
+	rules := allocRules(t)
 	mw, err := New(Config{Options: httplimit.Options{Rules: rules, Clock: shardlimit.NewManualClock(mwtest.T0.Add(time.Second))}})
 	if err != nil {
 		t.Fatal(err)

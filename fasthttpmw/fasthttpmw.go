@@ -47,7 +47,6 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/shardlimit/shardlimit"
 	"github.com/shardlimit/shardlimit/httplimit"
 	"github.com/shardlimit/shardlimit/internal/mwengine"
 )
@@ -92,13 +91,10 @@ type Config struct {
 // then share its rules and counters.
 type Middleware struct {
 	e       *mwengine.Engine
-	header  string
 	keyFunc func(*fasthttp.RequestCtx, []byte) []byte
 	skip    func(*fasthttp.RequestCtx) bool
 	cost    func(*fasthttp.RequestCtx) int
 	denied  func(*fasthttp.RequestCtx, httplimit.Decision)
-	clock   shardlimit.Clock
-	fwd     string // the forwarding header believed from trusted proxies
 }
 
 // New validates cfg (see httplimit.Options.Validate) and returns a
@@ -113,13 +109,10 @@ func New(cfg Config) (*Middleware, error) {
 	}
 	return &Middleware{
 		e:       e,
-		header:  e.IdentityHeader(),
 		keyFunc: cfg.KeyFunc,
 		skip:    cfg.Skip,
 		cost:    cfg.Cost,
 		denied:  cfg.Denied,
-		clock:   e.Clock(),
-		fwd:     e.ForwardedHeader(),
 	}, nil
 }
 
@@ -180,11 +173,11 @@ func (m *Middleware) serve(ctx *fasthttp.RequestCtx, next fasthttp.RequestHandle
 	peer := peerAddr(ctx)
 	q.Client = peer
 	if m.e.Trusts(peer) {
-		q.Client = mwengine.ClientAddr(m.e, peer, ctx.Request.Header.PeekAll(m.fwd))
+		q.Client = mwengine.ClientAddr(m.e, peer, ctx.Request.Header.PeekAll(m.e.ForwardedHeader()))
 	}
 	switch {
-	case m.header != "":
-		q.Identity = ctx.Request.Header.Peek(m.header)
+	case m.e.IdentityHeader() != "":
+		q.Identity = ctx.Request.Header.Peek(m.e.IdentityHeader())
 	case m.keyFunc != nil:
 		// The result may alias request memory: never keep it in sc.
 		q.Identity = m.keyFunc(ctx, sc.ID[:0])
@@ -192,7 +185,7 @@ func (m *Middleware) serve(ctx *fasthttp.RequestCtx, next fasthttp.RequestHandle
 	if m.cost != nil {
 		q.Cost = m.cost(ctx)
 	}
-	q.Now = m.clock.Now() // not ctx.Time(): see Options.Clock
+	q.Now = m.e.Clock().Now() // not ctx.Time(): see Options.Clock
 	var o mwengine.Outcome
 	mwengine.Decide(m.e, sc, &q, &o)
 	rp := m.e.Reply(sc, &o, m.denied != nil)

@@ -311,19 +311,7 @@ type jsonFrame struct {
 func checkDuplicateKeys(b []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber() // numbers are decoding's to judge, not float64's
-	// stack[i] is a container; path[i] is where in it the walk is: the
-	// current key of an object, the current index of an array.
-	var stack []jsonFrame
-	var path []any
-	endValue := func() {
-		if n := len(stack); n > 0 {
-			if stack[n-1].keys != nil {
-				stack[n-1].wantKey = true
-			} else {
-				path[n-1] = path[n-1].(int) + 1
-			}
-		}
-	}
+	var w keyWalk
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
@@ -332,46 +320,84 @@ func checkDuplicateKeys(b []byte) error {
 		if err != nil {
 			return fmt.Errorf("%w: %w", shardlimit.ErrInvalidConfig, err)
 		}
-		n := len(stack)
-		if n > 0 && stack[n-1].wantKey {
-			if tok == json.Delim('}') {
-				stack, path = stack[:n-1], path[:n-1]
-				endValue()
-				if len(stack) == 0 {
-					return nil
-				}
-			} else {
-				key, _ := tok.(string) // Token returns only strings here
-				fk := foldKey(key)
-				if first, dup := stack[n-1].keys[fk]; dup {
-					return &dupKeyError{path: slices.Clone(path[:n-1]), key: key, first: first}
-				}
-				stack[n-1].keys[fk] = key
-				stack[n-1].wantKey = false
-				path[n-1] = key
-			}
-			continue
-		}
-		switch tok {
-		case json.Delim('{'), json.Delim('['):
-			if n >= maxJSONDepth {
-				return fmt.Errorf("%w: JSON nested more than %d levels deep (in %s)",
-					shardlimit.ErrInvalidConfig, maxJSONDepth, formatPath(path))
-			}
-			if tok == json.Delim('{') {
-				stack, path = append(stack, jsonFrame{keys: map[string]string{}, wantKey: true}), append(path, "")
-			} else {
-				stack, path = append(stack, jsonFrame{}), append(path, 0)
-			}
-			continue
-		case json.Delim(']'):
-			stack, path = stack[:n-1], path[:n-1]
-		}
-		endValue()
-		if len(stack) == 0 {
-			return nil // one value: what follows is decoding's to refuse
+		if done, err := w.step(tok); done || err != nil {
+			// Done: one value; what follows is decoding's to refuse.
+			return err
 		}
 	}
+}
+
+// keyWalk is where checkDuplicateKeys' walk is: stack[i] is a container;
+// path[i] is where in it the walk is: the current key of an object, the
+// current index of an array.
+type keyWalk struct {
+	stack []jsonFrame
+	path  []any
+}
+
+// step takes the next token, and reports whether it ends the outermost
+// value, or an error for a key given twice or nesting too deep.
+func (w *keyWalk) step(tok json.Token) (done bool, err error) {
+	n := len(w.stack)
+	if n > 0 && w.stack[n-1].wantKey {
+		return w.key(tok)
+	}
+	switch tok {
+	case json.Delim('{'), json.Delim('['):
+		if n >= maxJSONDepth {
+			return false, fmt.Errorf("%w: JSON nested more than %d levels deep (in %s)",
+				shardlimit.ErrInvalidConfig, maxJSONDepth, formatPath(w.path))
+		}
+		if tok == json.Delim('{') {
+			w.stack, w.path = append(w.stack, jsonFrame{keys: map[string]string{}, wantKey: true}), append(w.path, "")
+		} else {
+			w.stack, w.path = append(w.stack, jsonFrame{}), append(w.path, 0)
+		}
+		return false, nil
+	case json.Delim(']'):
+		w.pop()
+	}
+	return w.endValue(), nil
+}
+
+// key takes tok, a key or the '}' ending the object on top of the stack.
+func (w *keyWalk) key(tok json.Token) (done bool, err error) {
+	if tok == json.Delim('}') {
+		w.pop()
+		return w.endValue(), nil
+	}
+	n := len(w.stack)
+	top := &w.stack[n-1]
+	key, _ := tok.(string) // Token returns only strings here
+	fk := foldKey(key)
+	if first, dup := top.keys[fk]; dup {
+		return false, &dupKeyError{path: slices.Clone(w.path[:n-1]), key: key, first: first}
+	}
+	top.keys[fk] = key
+	top.wantKey = false
+	w.path[n-1] = key
+	return false, nil
+}
+
+// pop leaves the container on top of the stack.
+func (w *keyWalk) pop() {
+	n := len(w.stack)
+	w.stack, w.path = w.stack[:n-1], w.path[:n-1]
+}
+
+// endValue moves past a value in the container on top of the stack, and
+// reports whether the stack is empty: the outermost value has ended.
+func (w *keyWalk) endValue() bool {
+	n := len(w.stack)
+	if n == 0 {
+		return true
+	}
+	if w.stack[n-1].keys != nil {
+		w.stack[n-1].wantKey = true
+	} else {
+		w.path[n-1] = w.path[n-1].(int) + 1
+	}
+	return false
 }
 
 // named is what describeRulesError decodes of a rule or tier.
@@ -387,6 +413,20 @@ func nameOr(ns []named, i int) string {
 	return "#" + strconv.Itoa(i)
 }
 
+// fileNames is what describeRulesError decodes of a rules file: the names
+// of its rules, tiers and overrides.
+type fileNames struct {
+	Rules []named `json:"rules"`
+	Tiers []struct {
+		Name  string  `json:"name"`
+		Rules []named `json:"rules"`
+	} `json:"tiers"`
+	Overrides []struct {
+		ID string `json:"id"`
+		IP string `json:"ip"`
+	} `json:"overrides"`
+}
+
 // describeRulesError returns err, an error of checkDuplicateKeys on the
 // rules file b, wrapping shardlimit.ErrInvalidConfig and, for a duplicate
 // key, naming the rule, tier or override it is in (names decoded from b as
@@ -396,58 +436,64 @@ func describeRulesError(b []byte, err error) error {
 	if !errors.As(err, &dup) {
 		return err
 	}
-	var names struct {
-		Rules []named `json:"rules"`
-		Tiers []struct {
-			Name  string  `json:"name"`
-			Rules []named `json:"rules"`
-		} `json:"tiers"`
-		Overrides []struct {
-			ID string `json:"id"`
-			IP string `json:"ip"`
-		} `json:"overrides"`
-	}
+	var names fileNames
 	_ = json.Unmarshal(b, &names) // best effort: the names are a courtesy
-	at := func(i int) int {       // the index at path[i], or -1
-		if i < len(dup.path) {
-			if k, ok := dup.path[i].(int); ok {
-				return k
-			}
-		}
-		return -1
-	}
-	first := ""
-	if len(dup.path) > 0 {
-		first, _ = dup.path[0].(string)
-	}
-	what := ""
-	switch i := at(1); {
-	case i < 0:
-	case first == "rules":
-		what = "rule " + nameOr(names.Rules, i)
-	case first == "overrides":
-		what = "override #" + strconv.Itoa(i)
-		if i < len(names.Overrides) && names.Overrides[i].ID+names.Overrides[i].IP != "" {
-			what = "override " + quoteName(names.Overrides[i].ID+names.Overrides[i].IP)
-		}
-	case first == "tiers":
-		var tiers []named
-		var rules []named
-		for _, t := range names.Tiers {
-			tiers = append(tiers, named{t.Name})
-		}
-		if i < len(names.Tiers) {
-			rules = names.Tiers[i].Rules
-		}
-		what = "tier " + nameOr(tiers, i)
-		if j := at(3); j >= 0 && dup.path[2] == "rules" {
-			what = "rule " + nameOr(rules, j) + " of " + what
-		}
-	}
+	what := names.place(dup.path)
 	if what == "" {
 		return fmt.Errorf("%w: %w", shardlimit.ErrInvalidConfig, dup)
 	}
 	return fmt.Errorf("%w: %s: %w", shardlimit.ErrInvalidConfig, what, dup)
+}
+
+// pathIndex returns the index at path[i], or -1.
+func pathIndex(path []any, i int) int {
+	if i < len(path) {
+		if k, ok := path[i].(int); ok {
+			return k
+		}
+	}
+	return -1
+}
+
+// place names the rule, tier or override that path (a dupKeyError's) is
+// in, or returns "" if it is in none.
+func (names *fileNames) place(path []any) string {
+	first := ""
+	if len(path) > 0 {
+		first, _ = path[0].(string)
+	}
+	i := pathIndex(path, 1)
+	switch {
+	case i < 0:
+		return ""
+	case first == "rules":
+		return "rule " + nameOr(names.Rules, i)
+	case first == "overrides":
+		if i < len(names.Overrides) && names.Overrides[i].ID+names.Overrides[i].IP != "" {
+			return "override " + quoteName(names.Overrides[i].ID+names.Overrides[i].IP)
+		}
+		return "override #" + strconv.Itoa(i)
+	case first == "tiers":
+		return names.tierPlace(path, i)
+	}
+	return ""
+}
+
+// tierPlace names tier i, and the rule of it that path is in if any.
+func (names *fileNames) tierPlace(path []any, i int) string {
+	var tiers []named
+	var rules []named
+	for _, t := range names.Tiers {
+		tiers = append(tiers, named{t.Name})
+	}
+	if i < len(names.Tiers) {
+		rules = names.Tiers[i].Rules
+	}
+	what := "tier " + nameOr(tiers, i)
+	if j := pathIndex(path, 3); j >= 0 && path[2] == "rules" {
+		what = "rule " + nameOr(rules, j) + " of " + what
+	}
+	return what
 }
 
 // foldKey returns s with each rune replaced by the least rune of its

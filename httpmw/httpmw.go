@@ -45,7 +45,6 @@ import (
 	"path"
 	"strings"
 
-	"github.com/shardlimit/shardlimit"
 	"github.com/shardlimit/shardlimit/httplimit"
 	"github.com/shardlimit/shardlimit/internal/mwengine"
 )
@@ -87,13 +86,10 @@ type Config struct {
 // then share its rules and counters.
 type Middleware struct {
 	e       *mwengine.Engine
-	header  string
 	keyFunc func(*http.Request) string
 	skip    func(*http.Request) bool
 	cost    func(*http.Request) int
 	denied  func(http.ResponseWriter, *http.Request, httplimit.Decision)
-	clock   shardlimit.Clock
-	fwd     string // the forwarding header believed from trusted proxies
 }
 
 // New validates cfg (see httplimit.Options.Validate) and returns a
@@ -108,13 +104,10 @@ func New(cfg Config) (*Middleware, error) {
 	}
 	return &Middleware{
 		e:       e,
-		header:  e.IdentityHeader(),
 		keyFunc: cfg.KeyFunc,
 		skip:    cfg.Skip,
 		cost:    cfg.Cost,
 		denied:  cfg.Denied,
-		clock:   e.Clock(),
-		fwd:     e.ForwardedHeader(),
 	}, nil
 }
 
@@ -172,18 +165,18 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	peer := peerAddr(r.RemoteAddr)
 	q.Client = peer
 	if m.e.Trusts(peer) {
-		q.Client = mwengine.ClientAddr(m.e, peer, r.Header[m.fwd])
+		q.Client = mwengine.ClientAddr(m.e, peer, r.Header[m.e.ForwardedHeader()])
 	}
 	switch {
-	case m.header != "":
-		q.Identity = first(r.Header[m.header])
+	case m.e.IdentityHeader() != "":
+		q.Identity = first(r.Header[m.e.IdentityHeader()])
 	case m.keyFunc != nil:
 		q.Identity = m.keyFunc(r)
 	}
 	if m.cost != nil {
 		q.Cost = m.cost(r)
 	}
-	q.Now = m.clock.Now()
+	q.Now = m.e.Clock().Now()
 	var o mwengine.Outcome
 	mwengine.Decide(m.e, sc, &q, &o)
 	rp := m.e.Reply(sc, &o, m.denied != nil)

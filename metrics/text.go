@@ -32,62 +32,78 @@ func WriteText(w io.Writer, sources ...Source) error {
 	families := Families()
 	slices.SortFunc(families, func(a, b *Family) int { return strings.Compare(a.Name, b.Name) })
 	// Sort and check every family before writing anything.
-	type sorted struct {
-		f       *Family
-		order   []int // label positions by label name
-		samples []Sample
-	}
-	var out []sorted
+	var out []sortedFamily
 	for _, f := range families {
-		samples := byFamily[f]
-		if len(samples) == 0 {
+		if len(byFamily[f]) == 0 {
 			continue
 		}
-		order := make([]int, len(f.Labels))
-		for i := range order {
-			order[i] = i
+		sf, err := sortFamily(f, byFamily[f])
+		if err != nil {
+			return err
 		}
-		slices.SortFunc(order, func(a, b int) int { return strings.Compare(f.Labels[a], f.Labels[b]) })
-		slices.SortFunc(samples, func(a, b Sample) int {
-			for _, i := range order {
-				if c := strings.Compare(a.Labels[i], b.Labels[i]); c != 0 {
-					return c
-				}
-			}
-			return 0
-		})
-		for i := 1; i < len(samples); i++ {
-			if slices.Equal(samples[i-1].Labels, samples[i].Labels) {
-				return fmt.Errorf("metrics: %s collected twice with labels %q (two sources of one name?)", f.Name, samples[i].Labels)
-			}
-		}
-		out = append(out, sorted{f, order, samples})
+		out = append(out, sf)
 	}
 	bw := bufio.NewWriter(w)
-	for _, fs := range out {
-		f, order, samples := fs.f, fs.order, fs.samples
-		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s %s\n", f.Name, escapeHelp(f.Help), f.Name, f.Type)
-		for _, s := range samples {
-			bw.WriteString(f.Name)
-			if len(order) > 0 {
-				bw.WriteByte('{')
-				for n, i := range order {
-					if n > 0 {
-						bw.WriteByte(',')
-					}
-					bw.WriteString(f.Labels[i])
-					bw.WriteString(`="`)
-					bw.WriteString(escapeLabel(s.Labels[i]))
-					bw.WriteByte('"')
-				}
-				bw.WriteByte('}')
-			}
-			bw.WriteByte(' ')
-			bw.WriteString(textValue(s.Value))
-			bw.WriteByte('\n')
-		}
+	for _, sf := range out {
+		sf.write(bw)
 	}
 	return bw.Flush()
+}
+
+// sortedFamily is a family's samples as WriteText writes them.
+type sortedFamily struct {
+	f       *Family
+	order   []int // label positions by label name
+	samples []Sample
+}
+
+// sortFamily sorts the samples of f by label values, the labels taken in
+// name order, and returns an error if two have the same label values.
+func sortFamily(f *Family, samples []Sample) (sortedFamily, error) {
+	order := make([]int, len(f.Labels))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(f.Labels[a], f.Labels[b]) })
+	slices.SortFunc(samples, func(a, b Sample) int {
+		for _, i := range order {
+			if c := strings.Compare(a.Labels[i], b.Labels[i]); c != 0 {
+				return c
+			}
+		}
+		return 0
+	})
+	for i := 1; i < len(samples); i++ {
+		if slices.Equal(samples[i-1].Labels, samples[i].Labels) {
+			return sortedFamily{}, fmt.Errorf("metrics: %s collected twice with labels %q (two sources of one name?)", f.Name, samples[i].Labels)
+		}
+	}
+	return sortedFamily{f, order, samples}, nil
+}
+
+// write writes the family's HELP and TYPE lines and samples to bw.
+func (sf *sortedFamily) write(bw *bufio.Writer) {
+	f := sf.f
+	fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s %s\n", f.Name, escapeHelp(f.Help), f.Name, f.Type)
+	for _, s := range sf.samples {
+		bw.WriteString(f.Name)
+		if len(sf.order) > 0 {
+			bw.WriteByte('{')
+			for n, i := range sf.order {
+				if n > 0 {
+					bw.WriteByte(',')
+				}
+				bw.WriteString(f.Labels[i])
+				bw.WriteString(`="`)
+				bw.WriteString(escapeLabel(s.Labels[i]))
+				bw.WriteByte('"')
+			}
+			bw.WriteByte('}')
+		}
+		bw.WriteByte(' ')
+		bw.WriteString(textValue(s.Value))
+		bw.WriteByte('\n')
+	}
 }
 
 var (

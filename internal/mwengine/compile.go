@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -247,14 +248,14 @@ func (e *Engine) newRule(tierName string, ru httplimit.Rule) *rule {
 	for i, rt := range ru.Rates() {
 		c := rate{limit: rt.Limit, window: rt.Window}
 		c.sfName = appendSFString(nil, names[i])
-		c.limitDigits = appendInt(nil, int64(c.limit))
-		c.policyW = appendInt([]byte(";w="), CeilSeconds(c.window))
+		c.limitDigits = strconv.AppendInt(nil, int64(c.limit), 10)
+		c.policyW = strconv.AppendInt([]byte(";w="), CeilSeconds(c.window), 10)
 		c.policy = appendPolicyItem(nil, &c, c.limit)
 		ms := int64(c.window / time.Millisecond)
 		if c.window%time.Millisecond != 0 {
 			ms++
 		}
-		c.windowMs = appendInt(nil, ms)
+		c.windowMs = strconv.AppendInt(nil, ms, 10)
 		r.rates = append(r.rates, c)
 	}
 	slices.SortFunc(r.rates, func(a, b rate) int { return cmp.Compare(a.window, b.window) })

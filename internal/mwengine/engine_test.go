@@ -27,6 +27,26 @@ func decide(e *Engine, ip, id, path string, at time.Duration, cost int) Outcome 
 	return d
 }
 
+// TestReloadRefused checks that an invalid rule set, or none, is refused
+// and changes nothing.
+func TestReloadRefused(t *testing.T) {
+	e := newTestEngine(t, httplimit.Options{Rules: mustParse(t, `{"rules": [{"name": "a", "path": "/a", "limit": 3, "window": "1m"}]}`)})
+	old := e.set.Load()
+	bad := mustParse(t, `{"rules": [{"name": "a", "path": "/a", "limit": 3, "window": "1m", "algorithm": "sliding_counter", "buckets": 7}]}`)
+	if err := e.Reload(bad); !errors.Is(err, shardlimit.ErrInvalidConfig) {
+		t.Fatalf("Reload with 1m/7 buckets: %v", err)
+	}
+	if e.set.Load() != old {
+		t.Fatal("a refused Reload changed the rules")
+	}
+	if err := e.Reload(nil); err == nil {
+		t.Fatal("Reload(nil) accepted")
+	}
+}
+
+// TestReloadSemantics checks the limits of rules and overrides before and
+// after a reload, and which rules keep their limiters: those whose
+// algorithm, windows and buckets are unchanged.
 func TestReloadSemantics(t *testing.T) {
 	e := newTestEngine(t, httplimit.Options{Rules: mustParse(t, `{"rules": [
 		{"name": "a", "path": "/a", "limit": 3, "window": "1m"},
@@ -48,17 +68,6 @@ func TestReloadSemantics(t *testing.T) {
 		if d := decide(e, tc.ip, "", tc.path, 0, 1); d.Result.Limit != tc.limit {
 			t.Errorf("%s %s: limit %d, want %d", tc.ip, tc.path, d.Result.Limit, tc.limit)
 		}
-	}
-
-	bad := mustParse(t, `{"rules": [{"name": "a", "path": "/a", "limit": 3, "window": "1m", "algorithm": "sliding_counter", "buckets": 7}]}`)
-	if err := e.Reload(bad); !errors.Is(err, shardlimit.ErrInvalidConfig) {
-		t.Fatalf("Reload with 1m/7 buckets: %v", err)
-	}
-	if e.set.Load() != old {
-		t.Fatal("a refused Reload changed the rules")
-	}
-	if err := e.Reload(nil); err == nil {
-		t.Fatal("Reload(nil) accepted")
 	}
 
 	err := e.Reload(mustParse(t, `{"rules": [
@@ -102,6 +111,9 @@ func TestReloadSemantics(t *testing.T) {
 	}
 }
 
+// TestDecideActions checks the action of each kind of request: a bad
+// cost, within the limit, over it (seen by OnDenied), without a usable
+// address (the shared bucket), and after Close.
 func TestDecideActions(t *testing.T) {
 	var denied []httplimit.Decision
 	e := newTestEngine(t, httplimit.Options{
@@ -130,6 +142,13 @@ func TestDecideActions(t *testing.T) {
 	if d := decide(e, "0.0.0.0", "", "/", 0, 1); d.Action != httplimit.ActionDeny {
 		t.Errorf("unspecified address: %+v (the shared bucket, now full)", d)
 	}
+	checkClosedEngine(t, e)
+}
+
+// checkClosedEngine closes e, which has decided one request of a bad cost
+// and no other error, twice; then it fails closed and refuses Reload.
+func checkClosedEngine(t *testing.T, e *Engine) {
+	t.Helper()
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}

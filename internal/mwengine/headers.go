@@ -1,8 +1,6 @@
 package mwengine
 
 import (
-	"math/bits"
-	"slices"
 	"strconv"
 	"time"
 
@@ -121,7 +119,7 @@ func (e *Engine) formatFields(fs *Fields, o *Outcome) {
 	if !e.hdr.OmitXRateLimit {
 		b = rt.appendLimit(b, res.Limit)
 		fs.add(FieldLimit, len(b))
-		b = appendInt(b, int64(res.Remaining))
+		b = strconv.AppendInt(b, int64(res.Remaining), 10)
 		fs.add(FieldRemaining, len(b))
 		v := reset
 		if e.hdr.ResetUnix {
@@ -133,25 +131,12 @@ func (e *Engine) formatFields(fs *Fields, o *Outcome) {
 				v++
 			}
 		}
-		b = appendInt(b, v)
+		b = strconv.AppendInt(b, v, 10)
 		fs.add(FieldReset, len(b))
 	}
 	if e.hdr.IETF {
-		// RateLimit-Policy: every rate, shortest window first, each with
-		// the key's limit in it; RateLimit: the binding rate.
-		for k := range r.rates {
-			if k > 0 {
-				b = append(b, ", "...)
-			}
-			lim := r.rates[k].limit
-			switch {
-			case k == o.rate:
-				lim = res.Limit
-			case o.own:
-				lim = o.lims[k]
-			}
-			b = r.rates[k].appendPolicy(b, lim)
-		}
+		// RateLimit-Policy: every rate; RateLimit: the binding rate.
+		b = appendPolicies(b, o)
 		fs.add(FieldPolicy, len(b))
 		b = appendServiceItem(b, rt, res.Remaining, reset)
 		fs.add(FieldRateLimit, len(b))
@@ -164,11 +149,32 @@ func (e *Engine) formatFields(fs *Fields, o *Outcome) {
 	}
 	if !e.hdr.OmitRetryAfter && o.Action == httplimit.ActionDeny {
 		if s, ok := RetryAfterSeconds(res.RetryAfter); ok {
-			b = appendInt(b, s)
+			b = strconv.AppendInt(b, s, 10)
 			fs.add(FieldRetryAfter, len(b))
 		}
 	}
 	fs.Buf = b
+}
+
+// appendPolicies appends the RateLimit-Policy value of o (which has a
+// rule): every rate of its rule, shortest window first, each with the
+// key's limit in it.
+func appendPolicies(b []byte, o *Outcome) []byte {
+	r := o.r
+	for k := range r.rates {
+		if k > 0 {
+			b = append(b, ", "...)
+		}
+		lim := r.rates[k].limit
+		switch {
+		case k == o.rate:
+			lim = o.Result.Limit
+		case o.own:
+			lim = o.lims[k]
+		}
+		b = r.rates[k].appendPolicy(b, lim)
+	}
+	return b
 }
 
 // appendPolicyItem appends rt's RateLimit-Policy item for a quota of limit
@@ -176,7 +182,7 @@ func (e *Engine) formatFields(fs *Fields, o *Outcome) {
 func appendPolicyItem(dst []byte, rt *rate, limit int) []byte {
 	dst = append(dst, rt.sfName...)
 	dst = append(dst, ";q="...)
-	dst = appendInt(dst, int64(limit))
+	dst = strconv.AppendInt(dst, int64(limit), 10)
 	return append(dst, rt.policyW...)
 }
 
@@ -193,9 +199,9 @@ func (rt *rate) appendPolicy(dst []byte, limit int) []byte {
 func appendServiceItem(dst []byte, rt *rate, remaining int, reset int64) []byte {
 	dst = append(dst, rt.sfName...)
 	dst = append(dst, ";r="...)
-	dst = appendInt(dst, int64(remaining))
+	dst = strconv.AppendInt(dst, int64(remaining), 10)
 	dst = append(dst, ";t="...)
-	return appendInt(dst, reset)
+	return strconv.AppendInt(dst, reset, 10)
 }
 
 // appendLimit appends limit in decimal, rt's default one without
@@ -204,72 +210,7 @@ func (rt *rate) appendLimit(dst []byte, limit int) []byte {
 	if limit == rt.limit {
 		return append(dst, rt.limitDigits...)
 	}
-	return appendInt(dst, int64(limit))
-}
-
-// digitPairs holds "00" to "99".
-const digitPairs = "00010203040506070809" +
-	"10111213141516171819" +
-	"20212223242526272829" +
-	"30313233343536373839" +
-	"40414243444546474849" +
-	"50515253545556575859" +
-	"60616263646566676869" +
-	"70717273747576777879" +
-	"80818283848586878889" +
-	"90919293949596979899"
-
-// pow10 holds 10^0 to 10^19.
-var pow10 = [...]uint64{1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9,
-	1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19}
-
-// appendInt appends v in decimal to dst, as strconv.AppendInt(dst, v, 10)
-// does. Non-negative values are written in place, four digits per
-// division, instead of through strconv's scratch array and copy: this is on
-// every limited response, three to six times.
-func appendInt(dst []byte, v int64) []byte {
-	if v < 0 {
-		return strconv.AppendInt(dst, v, 10)
-	}
-	u := uint64(v)
-	if u < 100 {
-		if u < 10 {
-			return append(dst, '0'+byte(u))
-		}
-		return append(dst, digitPairs[2*u], digitPairs[2*u+1])
-	}
-	// The number of digits: log10 from the bit length, corrected by one.
-	n := bits.Len64(u) * 1233 >> 12
-	if n < len(pow10) && u >= pow10[n] {
-		n++
-	}
-	dst = slices.Grow(dst, n)
-	l := len(dst)
-	dst = dst[:l+n]
-	b := dst[l:]
-	i := len(b)
-	for u >= 10000 {
-		q := u / 10000
-		r := u - q*10000
-		hi, lo := r/100*2, r%100*2
-		i -= 4
-		_ = b[i+3]
-		b[i], b[i+1], b[i+2], b[i+3] = digitPairs[hi], digitPairs[hi+1], digitPairs[lo], digitPairs[lo+1]
-		u = q
-	}
-	if u >= 100 {
-		q := u / 100
-		r := (u - q*100) * 2
-		i -= 2
-		b[i], b[i+1] = digitPairs[r], digitPairs[r+1]
-		u = q
-	}
-	if u >= 10 {
-		b[i-2], b[i-1] = digitPairs[2*u], digitPairs[2*u+1]
-	} else {
-		b[i-1] = '0' + byte(u)
-	}
-	return dst
+	return strconv.AppendInt(dst, int64(limit), 10)
 }
 
 // appendSFString appends s as a structured-field string (RFC 9651, section
@@ -290,11 +231,11 @@ func appendSFString(dst []byte, s string) []byte {
 func appendWindow(dst []byte, w time.Duration) []byte {
 	switch {
 	case w%time.Second == 0:
-		return append(appendInt(dst, int64(w/time.Second)), " s"...)
+		return append(strconv.AppendInt(dst, int64(w/time.Second), 10), " s"...)
 	case w%time.Millisecond == 0:
-		return append(appendInt(dst, int64(w/time.Millisecond)), " ms"...)
+		return append(strconv.AppendInt(dst, int64(w/time.Millisecond), 10), " ms"...)
 	}
-	return append(appendInt(dst, int64(w)), " ns"...)
+	return append(strconv.AppendInt(dst, int64(w), 10), " ns"...)
 }
 
 // Response bodies (text/plain; charset=utf-8) of the answers other than 429.
@@ -382,19 +323,19 @@ func AppendDenyBody(dst []byte, d *Outcome) []byte {
 	case res.RetryAfter != shardlimit.Never:
 		s, _ := RetryAfterSeconds(res.RetryAfter)
 		dst = append(dst, "limit of "...)
-		dst = appendInt(dst, int64(res.Limit))
+		dst = strconv.AppendInt(dst, int64(res.Limit), 10)
 		dst = append(dst, " per "...)
 		dst = appendWindow(dst, d.Window)
 		dst = append(dst, " reached; retry in "...)
-		dst = appendInt(dst, s)
+		dst = strconv.AppendInt(dst, s, 10)
 		dst = append(dst, " s.\n"...)
 	case res.Limit == 0:
 		dst = append(dst, "this client may make no requests here.\n"...)
 	default:
 		dst = append(dst, "request cost "...)
-		dst = appendInt(dst, int64(d.Cost))
+		dst = strconv.AppendInt(dst, int64(d.Cost), 10)
 		dst = append(dst, " exceeds the limit of "...)
-		dst = appendInt(dst, int64(res.Limit))
+		dst = strconv.AppendInt(dst, int64(res.Limit), 10)
 		dst = append(dst, " per "...)
 		dst = appendWindow(dst, d.Window)
 		dst = append(dst, ".\n"...)

@@ -1,9 +1,7 @@
 package mwengine
 
 import (
-	"math"
 	"net/http"
-	"strconv"
 	"testing"
 	"time"
 
@@ -160,25 +158,6 @@ func TestFormatFields(t *testing.T) {
 	h = format(t, e, &d)
 	if _, ok := h["Retry-After"]; ok {
 		t.Error("Retry-After written in dry-run")
-	}
-}
-
-// TestAppendInt checks appendInt against strconv.AppendInt: around every
-// power of ten, at the ends of the range, and on a run of small values.
-func TestAppendInt(t *testing.T) {
-	vals := []int64{math.MinInt64, -1234567, -1, math.MaxInt64, math.MaxInt32, 1<<30 - 1}
-	for p := int64(1); p > 0 && p <= math.MaxInt64/10; p *= 10 {
-		vals = append(vals, p-1, p, p+1, 9*p, 10*p-1)
-	}
-	for v := range int64(100_000) {
-		vals = append(vals, v)
-	}
-	for _, v := range vals {
-		prefix := []byte("x=")
-		got := appendInt(prefix, v)
-		if want := strconv.AppendInt([]byte("x="), v, 10); string(got) != string(want) {
-			t.Fatalf("appendInt(%d) = %q, want %q", v, got, want)
-		}
 	}
 }
 

@@ -74,111 +74,128 @@ func hexVal(c byte) int {
 	return -1
 }
 
-// parseV6 parses an IPv6 address.
+// parseV6 parses an IPv6 address. It stays hand-written, rather than
+// netip.ParseAddr, because netip.ParseAddr takes only a string: on a
+// []byte (fasthttp's headers) the conversion allocates, and so does every
+// error it returns, which TestKeyAllocs and fasthttpmw's
+// TestMiddlewareAllocs refuse.
 func parseV6[S byteseq](s S) (netip.Addr, bool) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '%' {
-			if i == len(s)-1 {
-				return netip.Addr{}, false // empty zone
-			}
-			s = s[:i]
-			break
-		}
+	s, ok := dropZone(s)
+	if !ok {
+		return netip.Addr{}, false
 	}
-	var ip [16]byte
-	ellipsis := -1 // byte offset of "::", if any
-	i := 0         // bytes of ip filled
+	p := v6{ellipsis: -1}
 	if len(s) >= 2 && s[0] == ':' && s[1] == ':' {
-		ellipsis = 0
+		p.ellipsis = 0
 		s = s[2:]
 	}
 	for len(s) > 0 {
-		if i >= 16 {
+		if s, ok = v6Group(&p, s); !ok {
 			return netip.Addr{}, false
-		}
-		j, v := 0, 0
-		for j < len(s) && j < 5 {
-			d := hexVal(s[j])
-			if d < 0 {
-				break
-			}
-			v = v<<4 | d
-			j++
-		}
-		if j == 0 || j > 4 {
-			return netip.Addr{}, false
-		}
-		if j < len(s) && s[j] == '.' {
-			// An embedded IPv4 address ends the string.
-			if ellipsis < 0 && i != 12 || i+4 > 16 {
-				return netip.Addr{}, false
-			}
-			var b [4]byte
-			if !parseV4(s, &b) {
-				return netip.Addr{}, false
-			}
-			copy(ip[i:], b[:])
-			i += 4
-			break
-		}
-		ip[i], ip[i+1] = byte(v>>8), byte(v)
-		i += 2
-		s = s[j:]
-		if len(s) == 0 {
-			break
-		}
-		if s[0] != ':' || len(s) == 1 {
-			return netip.Addr{}, false
-		}
-		s = s[1:]
-		if s[0] == ':' {
-			if ellipsis >= 0 {
-				return netip.Addr{}, false
-			}
-			ellipsis = i
-			s = s[1:]
 		}
 	}
-	if i < 16 {
-		if ellipsis < 0 {
+	return p.addr()
+}
+
+// dropZone returns s without its zone ("%eth0"), and false for an empty
+// zone.
+func dropZone[S byteseq](s S) (S, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' {
+			return s[:i], i < len(s)-1
+		}
+	}
+	return s, true
+}
+
+// v6 is an IPv6 address being parsed: the first n bytes of ip are filled,
+// and "::" stands at byte offset ellipsis (-1 if not yet seen).
+type v6 struct {
+	ip       [16]byte
+	n        int
+	ellipsis int
+}
+
+// v6Group parses into p the group at the start of s (or the embedded IPv4
+// address that ends it) and the ':' or "::" after it, and returns the
+// rest of s.
+func v6Group[S byteseq](p *v6, s S) (S, bool) {
+	if p.n >= 16 {
+		return s, false
+	}
+	j, v := 0, 0
+	for j < len(s) && j < 5 {
+		d := hexVal(s[j])
+		if d < 0 {
+			break
+		}
+		v = v<<4 | d
+		j++
+	}
+	if j == 0 || j > 4 {
+		return s, false
+	}
+	if j < len(s) && s[j] == '.' {
+		return s[:0], v6Tail(p, s)
+	}
+	p.ip[p.n], p.ip[p.n+1] = byte(v>>8), byte(v)
+	p.n += 2
+	s = s[j:]
+	if len(s) == 0 {
+		return s, true
+	}
+	if s[0] != ':' || len(s) == 1 {
+		return s, false
+	}
+	s = s[1:]
+	if s[0] == ':' {
+		if p.ellipsis >= 0 {
+			return s, false
+		}
+		p.ellipsis = p.n
+		s = s[1:]
+	}
+	return s, true
+}
+
+// v6Tail parses s, the embedded IPv4 address that ends an IPv6 address,
+// into p.
+func v6Tail[S byteseq](p *v6, s S) bool {
+	if p.ellipsis < 0 && p.n != 12 || p.n+4 > 16 {
+		return false
+	}
+	var b [4]byte
+	if !parseV4(s, &b) {
+		return false
+	}
+	copy(p.ip[p.n:], b[:])
+	p.n += 4
+	return true
+}
+
+// addr returns the address p holds, its "::" expanded to the zero groups
+// it stands for.
+func (p *v6) addr() (netip.Addr, bool) {
+	if p.n < 16 {
+		if p.ellipsis < 0 {
 			return netip.Addr{}, false
 		}
-		n := 16 - i
-		copy(ip[ellipsis+n:], ip[ellipsis:i])
-		clear(ip[ellipsis : ellipsis+n])
-	} else if ellipsis >= 0 {
+		k := 16 - p.n
+		copy(p.ip[p.ellipsis+k:], p.ip[p.ellipsis:p.n])
+		clear(p.ip[p.ellipsis : p.ellipsis+k])
+	} else if p.ellipsis >= 0 {
 		return netip.Addr{}, false // "::" must stand for at least one group
 	}
-	return netip.AddrFrom16(ip), true
+	return netip.AddrFrom16(p.ip), true
 }
 
 // parseHop parses one X-Forwarded-For entry or an X-Real-IP value: an
 // address, optionally in brackets, optionally followed by a port
 // ("[2001:db8::1]:443", "192.0.2.1:80"), surrounded by optional whitespace.
 func parseHop[S byteseq](s S) (netip.Addr, bool) {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
+	s = trimOWS(s)
 	if len(s) > 0 && s[0] == '[' {
-		end := -1
-		for i := 1; i < len(s); i++ {
-			if s[i] == ']' {
-				end = i
-				break
-			}
-		}
-		if end < 0 {
-			return netip.Addr{}, false
-		}
-		rest := s[end+1:]
-		if len(rest) > 0 && (rest[0] != ':' || !isPort(rest[1:])) {
-			return netip.Addr{}, false
-		}
-		a, ok := parseV6(s[1:end])
-		return a.Unmap(), ok
+		return parseBracketed(s)
 	}
 	colons, last := 0, -1
 	for i := 0; i < len(s); i++ {
@@ -194,6 +211,37 @@ func parseHop[S byteseq](s S) (netip.Addr, bool) {
 		s = s[:last]
 	}
 	a, ok := parseAddr(s)
+	return a.Unmap(), ok
+}
+
+// trimOWS returns s without leading and trailing spaces and tabs.
+func trimOWS[S byteseq](s S) S {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// parseBracketed parses "[ipv6]" or "[ipv6]:port".
+func parseBracketed[S byteseq](s S) (netip.Addr, bool) {
+	end := -1
+	for i := 1; i < len(s); i++ {
+		if s[i] == ']' {
+			end = i
+			break
+		}
+	}
+	if end < 0 {
+		return netip.Addr{}, false
+	}
+	rest := s[end+1:]
+	if len(rest) > 0 && (rest[0] != ':' || !isPort(rest[1:])) {
+		return netip.Addr{}, false
+	}
+	a, ok := parseV6(s[1:end])
 	return a.Unmap(), ok
 }
 

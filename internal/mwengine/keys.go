@@ -3,7 +3,6 @@ package mwengine
 import (
 	"cmp"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"net/netip"
@@ -87,80 +86,17 @@ func usableAddr(a netip.Addr) bool {
 // for a full-length prefix ("ip:192.0.2.1"). IPv4-mapped IPv6 is keyed as
 // IPv4. It does not allocate when dst has room.
 func (k *keyer) appendAddrKey(dst []byte, a netip.Addr) []byte {
-	a = a.Unmap()
+	a = a.Unmap().WithZone("")
 	dst = append(dst, keyAddr...)
+	bits := k.v6Bits
 	if a.Is4() {
-		b := a.As4()
-		v := binary.BigEndian.Uint32(b[:]) & (^uint32(0) << (32 - k.v4Bits))
-		dst = netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}).AppendTo(dst)
-		if k.v4Bits == 32 {
-			return dst
-		}
-		return appendInt(append(dst, '/'), int64(k.v4Bits))
+		bits = k.v4Bits
 	}
-	b := a.As16()
-	hi := binary.BigEndian.Uint64(b[:8]) & (^uint64(0) << (64 - min(k.v6Bits, 64)))
-	lo := binary.BigEndian.Uint64(b[8:]) & (^uint64(0) << (128 - max(k.v6Bits, 64)))
-	dst = appendIPv6(dst, hi, lo)
-	if k.v6Bits == 128 {
-		return dst
+	if bits == a.BitLen() {
+		return a.AppendTo(dst)
 	}
-	return appendInt(append(dst, '/'), int64(k.v6Bits))
-}
-
-// appendIPv6 appends the IPv6 address hi:lo (its high and low 64 bits) in
-// the text form of RFC 5952, section 4, as netip.Addr.String writes an
-// address that is not IPv4-mapped: lower-case hex groups without leading
-// zeros, the longest run of two or more zero groups (the first of equal
-// ones) written "::". netip's formatter took about 45 ns for a /64 on the
-// allowed path, this one about half.
-func appendIPv6(dst []byte, hi, lo uint64) []byte {
-	var g [8]uint16
-	for i := range 4 {
-		g[i] = uint16(hi >> (48 - 16*i))
-		g[4+i] = uint16(lo >> (48 - 16*i))
-	}
-	zs, ze := 8, 8 // the zero run written "::": groups [zs, ze)
-	for i := 0; i < 8; {
-		if g[i] != 0 {
-			i++
-			continue
-		}
-		j := i + 1
-		for j < 8 && g[j] == 0 {
-			j++
-		}
-		if j-i >= 2 && j-i > ze-zs {
-			zs, ze = i, j
-		}
-		i = j
-	}
-	for i := 0; i < 8; i++ {
-		switch {
-		case i == zs:
-			dst = append(dst, ':', ':')
-			i = ze - 1
-			continue
-		case i > 0 && i != ze:
-			dst = append(dst, ':')
-		}
-		dst = appendHex16(dst, g[i])
-	}
-	return dst
-}
-
-// appendHex16 appends v in lower-case hex without leading zeros.
-func appendHex16(dst []byte, v uint16) []byte {
-	const hex = "0123456789abcdef"
-	switch {
-	case v >= 0x1000:
-		return append(dst, hex[v>>12], hex[v>>8&0xf], hex[v>>4&0xf], hex[v&0xf])
-	case v >= 0x100:
-		return append(dst, hex[v>>8], hex[v>>4&0xf], hex[v&0xf])
-	case v >= 0x10:
-		return append(dst, hex[v>>4], hex[v&0xf])
-	}
-	return append(dst, hex[v])
+	p, _ := a.Prefix(bits) // the lengths are validated: within a's
+	return p.AppendTo(dst)
 }
 
 // appendIDKey appends the key of client identity id to dst: "id:" and the

@@ -3,7 +3,6 @@ package mwengine
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"math/rand/v2"
@@ -30,8 +29,8 @@ func addrKey(k *keyer, s string) string {
 }
 
 // TestAddrKeys checks the default keys of parsed addresses: IPv4 per /32, IPv6
-// per /64 (or the configured prefix), IPv4-mapped IPv6 as IPv4, textual
-// variants of one address alike.
+// per /64, IPv4-mapped IPv6 as IPv4, textual variants of one address
+// alike.
 func TestAddrKeys(t *testing.T) {
 	k := mustKeyer(t, httplimit.KeyConfig{})
 	same := [][]string{
@@ -69,7 +68,12 @@ func TestAddrKeys(t *testing.T) {
 	if addrKey(k, "::c000:201") == addrKey(k, "192.0.2.1") {
 		t.Error("IPv4-compatible (not mapped) IPv6 keyed as IPv4")
 	}
+}
 
+// TestAddrKeyGrouping checks keys under configured prefix lengths: an
+// IPv4 /24 and an IPv6 /56 group their networks' addresses, an IPv6 /128
+// keys each address, an IPv6 /1 halves the address space.
+func TestAddrKeyGrouping(t *testing.T) {
 	k56 := mustKeyer(t, httplimit.KeyConfig{IPv6Prefix: 56, IPv4Prefix: 24})
 	if got := addrKey(k56, "192.0.2.77"); got != "ip:192.0.2.0/24" {
 		t.Errorf("IPv4 /24 key %q", got)
@@ -264,47 +268,5 @@ func TestKeyConfigHeaderAndKeyFunc(t *testing.T) {
 	k := mustKeyer(t, httplimit.KeyConfig{Header: "x-api-key", ForwardedHeader: " x-real-ip"})
 	if k.header != "X-Api-Key" || k.fwdHeader != httplimit.XRealIP || k.fwdList {
 		t.Errorf("keyer %+v: names not canonical", k)
-	}
-}
-
-// TestAppendIPv6 checks appendIPv6 against netip.Addr.String on every
-// pattern of zero groups (where RFC 5952's "::" rules bite), with random
-// values in the other groups, many of them below 0x1000.
-func TestAppendIPv6(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	for zeros := range 256 {
-		for range 20 {
-			var b [16]byte
-			for g := range 8 {
-				if zeros&(1<<g) == 0 {
-					v := uint16(rng.Uint32()) >> (4 * rng.IntN(4)) // 1 to 4 hex digits
-					b[2*g], b[2*g+1] = byte(v>>8), byte(v)
-				}
-			}
-			checkAppendIPv6(t, b)
-		}
-	}
-}
-
-// FuzzAppendIPv6 is the same comparison on generated addresses.
-func FuzzAppendIPv6(f *testing.F) {
-	f.Add(make([]byte, 16))
-	f.Add([]byte{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1})
-	f.Fuzz(func(t *testing.T, in []byte) {
-		var b [16]byte
-		copy(b[:], in)
-		checkAppendIPv6(t, b)
-	})
-}
-
-func checkAppendIPv6(t *testing.T, b [16]byte) {
-	t.Helper()
-	a := netip.AddrFrom16(b)
-	if a.Is4In6() {
-		return // keyed as IPv4; netip writes it "::ffff:1.2.3.4"
-	}
-	got := appendIPv6([]byte("x"), binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:]))
-	if string(got) != "x"+a.String() {
-		t.Fatalf("appendIPv6(%x) = %q, want %q", b, got[1:], a.String())
 	}
 }

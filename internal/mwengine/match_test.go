@@ -89,7 +89,12 @@ func TestMatch(t *testing.T) {
 			t.Errorf("match(id %q, %s, %s %s) = %s, want %s", tc.id, tc.client, tc.method, tc.path, got, tc.want)
 		}
 	}
+}
 
+// TestMatchNoRule checks that a path no rule names matches none, nor does
+// an exact rule's path with a trailing slash.
+func TestMatchNoRule(t *testing.T) {
+	none := netip.Addr{}
 	e2 := newTestEngine(t, httplimit.Options{Rules: mustParse(t, `{"rules": [{"name": "foo", "path": "/foo", "limit": 1, "window": "1m"}]}`)})
 	if r := match(e2.set.Load(), "", none, "GET", "/bar"); r != nil {
 		t.Errorf("/bar matched %s without a rule", r.name)

@@ -13,25 +13,39 @@ import (
 	"github.com/shardlimit/shardlimit/httplimit"
 )
 
+// hookLog is an Options.NewLimiter that builds limiters with
+// shardlimit.New and records what it built.
+type hookLog struct {
+	mu    sync.Mutex
+	built map[string]shardlimit.Config // by rule
+	made  []shardlimit.Limiter
+}
+
+func (h *hookLog) build(rule string, cfg shardlimit.Config) (shardlimit.Limiter, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.built == nil {
+		h.built = map[string]shardlimit.Config{}
+	}
+	h.built[rule] = cfg
+	l, err := shardlimit.New(cfg)
+	if err == nil {
+		h.made = append(h.made, l)
+	}
+	return l, err
+}
+
+// closed reports whether l answers ErrClosed.
+func closed(l shardlimit.Limiter) bool {
+	return errors.Is(l.AllowN("x", t0, 1).Err, shardlimit.ErrClosed)
+}
+
 // TestNewLimiterHook: Options.NewLimiter builds every rule's limiter with
 // the rule's name and derived configuration, is called again only for
 // rules whose limiter must change, and its limiters are closed by the
-// engine; an error or a nil limiter fails construction with the rule's
-// name.
+// engine.
 func TestNewLimiterHook(t *testing.T) {
-	var mu sync.Mutex
-	built := map[string]shardlimit.Config{}
-	var made []shardlimit.Limiter
-	hook := func(rule string, cfg shardlimit.Config) (shardlimit.Limiter, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		built[rule] = cfg
-		l, err := shardlimit.New(cfg)
-		if err == nil {
-			made = append(made, l)
-		}
-		return l, err
-	}
+	var hook hookLog
 	clock := shardlimit.NewManualClock(t0)
 	e, err := New(httplimit.Options{
 		Rules: mustParse(t, `{"rules": [
@@ -40,12 +54,12 @@ func TestNewLimiterHook(t *testing.T) {
 		]}`),
 		Limiter:    shardlimit.Config{MaxKeys: 100},
 		Clock:      clock,
-		NewLimiter: hook,
+		NewLimiter: hook.build,
 	}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, b := built["a"], built["b"]
+	a, b := hook.built["a"], hook.built["b"]
 	if a.Algorithm != shardlimit.FixedWindow || a.Limit != 2 || a.Window != time.Minute || a.MaxKeys != 100 || a.Clock != clock {
 		t.Errorf("config of rule a: %+v", a)
 	}
@@ -58,34 +72,44 @@ func TestNewLimiterHook(t *testing.T) {
 		}
 	}
 
-	// A limit change keeps the limiter; an algorithm change builds anew.
-	clear(built)
+	checkHookOnReload(t, e, &hook)
+}
+
+// checkHookOnReload checks that a limit change keeps a rule's limiter and
+// an algorithm change builds anew (closing the one replaced), and that
+// Close closes every limiter hook built.
+func checkHookOnReload(t *testing.T, e *Engine, hook *hookLog) {
+	t.Helper()
+	clear(hook.built)
 	if err := e.Reload(mustParse(t, `{"rules": [
 		{"name": "a", "path": "/a", "limit": 5, "window": "1m"},
 		{"name": "b", "path": "/b", "algorithm": "sliding_log", "limit": 3, "window": "1m"}
 	]}`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := built["a"]; ok || len(built) != 1 || built["b"].Algorithm != shardlimit.SlidingLog {
-		t.Errorf("Reload built %v, want only rule b", slices.Sorted(maps.Keys(built)))
+	if _, ok := hook.built["a"]; ok || len(hook.built) != 1 || hook.built["b"].Algorithm != shardlimit.SlidingLog {
+		t.Errorf("Reload built %v, want only rule b", slices.Sorted(maps.Keys(hook.built)))
 	}
-	if r := made[1].AllowN("x", t0, 1); !errors.Is(r.Err, shardlimit.ErrClosed) {
-		t.Errorf("the replaced limiter of rule b is not closed: %+v", r)
+	if !closed(hook.made[1]) {
+		t.Error("the replaced limiter of rule b is not closed")
 	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for i, l := range made {
-		if r := l.AllowN("x", t0, 1); !errors.Is(r.Err, shardlimit.ErrClosed) {
-			t.Errorf("limiter %d not closed by Close: %+v", i, r)
+	for i, l := range hook.made {
+		if !closed(l) {
+			t.Errorf("limiter %d not closed by Close", i)
 		}
 	}
+}
 
-	// Errors name the rule; the limiters built before the failure are
-	// closed.
-	made = nil
+// TestNewLimiterHookErrors: an error or a nil limiter of
+// Options.NewLimiter fails construction with the rule's name, and the
+// limiters built before the failure are closed.
+func TestNewLimiterHookErrors(t *testing.T) {
+	var hook hookLog
 	boom := errors.New("boom")
-	_, err = New(httplimit.Options{
+	_, err := New(httplimit.Options{
 		Rules: mustParse(t, `{"rules": [
 			{"name": "a", "path": "/a", "limit": 2, "window": "1m"},
 			{"name": "b", "path": "/b", "limit": 2, "window": "1m"}
@@ -94,15 +118,15 @@ func TestNewLimiterHook(t *testing.T) {
 			if rule == "b" {
 				return nil, boom
 			}
-			return hook(rule, cfg)
+			return hook.build(rule, cfg)
 		},
 	}, false)
 	if !errors.Is(err, boom) || !strings.Contains(err.Error(), `rule "b"`) {
 		t.Errorf("New with a failing hook: %v", err)
 	}
-	for _, l := range made {
-		if r := l.AllowN("x", t0, 1); !errors.Is(r.Err, shardlimit.ErrClosed) {
-			t.Errorf("a limiter built before the failure is not closed: %+v", r)
+	for _, l := range hook.made {
+		if !closed(l) {
+			t.Error("a limiter built before the failure is not closed")
 		}
 	}
 	_, err = New(httplimit.Options{

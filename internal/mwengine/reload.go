@@ -148,7 +148,41 @@ func (e *Engine) Reload(r *httplimit.Rules) error {
 	if e.closed {
 		return shardlimit.ErrClosed
 	}
-	// The limiters a rule may take over: those in force and those set aside.
+	p := reload{
+		e:     e,
+		ns:    &ruleSet{rules: map[string]*rule{}, byID: map[string]*tier{}},
+		avail: e.availLimiters(),
+		used:  map[limiterID]bool{},
+	}
+	err := p.addRules("", r.Rules)
+	for i := 0; err == nil && i < len(r.Tiers); i++ {
+		err = p.addRules(r.Tiers[i].Name, r.Tiers[i].Rules)
+	}
+	if err != nil {
+		for _, l := range p.created {
+			l.lim.Close()
+		}
+		return err
+	}
+	p.ns.route(r)
+	errs := p.publish(e.overrideKeys(r, p.ns.rules))
+	errs = append(errs, p.retire()...)
+	return errors.Join(errs...)
+}
+
+// reload is a Reload under way: the rule set it builds and the limiters
+// its rules take. Its methods require e.mu held.
+type reload struct {
+	e       *Engine
+	ns      *ruleSet               // the new rules
+	avail   map[limiterID]*limiter // the limiters a rule may take over
+	created []*limiter             // the new limiters, serving no request yet
+	used    map[limiterID]bool     // the limiters ns uses
+}
+
+// availLimiters returns the limiters a rule may take over: those in force
+// and those set aside. It requires e.mu held.
+func (e *Engine) availLimiters() map[limiterID]*limiter {
 	avail := map[limiterID]*limiter{}
 	if old := e.set.Load(); old != nil {
 		for _, or := range old.rules {
@@ -158,39 +192,35 @@ func (e *Engine) Reload(r *httplimit.Rules) error {
 	for id, l := range e.retired {
 		avail[id] = l
 	}
-	ns := &ruleSet{rules: map[string]*rule{}, byID: map[string]*tier{}}
-	var created []*limiter
-	used := map[limiterID]bool{}
-	build := func(tierName string, rules []httplimit.Rule) error {
-		for _, ru := range rules {
-			nr := e.newRule(tierName, ru)
-			id := nr.id()
-			if l := avail[id]; l != nil {
-				nr.l = l
-			} else {
-				lim, err := e.build(ru.Name, e.limiterConfig(nr))
-				if err != nil {
-					return fmt.Errorf("rule %q: %w", ru.Name, err)
-				}
-				nr.l = &limiter{id: id, lim: lim, def: nr.defaults(), overrides: map[string]limits{}}
-				created = append(created, nr.l)
+	return avail
+}
+
+// addRules adds the rules of the tier named tierName ("" for the default
+// rules) to p.ns, each with the limiter of its identity if one is
+// available, else a new one.
+func (p *reload) addRules(tierName string, rules []httplimit.Rule) error {
+	for _, ru := range rules {
+		nr := p.e.newRule(tierName, ru)
+		id := nr.id()
+		if l := p.avail[id]; l != nil {
+			nr.l = l
+		} else {
+			lim, err := p.e.build(ru.Name, p.e.limiterConfig(nr))
+			if err != nil {
+				return fmt.Errorf("rule %q: %w", ru.Name, err)
 			}
-			used[id] = true
-			ns.rules[ru.Name] = nr
+			nr.l = &limiter{id: id, lim: lim, def: nr.defaults(), overrides: map[string]limits{}}
+			p.created = append(p.created, nr.l)
 		}
-		return nil
+		p.used[id] = true
+		p.ns.rules[ru.Name] = nr
 	}
-	err := build("", r.Rules)
-	for i := 0; err == nil && i < len(r.Tiers); i++ {
-		err = build(r.Tiers[i].Name, r.Tiers[i].Rules)
-	}
-	if err != nil {
-		for _, l := range created {
-			l.lim.Close()
-		}
-		return err
-	}
-	// Validated: the networks parse.
+	return nil
+}
+
+// route indexes the rules of ns (those of r, validated, so its networks
+// parse) by tier, route, client identity and network.
+func (ns *ruleSet) route(r *httplimit.Rules) {
 	ns.def = compileTier("", r.Rules, ns.rules)
 	for _, t := range r.Tiers {
 		ct := compileTier(t.Name, t.Rules, ns.rules)
@@ -207,35 +237,44 @@ func (e *Engine) Reload(r *httplimit.Rules) error {
 			ns.byID[o.ID] = nil // listed, in no tier
 		}
 	}
-	overrides := e.overrideKeys(r, ns.rules)
+}
 
-	// New limiters serve no request yet; the others may, under the rules
-	// in force: change their limits and publish the new set with no
-	// decision under way.
+// publish gives each rule's limiter its limits and the per-key limits of
+// overrides (by rule name), and makes p.ns the rules in force. New
+// limiters serve no request yet; the others may, under the rules in
+// force: their limits change, and the new set is published, with no
+// decision under way.
+func (p *reload) publish(overrides map[string]map[string]limits) []error {
 	var errs []error
 	isNew := map[*limiter]bool{}
-	for _, l := range created {
+	for _, l := range p.created {
 		isNew[l] = true
 	}
-	for name, nr := range ns.rules {
+	for name, nr := range p.ns.rules {
 		if isNew[nr.l] {
 			errs = append(errs, nr.l.apply(nr.defaults(), overrides[name])...)
 		}
 	}
-	e.gate.lock()
-	for name, nr := range ns.rules {
+	p.e.gate.lock()
+	for name, nr := range p.ns.rules {
 		if !isNew[nr.l] {
 			errs = append(errs, nr.l.apply(nr.defaults(), overrides[name])...)
 		}
 	}
-	e.set.Store(ns)
-	e.gate.unlock()
+	p.e.set.Store(p.ns)
+	p.e.gate.unlock()
+	return errs
+}
 
-	// No decision uses a limiter the new set lacks: set those aside, and
-	// close the ones set aside whose counters all equal fresh ones.
-	for id, l := range avail {
+// retire sets aside the limiters the published rules do not use (no
+// decision uses them any more), and closes the ones set aside whose
+// counters all equal fresh ones.
+func (p *reload) retire() []error {
+	var errs []error
+	e := p.e
+	for id, l := range p.avail {
 		switch {
-		case used[id]:
+		case p.used[id]:
 			delete(e.retired, id)
 		case e.retired[id] == nil:
 			errs = append(errs, l.apply(l.def, nil)...) // per-key limits are never evicted
@@ -249,5 +288,5 @@ func (e *Engine) Reload(r *httplimit.Rules) error {
 			delete(e.retired, id)
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }

@@ -26,10 +26,11 @@ func (f failingLimiter) AllowBytesN(key []byte, now time.Time, n int) shardlimit
 	return f.Limiter.AllowBytesN(key, now, n)
 }
 
-// TestRuleStatsAndTopDenied runs a known sequence of requests and checks
-// every rule's description and counters, failed decisions by cause, and
-// the most-denied keys.
-func TestRuleStatsAndTopDenied(t *testing.T) {
+// statsEngine returns an engine that has decided a known sequence of
+// requests: allowed, denied, failed (a full table, an instant before 1970,
+// a failing limiter), of a bad cost, without a rule, by a tier's client.
+func statsEngine(t *testing.T) *Engine {
+	t.Helper()
 	e := newTestEngine(t, httplimit.Options{
 		Rules: mustParse(t, `{"rules": [
 			{"name": "a", "path": "/a", "limit": 2, "window": "1m"},
@@ -76,7 +77,13 @@ func TestRuleStatsAndTopDenied(t *testing.T) {
 	want(run("GET", "/a", "client-1", ip("192.0.2.1"), t0, 1), httplimit.ActionAllow)
 	want(run("GET", "/a", "client-1", ip("192.0.2.1"), t0, 1), httplimit.ActionDeny)
 	want(run("GET", "/x", "", ip("192.0.2.99"), t0, 1), httplimit.ActionFailClosed)
+	return e
+}
 
+// TestRuleStats checks every rule's description and counters, and failed
+// decisions by cause, after statsEngine's requests.
+func TestRuleStats(t *testing.T) {
+	e := statsEngine(t)
 	got := e.RuleStats()
 	if len(got) != 4 {
 		t.Fatalf("%d rules, want 4: %+v", len(got), got)
@@ -104,6 +111,12 @@ func TestRuleStatsAndTopDenied(t *testing.T) {
 	if _, ok := got[3].Limiter.(failingLimiter); !ok {
 		t.Errorf("rule x's Limiter is %T, want the one NewLimiter built", got[3].Limiter)
 	}
+}
+
+// TestTopDenied checks the most-denied keys and the totals after
+// statsEngine's requests.
+func TestTopDenied(t *testing.T) {
+	e := statsEngine(t)
 	top, total := e.TopDenied(0)
 	wantTop := []httplimit.DeniedKey{{Rule: "b", Key: "ip:2001:db8::/64", Count: 3}, {Rule: "a", Key: "ip:192.0.2.1", Count: 1}, {Rule: "g", Key: "id:client-1", Count: 1}}
 	if total != 5 || fmt.Sprint(top) != fmt.Sprint(wantTop) {
@@ -117,9 +130,9 @@ func TestRuleStatsAndTopDenied(t *testing.T) {
 	}
 }
 
-// TestTopDeniedOptions: dry-run denials count as denials, a capacity of K
-// lists at most K pairs, each with counts that bound the truth and a
-// positive guaranteed count, and a negative one keeps none.
+// TestTopDeniedOptions: dry-run denials count as denials, and a capacity
+// of K lists at most K pairs, each with counts that bound the truth and a
+// positive guaranteed count.
 func TestTopDeniedOptions(t *testing.T) {
 	rules := `{"rules": [{"name": "r", "limit": 1, "window": "1m"}]}`
 	e := newTestEngine(t, httplimit.Options{Rules: mustParse(t, rules), DryRun: true, TopDenied: 2})
@@ -146,7 +159,11 @@ func TestTopDeniedOptions(t *testing.T) {
 	if rs := e.RuleStats(); len(rs) != 1 || !rs[0].DryRun || rs[0].Stats.Denied != n {
 		t.Errorf("RuleStats %+v, want dry run with %d denied", rs, n)
 	}
+}
 
+// TestTopDeniedOff: a negative TopDenied keeps no summary.
+func TestTopDeniedOff(t *testing.T) {
+	rules := `{"rules": [{"name": "r", "limit": 1, "window": "1m"}]}`
 	off := newTestEngine(t, httplimit.Options{Rules: mustParse(t, rules), TopDenied: -1})
 	decide(off, "192.0.2.1", "", "/", 0, 1)
 	if d := decide(off, "192.0.2.1", "", "/", 0, 1); d.Action != httplimit.ActionDeny {

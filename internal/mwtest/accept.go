@@ -66,13 +66,7 @@ func SeedRules(t *testing.T, h Harness, path string) {
 	}})
 	c := NewClient(t, tg.URL, 2)
 	clock.At(Sec(15.3))
-	for _, tc := range []struct {
-		client    string // X-Client-ID; "" sends none (keyed by address)
-		route     string
-		limit     int
-		algorithm string
-		ra        string // Retry-After of the first denial
-	}{
+	for _, tc := range []seedCase{
 		{"client-1", "/foo", 10, "fixed_window", "45"},
 		{"client-1", "/bar", 5, "sliding_log", "60"},
 		{"client-2", "/foo", 20, "fixed_window", "45"},
@@ -80,26 +74,7 @@ func SeedRules(t *testing.T, h Harness, path string) {
 		{"client-3", "/foo", 5, "fixed_window", "45"},
 		{"client-3", "/bar", 2, "sliding_log", "60"},
 	} {
-		var hdr []string
-		if tc.client != "" {
-			hdr = []string{"X-Client-ID", tc.client}
-		}
-		name := fmt.Sprintf("%s %s", cmp.Or(tc.client, "(no id)"), tc.route)
-		for i := range tc.limit {
-			Check(t, fmt.Sprintf("%s #%d", name, i+1), c.Get(tc.route, hdr...), 200, H{
-				XLimit: strconv.Itoa(tc.limit), XRemaining: strconv.Itoa(tc.limit - 1 - i),
-				XStrategy: tc.algorithm, XWindowMs: "60000", RetryAfter: Absent,
-			})
-		}
-		r := c.Get(tc.route, hdr...)
-		Check(t, name+" over the limit", r, 429, H{XLimit: strconv.Itoa(tc.limit), XRemaining: "0", RetryAfter: tc.ra})
-		d := denied.last(t)
-		if want, _ := mwengine.RetryAfterSeconds(d.Result.RetryAfter); r.Header.Get(RetryAfter) != strconv.FormatInt(want, 10) {
-			t.Errorf("%s: Retry-After %q, core's retry-after %v", name, r.Header.Get(RetryAfter), d.Result.RetryAfter)
-		}
-		if !strings.Contains(r.Body, "Too Many Requests") {
-			t.Errorf("%s: 429 body %q", name, r.Body)
-		}
+		seedClient(t, c, &denied, tc)
 	}
 	for _, id := range []string{"", "client-4"} {
 		var hdr []string
@@ -112,6 +87,42 @@ func SeedRules(t *testing.T, h Harness, path string) {
 	}
 	r := c.Get("/healthz", "X-Client-ID", "client-1")
 	Check(t, "/healthz (no rule)", r, 200, H{XLimit: Absent, XRemaining: Absent, XReset: Absent, RLPolicy: Absent, RL: Absent})
+}
+
+// seedCase is a client's route under the seed rules.
+type seedCase struct {
+	client    string // X-Client-ID; "" sends none (keyed by address)
+	route     string
+	limit     int
+	algorithm string
+	ra        string // Retry-After of the first denial
+}
+
+// seedClient spends tc's client's budget on its route and checks the
+// answers: each admitted, then one denied with the core's retry-after
+// rounded up.
+func seedClient(t *testing.T, c *Client, denied *deniedLog, tc seedCase) {
+	t.Helper()
+	var hdr []string
+	if tc.client != "" {
+		hdr = []string{"X-Client-ID", tc.client}
+	}
+	name := fmt.Sprintf("%s %s", cmp.Or(tc.client, "(no id)"), tc.route)
+	for i := range tc.limit {
+		Check(t, fmt.Sprintf("%s #%d", name, i+1), c.Get(tc.route, hdr...), 200, H{
+			XLimit: strconv.Itoa(tc.limit), XRemaining: strconv.Itoa(tc.limit - 1 - i),
+			XStrategy: tc.algorithm, XWindowMs: "60000", RetryAfter: Absent,
+		})
+	}
+	r := c.Get(tc.route, hdr...)
+	Check(t, name+" over the limit", r, 429, H{XLimit: strconv.Itoa(tc.limit), XRemaining: "0", RetryAfter: tc.ra})
+	d := denied.last(t)
+	if want, _ := mwengine.RetryAfterSeconds(d.Result.RetryAfter); r.Header.Get(RetryAfter) != strconv.FormatInt(want, 10) {
+		t.Errorf("%s: Retry-After %q, core's retry-after %v", name, r.Header.Get(RetryAfter), d.Result.RetryAfter)
+	}
+	if !strings.Contains(r.Body, "Too Many Requests") {
+		t.Errorf("%s: 429 body %q", name, r.Body)
+	}
 }
 
 // SpoofedForwardedFor checks that X-Forwarded-For and X-Real-IP from an
@@ -197,86 +208,121 @@ func ReloadKeepsCounters(t *testing.T, h Harness) {
 		]}`),
 		Clock: clock,
 	}})
-	c := NewClient(t, tg.URL, 1)
+	rs := reloadSteps{t: t, tg: tg, c: NewClient(t, tg.URL, 1), clock: clock}
+	rs.firstRules()
+	rs.changedRules()
+	back := rs.rulesBack()
+	rs.limitingOffAndOn(back)
+}
+
+// reloadSteps are the steps of ReloadKeepsCounters, one rule set each, on
+// one server and client.
+type reloadSteps struct {
+	t     *testing.T
+	tg    *Target
+	c     *Client
+	clock Clock
+}
+
+// firstRules uses the first rules, and checks that an invalid rule set is
+// refused and changes nothing.
+func (rs reloadSteps) firstRules() {
+	rs.t.Helper()
 	for i := range 3 {
-		expectStep(t, fmt.Sprintf("a #%d", i+1), c.Get("/a"), A(4-i))
+		expectStep(rs.t, fmt.Sprintf("a #%d", i+1), rs.c.Get("/a"), A(4-i))
 	}
 	for i := range 2 {
-		expectStep(t, fmt.Sprintf("b #%d", i+1), c.Get("/b"), A(2-i))
+		expectStep(rs.t, fmt.Sprintf("b #%d", i+1), rs.c.Get("/b"), A(2-i))
 	}
-	expectStep(t, "c #1", c.Get("/c"), A(1))
-	expectStep(t, "gone #1", c.Get("/gone"), A(0))
-	expectStep(t, "gone #2", c.Get("/gone"), D(60))
+	expectStep(rs.t, "c #1", rs.c.Get("/c"), A(1))
+	expectStep(rs.t, "gone #1", rs.c.Get("/gone"), A(0))
+	expectStep(rs.t, "gone #2", rs.c.Get("/gone"), D(60))
 
 	bad := &httplimit.Rules{Rules: []httplimit.Rule{{Name: "a", Path: "/a", Limit: -1, Window: time.Minute}}}
-	if err := tg.Reload(bad); err == nil {
-		t.Fatal("Reload accepted a negative limit")
+	if err := rs.tg.Reload(bad); err == nil {
+		rs.t.Fatal("Reload accepted a negative limit")
 	}
-	expectStep(t, "a after a refused reload", c.Get("/a"), A(1))
+	expectStep(rs.t, "a after a refused reload", rs.c.Get("/a"), A(1))
+}
 
-	clock.At(Sec(10))
-	err := tg.Reload(MustRules(t, `{"rules": [
+// changedRules reloads rules that change a limit, an algorithm, and add
+// and remove a rule.
+func (rs reloadSteps) changedRules() {
+	rs.t.Helper()
+	rs.clock.At(Sec(10))
+	err := rs.tg.Reload(MustRules(rs.t, `{"rules": [
 		{"name": "a", "path": "/a", "algorithm": "fixed_window", "limit": 10, "window": "1m"},
 		{"name": "b", "path": "/b", "algorithm": "sliding_log", "limit": 3, "window": "1m"},
 		{"name": "c", "path": "/c", "algorithm": "sliding_log", "limit": 2, "window": "1m"},
 		{"name": "d", "path": "/d", "algorithm": "gcra", "limit": 1, "window": "1m"}
 	]}`))
 	if err != nil {
-		t.Fatal(err)
+		rs.t.Fatal(err)
 	}
-	Check(t, "a keeps 4 used of a raised limit", c.Get("/a"), 200, H{XLimit: "10", XRemaining: "5"})
-	expectStep(t, "b keeps 2 used", c.Get("/b"), A(0))
-	expectStep(t, "b is full", c.Get("/b"), D(50))
-	expectStep(t, "c changed algorithm: fresh", c.Get("/c"), A(1))
-	expectStep(t, "d is new", c.Get("/d"), A(0))
-	Check(t, "gone is not limited", c.Get("/gone"), 200, H{XLimit: Absent})
-	if st := tg.Stats(); st.Rules != 4 {
-		t.Errorf("Stats.Rules = %d, want 4", st.Rules)
+	Check(rs.t, "a keeps 4 used of a raised limit", rs.c.Get("/a"), 200, H{XLimit: "10", XRemaining: "5"})
+	expectStep(rs.t, "b keeps 2 used", rs.c.Get("/b"), A(0))
+	expectStep(rs.t, "b is full", rs.c.Get("/b"), D(50))
+	expectStep(rs.t, "c changed algorithm: fresh", rs.c.Get("/c"), A(1))
+	expectStep(rs.t, "d is new", rs.c.Get("/d"), A(0))
+	Check(rs.t, "gone is not limited", rs.c.Get("/gone"), 200, H{XLimit: Absent})
+	if st := rs.tg.Stats(); st.Rules != 4 {
+		rs.t.Errorf("Stats.Rules = %d, want 4", st.Rules)
 	}
+}
 
+// rulesBack reloads rules that bring back a removed rule and an
+// algorithm, and checks that rule sets without rules are refused; it
+// returns the rules it put in force.
+func (rs reloadSteps) rulesBack() *httplimit.Rules {
+	rs.t.Helper()
 	// Rules that come back within their window find their counters: gone,
 	// and c with its first algorithm.
-	clock.At(Sec(20))
-	back := MustRules(t, `{"rules": [
+	rs.clock.At(Sec(20))
+	back := MustRules(rs.t, `{"rules": [
 		{"name": "a", "path": "/a", "algorithm": "fixed_window", "limit": 10, "window": "1m"},
 		{"name": "c", "path": "/c", "algorithm": "fixed_window", "limit": 2, "window": "1m"},
 		{"name": "gone", "path": "/gone", "limit": 1, "window": "1m"}
 	]}`)
-	if err := tg.Reload(back); err != nil {
-		t.Fatal(err)
+	if err := rs.tg.Reload(back); err != nil {
+		rs.t.Fatal(err)
 	}
-	expectStep(t, "gone came back: still used", c.Get("/gone"), D(40))
-	expectStep(t, "c came back: 1 used", c.Get("/c"), A(0))
+	expectStep(rs.t, "gone came back: still used", rs.c.Get("/gone"), D(40))
+	expectStep(rs.t, "c came back: 1 used", rs.c.Get("/c"), A(0))
 
 	// A rule set without rules is refused; the rules stay in force.
 	for _, js := range []string{`{}`, `{"rules": []}`} {
-		if err := tg.Reload(MustRulesUnchecked(t, js)); !errors.Is(err, httplimit.ErrNoRules) {
-			t.Errorf("Reload(%s) = %v, want ErrNoRules", js, err)
+		if err := rs.tg.Reload(MustRulesUnchecked(rs.t, js)); !errors.Is(err, httplimit.ErrNoRules) {
+			rs.t.Errorf("Reload(%s) = %v, want ErrNoRules", js, err)
 		}
 	}
-	Check(t, "a after refused empty reloads", c.Get("/a"), 200, H{XLimit: "10", XRemaining: "4"})
-	expectStep(t, "gone after refused empty reloads", c.Get("/gone"), D(40))
+	Check(rs.t, "a after refused empty reloads", rs.c.Get("/a"), 200, H{XLimit: "10", XRemaining: "4"})
+	expectStep(rs.t, "gone after refused empty reloads", rs.c.Get("/gone"), D(40))
+	return back
+}
 
+// limitingOffAndOn turns limiting off, then back on with rules back.
+func (rs reloadSteps) limitingOffAndOn(back *httplimit.Rules) {
+	rs.t.Helper()
 	// Limiting off on purpose: nothing limited; back on: counters kept.
-	if err := tg.Reload(MustRules(t, `{"limiting": "off"}`)); err != nil {
-		t.Fatal(err)
+	if err := rs.tg.Reload(MustRules(rs.t, `{"limiting": "off"}`)); err != nil {
+		rs.t.Fatal(err)
 	}
 	for i := range 3 {
-		Check(t, fmt.Sprintf("limiting off #%d", i+1), c.Get("/gone"), 200, H{XLimit: Absent, RetryAfter: Absent})
+		Check(rs.t, fmt.Sprintf("limiting off #%d", i+1), rs.c.Get("/gone"), 200, H{XLimit: Absent, RetryAfter: Absent})
 	}
-	if st := tg.Stats(); st.Rules != 0 {
-		t.Errorf("limiting off: Stats.Rules = %d", st.Rules)
+	if st := rs.tg.Stats(); st.Rules != 0 {
+		rs.t.Errorf("limiting off: Stats.Rules = %d", st.Rules)
 	}
-	clock.At(Sec(30))
-	if err := tg.Reload(back); err != nil {
-		t.Fatal(err)
+	rs.clock.At(Sec(30))
+	if err := rs.tg.Reload(back); err != nil {
+		rs.t.Fatal(err)
 	}
-	expectStep(t, "gone back on: still used", c.Get("/gone"), D(30))
-	Check(t, "a back on: 6 used", c.Get("/a"), 200, H{XLimit: "10", XRemaining: "3"})
+	expectStep(rs.t, "gone back on: still used", rs.c.Get("/gone"), D(30))
+	Check(rs.t, "a back on: 6 used", rs.c.Get("/a"), 200, H{XLimit: "10", XRemaining: "3"})
 
 	// A window later the counters are those of fresh clients anyway.
-	clock.At(Sec(60))
-	expectStep(t, "gone in the next window", c.Get("/gone"), A(0))
+	rs.clock.At(Sec(60))
+	expectStep(rs.t, "gone in the next window", rs.c.Get("/gone"), A(0))
 }
 
 // DryRun checks shadow mode: nothing is refused, the fields are written
@@ -333,18 +379,12 @@ func Hooks(t *testing.T, h Harness) {
 func EmptyKeys(t *testing.T, h Harness) {
 	for _, kf := range []bool{false, true} {
 		setup := func(p httplimit.EmptyKeyPolicy) Setup {
-			s := Setup{Options: httplimit.Options{
+			return identityFrom("X-Api-Key", kf, httplimit.Options{
 				Rules: OneRule(t, "fixed_window", 2, "1m", 0, ""),
 				Keys: httplimit.KeyConfig{EmptyKey: p, TrustedProxies: Loopback, MaxKeyBytes: 16,
 					UnknownIdentity: httplimit.UnknownIdentityOwnKey},
 				Clock: NewClock(),
-			}}
-			if kf {
-				s.KeyFuncHeader = "X-Api-Key"
-			} else {
-				s.Options.Keys.Header = "X-Api-Key"
-			}
-			return s
+			})
 		}
 		t.Run(fmt.Sprintf("keyfunc=%v", kf), func(t *testing.T) {
 			tg := h.Start(t, setup(httplimit.EmptyKeyUseIP))
@@ -364,16 +404,34 @@ func EmptyKeys(t *testing.T, h Harness) {
 
 			tg = h.Start(t, setup(httplimit.EmptyKeyReject))
 			c = NewClient(t, tg.URL, 1)
-			r := c.Get("/")
-			Check(t, "reject", r, 400, H{XLimit: Absent})
-			if r.Body != mwengine.BodyNoIdentity {
-				t.Errorf("reject body %q", r.Body)
-			}
+			checkNoIdentity(t, "reject", c.Get("/"))
 			expectStep(t, "with a key", c.Get("/", "X-Api-Key", "k1"), A(1))
 			if st := tg.Stats(); st.NoIdentity != 1 {
 				t.Errorf("Stats.NoIdentity = %d", st.NoIdentity)
 			}
 		})
+	}
+}
+
+// identityFrom returns the Setup of o whose client identity is header's
+// value: read by a key function if kf, else as KeyConfig.Header.
+func identityFrom(header string, kf bool, o httplimit.Options) Setup {
+	s := Setup{Options: o}
+	if kf {
+		s.KeyFuncHeader = header
+	} else {
+		s.Options.Keys.Header = header
+	}
+	return s
+}
+
+// checkNoIdentity checks that r refuses a request without a usable
+// identity: 400, no rate-limit field, the engine's body.
+func checkNoIdentity(t *testing.T, step string, r Resp) {
+	t.Helper()
+	Check(t, step, r, 400, H{XLimit: Absent})
+	if r.Body != mwengine.BodyNoIdentity {
+		t.Errorf("%s: body %q", step, r.Body)
 	}
 }
 
@@ -391,17 +449,11 @@ func UnknownIdentities(t *testing.T, h Harness) {
 		"overrides": [{"rule": "r", "id": "client-9", "limit": 3}]}`
 	for _, kf := range []bool{false, true} {
 		setup := func(u httplimit.UnknownIdentityPolicy, e httplimit.EmptyKeyPolicy) Setup {
-			s := Setup{Options: httplimit.Options{
+			return identityFrom("X-Client-ID", kf, httplimit.Options{
 				Rules: MustRules(t, rules),
 				Keys:  httplimit.KeyConfig{UnknownIdentity: u, EmptyKey: e, TrustedProxies: Loopback},
 				Clock: NewClock(),
-			}}
-			if kf {
-				s.KeyFuncHeader = "X-Client-ID"
-			} else {
-				s.Options.Keys.Header = "X-Client-ID"
-			}
-			return s
+			})
 		}
 		from := func(ip, id string) []string { return append(XFF(ip), "X-Client-ID", id) }
 		t.Run(fmt.Sprintf("keyfunc=%v", kf), func(t *testing.T) {
@@ -427,11 +479,7 @@ func UnknownIdentities(t *testing.T, h Harness) {
 
 			tg = h.Start(t, setup(httplimit.UnknownIdentityAnonymous, httplimit.EmptyKeyReject))
 			c = NewClient(t, tg.URL, 1)
-			r := c.Get("/", from("192.0.2.1", "rot1")...)
-			Check(t, "reject rot1", r, 400, H{XLimit: Absent})
-			if r.Body != mwengine.BodyNoIdentity {
-				t.Errorf("reject body %q", r.Body)
-			}
+			checkNoIdentity(t, "reject rot1", c.Get("/", from("192.0.2.1", "rot1")...))
 			Check(t, "reject: tier client", c.Get("/", from("192.0.2.1", "client-1")...), 200, H{XLimit: "5", XRemaining: "4"})
 
 			tg = h.Start(t, setup(httplimit.UnknownIdentityOwnKey, httplimit.EmptyKeyUseIP))

@@ -461,38 +461,13 @@ func ConcurrentConnections(t *testing.T, h Harness, conns, perConn int) {
 		}
 		wantOK += limits[p%2]
 	}
-	type tally struct{ ok, limited, other int }
 	var total tally
 	for round := range 2 {
 		clock.At(time.Duration(round) * 2 * time.Second)
-		results := make(chan tally, conns)
-		for g := range conns {
-			go func() {
-				var tl tally
-				for i := range perConn {
-					p := pair(g, i)
-					r, err := c.Do("GET", paths[p%2], XFF(fmt.Sprintf("198.18.0.%d", p/2))...)
-					switch {
-					case err != nil:
-						tl.other++
-					case r.Status == 200:
-						tl.ok++
-					case r.Status == 429:
-						tl.limited++
-					default:
-						tl.other++
-					}
-				}
-				results <- tl
-			}()
-		}
-		var rt tally
-		for range conns {
-			tl := <-results
-			rt.ok += tl.ok
-			rt.limited += tl.limited
-			rt.other += tl.other
-		}
+		rt := sendRound(c, conns, perConn, func(g, i int) (string, string) {
+			p := pair(g, i)
+			return paths[p%2], fmt.Sprintf("198.18.0.%d", p/2)
+		})
 		t.Logf("round %d, %d connections x %d requests: %d admitted, %d limited, %d other", round, conns, perConn, rt.ok, rt.limited, rt.other)
 		if rt.other != 0 {
 			t.Errorf("round %d: %d responses neither 200 nor 429 (or transport errors)", round, rt.other)
@@ -507,6 +482,45 @@ func ConcurrentConnections(t *testing.T, h Harness, conns, perConn int) {
 	if st.Allowed != uint64(total.ok) || st.Denied != uint64(total.limited) || st.Errors != 0 {
 		t.Errorf("Stats %+v do not match %d admitted, %d denied", st, total.ok, total.limited)
 	}
+}
+
+// tally counts responses: 200, 429, and anything else or a transport
+// error.
+type tally struct{ ok, limited, other int }
+
+// sendRound sends perConn requests on each of conns connections of c at
+// once, request i of connection g to the path and from the client address
+// that target(g, i) returns, and tallies the answers.
+func sendRound(c *Client, conns, perConn int, target func(g, i int) (path, ip string)) tally {
+	results := make(chan tally, conns)
+	for g := range conns {
+		go func() {
+			var tl tally
+			for i := range perConn {
+				path, ip := target(g, i)
+				r, err := c.Do("GET", path, XFF(ip)...)
+				switch {
+				case err != nil:
+					tl.other++
+				case r.Status == 200:
+					tl.ok++
+				case r.Status == 429:
+					tl.limited++
+				default:
+					tl.other++
+				}
+			}
+			results <- tl
+		}()
+	}
+	var rt tally
+	for range conns {
+		tl := <-results
+		rt.ok += tl.ok
+		rt.limited += tl.limited
+		rt.other += tl.other
+	}
+	return rt
 }
 
 // SubSecondWindowHeaders — a sub-second window is not truncated to zero (header part):

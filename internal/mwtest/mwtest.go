@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dunglas/httpsfv"
 	"github.com/shardlimit/shardlimit"
 	"github.com/shardlimit/shardlimit/httplimit"
 )
@@ -189,87 +190,88 @@ type Service struct {
 }
 
 // ParseIETF parses the RateLimit-Policy and RateLimit fields of h (each
-// absent, or present once) with ParseSFList and checks them against
+// absent, or present once) as structured field Lists (RFC 9651, with
+// github.com/dunglas/httpsfv, so strictly as a client library would read
+// them, not by a pattern) and checks them against
 // draft-ietf-httpapi-ratelimit-headers-11 as the middleware sends them:
 // non-empty Lists of Items whose values are Strings, RateLimit-Policy's
 // with distinct names, an Integer q >= 0 and w > 0, RateLimit's with an
 // Integer r >= 0 and t >= 0, naming a policy of RateLimit-Policy when
 // both are present, and no other parameter.
 func ParseIETF(h http.Header) ([]Policy, []Service, error) {
-	field := func(name string) (string, bool, error) {
-		vs := h.Values(name)
-		if len(vs) > 1 {
-			return "", false, fmt.Errorf("%s sent %d times", name, len(vs))
-		}
-		if len(vs) == 0 {
-			return "", false, nil
-		}
-		return vs[0], true, nil
-	}
-	// items parses a List whose members are String Items with exactly the
-	// Integer parameters want, each at least min.
-	items := func(name, v string, want []string, min []int64) ([]string, [][]int64, error) {
-		list, err := ParseSFList(v)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s %q: %w", name, v, err)
-		}
-		if len(list) == 0 {
-			return nil, nil, fmt.Errorf("%s %q: an empty list", name, v)
-		}
-		var names []string
-		var nums [][]int64
-		for _, it := range list {
-			s, ok := it.Value.(string)
-			if !ok {
-				return nil, nil, fmt.Errorf("%s %q: member %v is not a String", name, v, it.Value)
-			}
-			if len(it.Params) != len(want) {
-				return nil, nil, fmt.Errorf("%s %q: member %q has parameters %v, want %v", name, v, s, it.Params, want)
-			}
-			var ns []int64
-			for i, k := range want {
-				pv, _ := it.Param(k)
-				n, ok := pv.(int64)
-				if !ok || n < min[i] {
-					return nil, nil, fmt.Errorf("%s %q: member %q: %s = %v, want an Integer >= %d", name, v, s, k, pv, min[i])
-				}
-				ns = append(ns, n)
-			}
-			names, nums = append(names, s), append(nums, ns)
-		}
-		return names, nums, nil
+	pf, err := parseField(h, RLPolicy, []string{"q", "w"}, []int64{0, 1})
+	if err != nil {
+		return nil, nil, err
 	}
 	var pols []Policy
-	var svcs []Service
-	if v, ok, err := field(RLPolicy); err != nil {
-		return nil, nil, err
-	} else if ok {
-		names, nums, err := items(RLPolicy, v, []string{"q", "w"}, []int64{0, 1})
-		if err != nil {
-			return nil, nil, err
+	for i, n := range pf.names {
+		if slices.Contains(pf.names[:i], n) {
+			return nil, nil, fmt.Errorf("%s %q: policy %q listed twice", RLPolicy, pf.v, n)
 		}
-		for i, n := range names {
-			if slices.Contains(names[:i], n) {
-				return nil, nil, fmt.Errorf("%s %q: policy %q listed twice", RLPolicy, v, n)
-			}
-			pols = append(pols, Policy{Name: n, Q: nums[i][0], W: nums[i][1]})
-		}
+		pols = append(pols, Policy{Name: n, Q: pf.nums[i][0], W: pf.nums[i][1]})
 	}
-	if v, ok, err := field(RL); err != nil {
+	sf, err := parseField(h, RL, []string{"r", "t"}, []int64{0, 0})
+	if err != nil {
 		return nil, nil, err
-	} else if ok {
-		names, nums, err := items(RL, v, []string{"r", "t"}, []int64{0, 0})
-		if err != nil {
-			return nil, nil, err
+	}
+	var svcs []Service
+	for i, n := range sf.names {
+		if pols != nil && !slices.ContainsFunc(pols, func(p Policy) bool { return p.Name == n }) {
+			return nil, nil, fmt.Errorf("%s %q: policy %q is not in %s", RL, sf.v, n, RLPolicy)
 		}
-		for i, n := range names {
-			if pols != nil && !slices.ContainsFunc(pols, func(p Policy) bool { return p.Name == n }) {
-				return nil, nil, fmt.Errorf("%s %q: policy %q is not in %s", RL, v, n, RLPolicy)
-			}
-			svcs = append(svcs, Service{Name: n, R: nums[i][0], T: nums[i][1]})
-		}
+		svcs = append(svcs, Service{Name: n, R: sf.nums[i][0], T: sf.nums[i][1]})
 	}
 	return pols, svcs, nil
+}
+
+// ietfField is a rate-limit field as parseField reads it: its value, and
+// each member's name and Integer parameters.
+type ietfField struct {
+	v     string
+	names []string
+	nums  [][]int64
+}
+
+// parseField parses field name of h, if present (once), as a non-empty
+// List whose members are String Items with exactly the Integer
+// parameters want, each at least min; an absent field has no members.
+func parseField(h http.Header, name string, want []string, min []int64) (ietfField, error) {
+	vs := h.Values(name)
+	if len(vs) > 1 {
+		return ietfField{}, fmt.Errorf("%s sent %d times", name, len(vs))
+	}
+	if len(vs) == 0 {
+		return ietfField{}, nil
+	}
+	f := ietfField{v: vs[0]}
+	list, err := httpsfv.UnmarshalList(vs)
+	if err != nil {
+		return f, fmt.Errorf("%s %q: %w", name, f.v, err)
+	}
+	if len(list) == 0 {
+		return f, fmt.Errorf("%s %q: an empty list", name, f.v)
+	}
+	for _, m := range list {
+		it, _ := m.(httpsfv.Item)
+		s, ok := it.Value.(string)
+		if !ok {
+			return f, fmt.Errorf("%s %q: member %v is not a String Item", name, f.v, m)
+		}
+		if got := it.Params.Names(); len(got) != len(want) {
+			return f, fmt.Errorf("%s %q: member %q has parameters %v, want %v", name, f.v, s, got, want)
+		}
+		var ns []int64
+		for i, k := range want {
+			pv, _ := it.Params.Get(k)
+			n, ok := pv.(int64)
+			if !ok || n < min[i] {
+				return f, fmt.Errorf("%s %q: member %q: %s = %v, want an Integer >= %d", name, f.v, s, k, pv, min[i])
+			}
+			ns = append(ns, n)
+		}
+		f.names, f.nums = append(f.names, s), append(f.nums, ns)
+	}
+	return f, nil
 }
 
 // Check asserts r's status and headers, and the invariants every response
@@ -298,7 +300,16 @@ func Check(t *testing.T, step string, r Resp, status int, want H) {
 // CheckInvariants asserts the format rules of every rate-limit field.
 func CheckInvariants(t *testing.T, step string, r Resp) {
 	t.Helper()
-	h := r.Header
+	checkXFields(t, step, r.Header)
+	checkIETFFields(t, step, r.Header)
+	checkRetryAfter(t, step, r)
+	checkOwnAnswer(t, step, r)
+}
+
+// checkXFields checks that the X-RateLimit fields are non-negative
+// integers, remaining at most the limit.
+func checkXFields(t *testing.T, step string, h http.Header) {
+	t.Helper()
 	for _, name := range []string{XLimit, XRemaining, XReset, XWindowMs} {
 		if v := h.Get(name); v != "" && !nonNegInt.MatchString(v) {
 			t.Errorf("%s: %s = %q, not a non-negative integer", step, name, v)
@@ -311,12 +322,17 @@ func CheckInvariants(t *testing.T, step string, r Resp) {
 			t.Errorf("%s: remaining %d above limit %d", step, ri, li)
 		}
 	}
+}
+
+// checkIETFFields checks the IETF fields (ParseIETF), and that RateLimit
+// names the binding policy, whose numbers the X-RateLimit fields report
+// too.
+func checkIETFFields(t *testing.T, step string, h http.Header) {
+	t.Helper()
 	pols, svcs, err := ParseIETF(h)
 	if err != nil {
 		t.Errorf("%s: %v", step, err)
 	}
-	// RateLimit names the binding policy, whose numbers the X-RateLimit
-	// fields report too.
 	if len(svcs) == 1 && h.Get(XLimit) != "" && h.Get(XRemaining) != "" {
 		i := slices.IndexFunc(pols, func(p Policy) bool { return p.Name == svcs[0].Name })
 		if i >= 0 && strconv.FormatInt(pols[i].Q, 10) != h.Get(XLimit) || strconv.FormatInt(svcs[0].R, 10) != h.Get(XRemaining) {
@@ -324,24 +340,38 @@ func CheckInvariants(t *testing.T, step string, r Resp) {
 				step, h.Get(RL), h.Get(RLPolicy), h.Get(XLimit), h.Get(XRemaining))
 		}
 	}
-	ra, has := h[RetryAfter]
+}
+
+// checkRetryAfter checks that Retry-After comes only on a 429, once, in
+// delay-seconds.
+func checkRetryAfter(t *testing.T, step string, r Resp) {
+	t.Helper()
+	ra, has := r.Header[RetryAfter]
 	if has && r.Status != http.StatusTooManyRequests {
 		t.Errorf("%s: Retry-After %q on a %d", step, ra, r.Status)
 	}
 	if has && (len(ra) != 1 || !delaySeconds.MatchString(ra[0])) {
 		t.Errorf("%s: Retry-After %q is not RFC 9110 delay-seconds", step, ra)
 	}
+}
+
+// checkOwnAnswer checks that the middleware's own answers (429, 400, 500,
+// 503: the applications of the tests never answer these), unless by a
+// custom denied handler, are text/plain and nosniff.
+func checkOwnAnswer(t *testing.T, step string, r Resp) {
+	t.Helper()
+	h := r.Header
 	switch r.Status {
 	case http.StatusTooManyRequests, http.StatusBadRequest, http.StatusInternalServerError, http.StatusServiceUnavailable:
-		// Answered by the middleware (the applications of the tests
-		// never answer these), unless by a custom denied handler.
-		if h.Get("X-Denied-By") != "" {
-			break
-		}
-		if !strings.HasPrefix(h.Get("Content-Type"), "text/plain") || h.Get("X-Content-Type-Options") != "nosniff" {
-			t.Errorf("%s: %d with Content-Type %q, X-Content-Type-Options %q; want text/plain, nosniff",
-				step, r.Status, h.Get("Content-Type"), h.Get("X-Content-Type-Options"))
-		}
+	default:
+		return
+	}
+	if h.Get("X-Denied-By") != "" {
+		return
+	}
+	if !strings.HasPrefix(h.Get("Content-Type"), "text/plain") || h.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("%s: %d with Content-Type %q, X-Content-Type-Options %q; want text/plain, nosniff",
+			step, r.Status, h.Get("Content-Type"), h.Get("X-Content-Type-Options"))
 	}
 }
 

@@ -87,69 +87,75 @@ func RatesDenialConsumesNothing(t *testing.T, h Harness) {
 // denials are the second's and the 10 s window's at once and the wait is
 // the longer one's, not the second's.
 func RatesRetryAfter(t *testing.T, h Harness) {
-	for _, ac := range []struct {
-		alg           string
-		first, second time.Duration // the exact waits of /r's denials
-		both          time.Duration // of /both's
-	}{
+	for _, ac := range []retryAfterCase{
 		{"fixed_window", 250 * time.Millisecond, 9 * time.Second, 9500 * time.Millisecond},
 		{"sliding_log", 500 * time.Millisecond, 9 * time.Second, 10 * time.Second},
 	} {
-		t.Run(ac.alg, func(t *testing.T) {
-			clock := NewClock()
-			var denied deniedLog
-			tg := h.Start(t, Setup{Options: httplimit.Options{
-				Rules: MustRules(t, fmt.Sprintf(`{"rules": [
-					{"name": "r", "path": "/r", "algorithm": %[1]q, "limits": [{"limit": 2, "window": "1s"}, {"limit": 3, "window": "10s"}]},
-					{"name": "both", "path": "/both", "algorithm": %[1]q, "limits": [{"limit": 2, "window": "1s"}, {"limit": 2, "window": "10s"}]}
-				]}`, ac.alg)),
-				Headers:  httplimit.HeaderConfig{IETF: true},
-				Clock:    clock,
-				OnDenied: denied.add,
-			}})
-			c := NewClient(t, tg.URL, 1)
-			now := T0
-			at := func(tm time.Time) { now = tm; clock.Set(tm) }
-			// deny asks path at now, expects a denial with the exact wait
-			// want, and asks again a nanosecond before it ends (denied) and
-			// as it ends (admitted).
-			deny := func(step, path string, want time.Duration) {
-				t.Helper()
-				r := c.Get(path)
-				d := denied.last(t)
-				ra, _ := mwengine.RetryAfterSeconds(want)
-				Check(t, step, r, 429, H{RetryAfter: strconv.FormatInt(ra, 10)})
-				if d.Result.RetryAfter != want {
-					t.Fatalf("%s: exact wait %v, want %v", step, d.Result.RetryAfter, want)
-				}
-				end := now.Add(want)
-				at(end.Add(-time.Nanosecond))
-				Check(t, step+", a nanosecond before the wait ends", c.Get(path), 429, nil)
-				at(end)
-				Check(t, step+", as the wait ends", c.Get(path), 200, nil)
-			}
-			at(T0.Add(Sec(0.25)))
-			Check(t, "/r t=0.25", c.Get("/r"), 200, H{XRemaining: "1"})
-			at(T0.Add(Sec(0.5)))
-			Check(t, "/r t=0.5", c.Get("/r"), 200, H{XRemaining: "0", XLimit: "2"})
-			at(T0.Add(Sec(0.75)))
-			deny("/r t=0.75: the second denies", "/r", ac.first)
-			// The 10 s window is full now; the second has room.
-			deny("/r: the 10 s window denies", "/r", ac.second)
-
-			at(T0.Add(Sec(20.5)))
-			Check(t, "/both #1", c.Get("/both"), 200, nil)
-			Check(t, "/both #2", c.Get("/both"), 200, H{XLimit: "2", XRemaining: "0", RL: `"both-10s";r=0;t=10`})
-			r := c.Get("/both")
-			ra, _ := mwengine.RetryAfterSeconds(ac.both)
-			Check(t, "/both #3: both deny", r, 429, H{XLimit: "2", RetryAfter: strconv.FormatInt(ra, 10)})
-			if got := denied.last(t).Result.RetryAfter; got != ac.both {
-				t.Fatalf("/both #3: exact wait %v, want %v (the 10 s window's)", got, ac.both)
-			}
-			at(T0.Add(Sec(21.5)))
-			deny("/both when the second alone would admit", "/both", ac.both-time.Second)
-		})
+		t.Run(ac.alg, func(t *testing.T) { ratesRetryAfter(t, h, ac) })
 	}
+}
+
+// retryAfterCase is RatesRetryAfter's case of one algorithm.
+type retryAfterCase struct {
+	alg           string
+	first, second time.Duration // the exact waits of /r's denials
+	both          time.Duration // of /both's
+}
+
+// ratesRetryAfter is RatesRetryAfter under one algorithm.
+func ratesRetryAfter(t *testing.T, h Harness, ac retryAfterCase) {
+	clock := NewClock()
+	var denied deniedLog
+	tg := h.Start(t, Setup{Options: httplimit.Options{
+		Rules: MustRules(t, fmt.Sprintf(`{"rules": [
+			{"name": "r", "path": "/r", "algorithm": %[1]q, "limits": [{"limit": 2, "window": "1s"}, {"limit": 3, "window": "10s"}]},
+			{"name": "both", "path": "/both", "algorithm": %[1]q, "limits": [{"limit": 2, "window": "1s"}, {"limit": 2, "window": "10s"}]}
+		]}`, ac.alg)),
+		Headers:  httplimit.HeaderConfig{IETF: true},
+		Clock:    clock,
+		OnDenied: denied.add,
+	}})
+	c := NewClient(t, tg.URL, 1)
+	now := T0
+	at := func(tm time.Time) { now = tm; clock.Set(tm) }
+	// deny asks path at now, expects a denial with the exact wait
+	// want, and asks again a nanosecond before it ends (denied) and
+	// as it ends (admitted).
+	deny := func(step, path string, want time.Duration) {
+		t.Helper()
+		r := c.Get(path)
+		d := denied.last(t)
+		ra, _ := mwengine.RetryAfterSeconds(want)
+		Check(t, step, r, 429, H{RetryAfter: strconv.FormatInt(ra, 10)})
+		if d.Result.RetryAfter != want {
+			t.Fatalf("%s: exact wait %v, want %v", step, d.Result.RetryAfter, want)
+		}
+		end := now.Add(want)
+		at(end.Add(-time.Nanosecond))
+		Check(t, step+", a nanosecond before the wait ends", c.Get(path), 429, nil)
+		at(end)
+		Check(t, step+", as the wait ends", c.Get(path), 200, nil)
+	}
+	at(T0.Add(Sec(0.25)))
+	Check(t, "/r t=0.25", c.Get("/r"), 200, H{XRemaining: "1"})
+	at(T0.Add(Sec(0.5)))
+	Check(t, "/r t=0.5", c.Get("/r"), 200, H{XRemaining: "0", XLimit: "2"})
+	at(T0.Add(Sec(0.75)))
+	deny("/r t=0.75: the second denies", "/r", ac.first)
+	// The 10 s window is full now; the second has room.
+	deny("/r: the 10 s window denies", "/r", ac.second)
+
+	at(T0.Add(Sec(20.5)))
+	Check(t, "/both #1", c.Get("/both"), 200, nil)
+	Check(t, "/both #2", c.Get("/both"), 200, H{XLimit: "2", XRemaining: "0", RL: `"both-10s";r=0;t=10`})
+	r := c.Get("/both")
+	ra, _ := mwengine.RetryAfterSeconds(ac.both)
+	Check(t, "/both #3: both deny", r, 429, H{XLimit: "2", RetryAfter: strconv.FormatInt(ra, 10)})
+	if got := denied.last(t).Result.RetryAfter; got != ac.both {
+		t.Fatalf("/both #3: exact wait %v, want %v (the 10 s window's)", got, ac.both)
+	}
+	at(T0.Add(Sec(21.5)))
+	deny("/both when the second alone would admit", "/both", ac.both-time.Second)
 }
 
 // RatesHeaders checks the fields of a rule of several limits: the

@@ -77,109 +77,134 @@ func ReloadIsAtomic(t *testing.T, h Harness) {
 		Headers: httplimit.HeaderConfig{IETF: true},
 		Clock:   NewClock(),
 	}})
-	c := NewClient(t, tg.URL, senders)
-
-	// gen is the number of reloads that have returned; set gen%2 is in
-	// force from then until the next reload begins. reloading is set while
-	// a reload runs (set before it starts, cleared after gen counts it). A
-	// sender reads gen then reloading before its request, reloading then
-	// gen after it: if it reads the same gen twice and reloading false
-	// twice, no reload published a set while the request was under way.
-	var gen atomic.Int64
-	var reloading atomic.Bool
-	fresh := make(chan int64, senders) // gens of responses that saw no reload
-	stop := make(chan struct{})
-	type failure struct{ msg string }
-	failures := make(chan failure, senders)
-	var answered [2]atomic.Int64
-	var wg sync.WaitGroup
+	race := &reloadRace{
+		c:        NewClient(t, tg.URL, senders),
+		fresh:    make(chan int64, senders),
+		stop:     make(chan struct{}),
+		failures: make(chan string, senders),
+	}
 	for g := range senders {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				client := []string{"192.0.2.65", "192.0.2.66"}[(g+i)%2]
-				before, busyBefore := gen.Load(), reloading.Load()
-				r, err := c.Do("GET", "/", XFF(client)...)
-				busyAfter := reloading.Load() // before gen: see the loop's doc
-				after := gen.Load()
-				if err != nil {
-					failures <- failure{fmt.Sprintf("GET from %s: %v", client, err)}
-					return
-				}
-				got := atomicAnswer{r.Status, r.Header.Get(XLimit), r.Header.Get(RLPolicy)}
-				set := -1
-				for i := range atomicWant {
-					if got == atomicWant[i][client] {
-						set = i
-					}
-				}
-				if set < 0 {
-					failures <- failure{fmt.Sprintf("client %s: answer %+v is neither set A's %+v nor set B's %+v",
-						client, got, atomicWant[0][client], atomicWant[1][client])}
-					return
-				}
-				answered[set].Add(1)
-				if before == after && !busyBefore && !busyAfter {
-					// No reload ran while this request did.
-					if want := int(before % 2); set != want {
-						failures <- failure{fmt.Sprintf("client %s, sent and answered while set %c was in force: answer %+v of set %c",
-							client, 'A'+want, got, 'A'+set)}
-						return
-					}
-					select {
-					case fresh <- before:
-					default:
-					}
-				}
-			}
-		}()
+		race.wg.Add(1)
+		go race.send(g)
 	}
-	fail := func(format string, args ...any) {
-		t.Helper()
-		close(stop)
-		wg.Wait()
-		t.Fatalf(format, args...)
-	}
-	// waitFresh waits for a response decided wholly under reload g's set.
-	waitFresh := func(g int64) {
-		t.Helper()
-		timeout := time.After(30 * time.Second)
-		for {
-			select {
-			case got := <-fresh:
-				if got == g {
-					return
-				}
-			case f := <-failures:
-				fail("%s", f.msg)
-			case <-timeout:
-				fail("no response under the rule set of reload %d within 30 s", g)
-			}
-		}
-	}
-	waitFresh(0)
+	race.waitFresh(t, 0)
 	for i := 1; i <= reloads; i++ {
-		reloading.Store(true)
+		race.reloading.Store(true)
 		err := tg.Reload(sets[i%2])
-		gen.Add(1)
-		reloading.Store(false)
+		race.gen.Add(1)
+		race.reloading.Store(false)
 		if err != nil {
-			fail("reload %d: %v", i, err)
+			race.fail(t, "reload %d: %v", i, err)
 		}
-		waitFresh(int64(i))
+		race.waitFresh(t, int64(i))
 	}
-	close(stop)
-	wg.Wait()
+	race.halt()
 	select {
-	case f := <-failures:
-		t.Fatal(f.msg)
+	case f := <-race.failures:
+		t.Fatal(f)
 	default:
 	}
-	t.Logf("%d reloads: %d answers under set A, %d under set B", reloads, answered[0].Load(), answered[1].Load())
+	t.Logf("%d reloads: %d answers under set A, %d under set B", reloads, race.answered[0].Load(), race.answered[1].Load())
+}
+
+// reloadRace is ReloadIsAtomic's race of senders against reloads.
+//
+// gen is the number of reloads that have returned; set gen%2 is in force
+// from then until the next reload begins. reloading is set while a reload
+// runs (set before it starts, cleared after gen counts it). A sender reads
+// gen then reloading before its request, reloading then gen after it: if
+// it reads the same gen twice and reloading false twice, no reload
+// published a set while the request was under way.
+type reloadRace struct {
+	c         *Client
+	gen       atomic.Int64
+	reloading atomic.Bool
+	fresh     chan int64    // gens of responses that saw no reload
+	stop      chan struct{} // closed to stop the senders
+	failures  chan string
+	answered  [2]atomic.Int64 // answers under each set
+	wg        sync.WaitGroup
+}
+
+// send sends requests, as sender g, until stop is closed or one fails.
+func (rr *reloadRace) send(g int) {
+	defer rr.wg.Done()
+	for i := 0; ; i++ {
+		select {
+		case <-rr.stop:
+			return
+		default:
+		}
+		if msg := rr.sendOne([]string{"192.0.2.65", "192.0.2.66"}[(g+i)%2]); msg != "" {
+			rr.failures <- msg
+			return
+		}
+	}
+}
+
+// sendOne sends one request from client and checks its answer; it returns
+// what went wrong, or "".
+func (rr *reloadRace) sendOne(client string) string {
+	before, busyBefore := rr.gen.Load(), rr.reloading.Load()
+	r, err := rr.c.Do("GET", "/", XFF(client)...)
+	busyAfter := rr.reloading.Load() // before gen: see reloadRace's doc
+	after := rr.gen.Load()
+	if err != nil {
+		return fmt.Sprintf("GET from %s: %v", client, err)
+	}
+	got := atomicAnswer{r.Status, r.Header.Get(XLimit), r.Header.Get(RLPolicy)}
+	set := -1
+	for i := range atomicWant {
+		if got == atomicWant[i][client] {
+			set = i
+		}
+	}
+	if set < 0 {
+		return fmt.Sprintf("client %s: answer %+v is neither set A's %+v nor set B's %+v",
+			client, got, atomicWant[0][client], atomicWant[1][client])
+	}
+	rr.answered[set].Add(1)
+	if before != after || busyBefore || busyAfter {
+		return "" // a reload ran while this request did
+	}
+	if want := int(before % 2); set != want {
+		return fmt.Sprintf("client %s, sent and answered while set %c was in force: answer %+v of set %c",
+			client, 'A'+want, got, 'A'+set)
+	}
+	select {
+	case rr.fresh <- before:
+	default:
+	}
+	return ""
+}
+
+// halt stops the senders and waits for them.
+func (rr *reloadRace) halt() {
+	close(rr.stop)
+	rr.wg.Wait()
+}
+
+// fail stops the senders and fails the test.
+func (rr *reloadRace) fail(t *testing.T, format string, args ...any) {
+	t.Helper()
+	rr.halt()
+	t.Fatalf(format, args...)
+}
+
+// waitFresh waits for a response decided wholly under reload g's set.
+func (rr *reloadRace) waitFresh(t *testing.T, g int64) {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case got := <-rr.fresh:
+			if got == g {
+				return
+			}
+		case f := <-rr.failures:
+			rr.fail(t, "%s", f)
+		case <-timeout:
+			rr.fail(t, "no response under the rule set of reload %d within 30 s", g)
+		}
+	}
 }
