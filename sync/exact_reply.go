@@ -12,43 +12,62 @@ import (
 // reset_us, retry_us}, every number in range and consistent with n and the
 // rate's limit. It converts the reply to a Result (see bind).
 func decodeDecision(v any, n int, lims []int, rates []exactRate) (shardlimit.Result, error) {
-	want := 1 + 3*len(rates)
-	arr, ok := v.([]any)
-	if !ok || len(arr) != want {
-		return shardlimit.Result{}, fmt.Errorf("%w: got %T %v, want an array of %d integers", ErrBadReply, v, v, want)
-	}
-	var x [1 + 3*shardlimit.MaxRates]int64
-	for i, el := range arr {
-		if x[i], ok = el.(int64); !ok {
-			return shardlimit.Result{}, fmt.Errorf("%w: element %d is %T, want an integer", ErrBadReply, i, el)
-		}
+	arr, x, err := replyInts(v, 1+3*len(rates))
+	if err != nil {
+		return shardlimit.Result{}, err
 	}
 	allowed := x[0]
 	if allowed != 0 && allowed != 1 || n == 0 && allowed == 0 {
 		return shardlimit.Result{}, fmt.Errorf("%w: inconsistent decision %v", ErrBadReply, arr)
 	}
-	const maxUs = int64(1<<63-1) / int64(time.Microsecond)
 	var out [shardlimit.MaxRates]rateOutcome
 	for k, rt := range rates {
-		rem, reset, retry := x[1+3*k], x[2+3*k], x[3+3*k]
-		lim := lims[k]
-		switch {
-		case rem < 0 || rem > int64(lim),
-			reset < 0 || reset > maxUs,
-			retry < -1 || retry > maxUs,
-			allowed == 1 && retry != 0,
-			n > 0 && (retry == -1) != (n > lim):
-			return shardlimit.Result{}, fmt.Errorf("%w: inconsistent decision %v (rate %d, limit %d, cost %d)", ErrBadReply, arr, k, lim, n)
-		}
-		o := rateOutcome{limit: lim, window: rt.window, remaining: int(rem), reset: time.Duration(reset) * time.Microsecond}
-		if retry == -1 {
-			o.retry = shardlimit.Never
-		} else {
-			o.retry = time.Duration(retry) * time.Microsecond
+		o, ok := decodeRate([3]int64(x[1+3*k:4+3*k]), allowed == 1, n, lims[k], rt.window)
+		if !ok {
+			return shardlimit.Result{}, fmt.Errorf("%w: inconsistent decision %v (rate %d, limit %d, cost %d)", ErrBadReply, arr, k, lims[k], n)
 		}
 		out[k] = o
 	}
 	return bind(allowed == 1, out[:len(rates)]), nil
+}
+
+// replyInts checks that v is an array of want integers and returns it,
+// and its integers in the first want elements of x.
+func replyInts(v any, want int) (arr []any, x [1 + 3*shardlimit.MaxRates]int64, err error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != want {
+		return nil, x, fmt.Errorf("%w: got %T %v, want an array of %d integers", ErrBadReply, v, v, want)
+	}
+	for i, el := range arr {
+		if x[i], ok = el.(int64); !ok {
+			return nil, x, fmt.Errorf("%w: element %d is %T, want an integer", ErrBadReply, i, el)
+		}
+	}
+	return arr, x, nil
+}
+
+// decodeRate converts one rate's part of a decision reply, {remaining,
+// reset_us, retry_us} (retry_us -1: never), for cost n under limit lim, and
+// reports whether it is in range and consistent with n, lim and the
+// decision (allowed).
+func decodeRate(v [3]int64, allowed bool, n, lim int, window time.Duration) (rateOutcome, bool) {
+	const maxUs = int64(1<<63-1) / int64(time.Microsecond)
+	rem, reset, retry := v[0], v[1], v[2]
+	switch {
+	case rem < 0 || rem > int64(lim),
+		reset < 0 || reset > maxUs,
+		retry < -1 || retry > maxUs,
+		allowed && retry != 0,
+		n > 0 && (retry == -1) != (n > lim):
+		return rateOutcome{}, false
+	}
+	o := rateOutcome{limit: lim, window: window, remaining: int(rem), reset: time.Duration(reset) * time.Microsecond}
+	if retry == -1 {
+		o.retry = shardlimit.Never
+	} else {
+		o.retry = time.Duration(retry) * time.Microsecond
+	}
+	return o, true
 }
 
 // rateOutcome is one rate's side of a decision.
