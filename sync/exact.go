@@ -166,56 +166,23 @@ func NewExact(client RedisClient, cfg ExactConfig) (*Exact, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: nil redis client", shardlimit.ErrInvalidConfig)
 	}
-	e := &Exact{client: client, limits: make(map[string]limitSet)}
-	switch cfg.Algorithm {
-	case shardlimit.FixedWindow:
-		e.script = fixedScript
-	case shardlimit.SlidingCounter:
-		e.script = counterScript
-	case shardlimit.GCRA:
-		e.script = gcraScript
-	case shardlimit.SlidingLog:
-		return nil, fmt.Errorf("%w: the sliding log has no exact mode; use SlidingCounter", shardlimit.ErrInvalidConfig)
-	default:
-		return nil, fmt.Errorf("%w: unknown algorithm %d", shardlimit.ErrInvalidConfig, int(cfg.Algorithm))
+	script, err := scriptFor(cfg.Algorithm)
+	if err != nil {
+		return nil, err
 	}
+	e := &Exact{client: client, script: script, limits: make(map[string]limitSet)}
 	if err := e.configure(&cfg); err != nil {
 		return nil, err
 	}
-	// Validate the limiter fields and fill their defaults by building a
-	// limiter: the fallback, or a throwaway one without a janitor.
-	var full shardlimit.Config
-	switch {
-	case cfg.Policy == FallbackLocal && cfg.Fallback == nil:
-		fb, err := shardlimit.New(cfg.Config)
-		if err != nil {
-			return nil, err
-		}
-		e.fallback, e.ownFb, full = fb, true, fb.Config()
-	default:
-		probe := cfg.Config
-		probe.JanitorInterval = -1
-		tmp, err := shardlimit.New(probe)
-		if err != nil {
-			return nil, err
-		}
-		full = tmp.Config()
-		full.JanitorInterval = cfg.JanitorInterval
-		_ = tmp.Close()
-		if cfg.Policy == FallbackLocal {
-			e.fallback = cfg.Fallback
-		}
-	}
-	e.cfg = full
-	if err := e.setRates(); err != nil {
-		e.closeFallback()
+	if err := e.configureLimiter(&cfg); err != nil {
 		return nil, err
 	}
-	if cfg.Policy == FallbackLocal && cfg.Fallback != nil {
-		if err := e.checkFallback(cfg.Fallback.Config()); err != nil {
-			return nil, err
-		}
-	}
+	e.start()
+	return e, nil
+}
+
+// start starts the background goroutine (see run).
+func (e *Exact) start() {
 	e.trip = make(chan error, 1)
 	e.stop = make(chan struct{})
 	e.done = make(chan struct{})
@@ -223,7 +190,6 @@ func NewExact(client RedisClient, cfg ExactConfig) (*Exact, error) {
 	e.loopCtx, e.loopCancel = context.WithCancel(context.Background())
 	e.backoff.Store(int64(e.probeMin))
 	go e.run()
-	return e, nil
 }
 
 // StateKeys returns the Redis keys holding key's state, one per rate in

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/shardlimit/shardlimit"
 )
 
@@ -154,56 +155,121 @@ func windowsOf(rs []shardlimit.Rate) []time.Duration {
 	return w
 }
 
+// scriptFor returns the decision script of algorithm alg, or an error
+// wrapping shardlimit.ErrInvalidConfig if alg has no exact mode.
+func scriptFor(alg shardlimit.Algorithm) (*redis.Script, error) {
+	switch alg {
+	case shardlimit.FixedWindow:
+		return fixedScript, nil
+	case shardlimit.SlidingCounter:
+		return counterScript, nil
+	case shardlimit.GCRA:
+		return gcraScript, nil
+	case shardlimit.SlidingLog:
+		return nil, fmt.Errorf("%w: the sliding log has no exact mode; use SlidingCounter", shardlimit.ErrInvalidConfig)
+	}
+	return nil, fmt.Errorf("%w: unknown algorithm %d", shardlimit.ErrInvalidConfig, int(alg))
+}
+
+// configureLimiter validates cfg.Config and applies it with its defaults
+// filled in: e.cfg, the fallback (cfg.Fallback, or one built here under
+// FallbackLocal), the rates and the default limits. It requires
+// e.configure done (the policy).
+func (e *Exact) configureLimiter(cfg *ExactConfig) error {
+	full, err := e.fillConfig(cfg)
+	if err != nil {
+		return err
+	}
+	e.cfg = full
+	if err := e.setRates(); err != nil {
+		e.closeFallback()
+		return err
+	}
+	if e.policy == FallbackLocal && cfg.Fallback != nil {
+		return e.checkFallback(cfg.Fallback.Config())
+	}
+	return nil
+}
+
+// fillConfig validates cfg.Config and returns it with its defaults filled
+// in, by building a limiter: the fallback, which it sets in e, or a
+// throwaway one without a janitor.
+func (e *Exact) fillConfig(cfg *ExactConfig) (shardlimit.Config, error) {
+	if e.policy == FallbackLocal && cfg.Fallback == nil {
+		fb, err := shardlimit.New(cfg.Config)
+		if err != nil {
+			return shardlimit.Config{}, err
+		}
+		e.fallback, e.ownFb = fb, true
+		return fb.Config(), nil
+	}
+	probe := cfg.Config
+	probe.JanitorInterval = -1
+	tmp, err := shardlimit.New(probe)
+	if err != nil {
+		return shardlimit.Config{}, err
+	}
+	full := tmp.Config()
+	full.JanitorInterval = cfg.JanitorInterval
+	_ = tmp.Close()
+	if e.policy == FallbackLocal {
+		e.fallback = cfg.Fallback
+	}
+	return full, nil
+}
+
 // configure validates and applies the fields of cfg outside its Config.
 func (e *Exact) configure(cfg *ExactConfig) error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{shardlimit.ErrInvalidConfig}, args...)...)
-	}
-	e.prefix = cfg.Prefix
-	if e.prefix == "" {
-		e.prefix = DefaultPrefix
-	}
+	e.prefix = cmp0(cfg.Prefix, DefaultPrefix)
 	if err := checkPrefix(e.prefix); err != nil {
 		return err
 	}
-	e.timeout = cfg.Timeout
-	if e.timeout == 0 {
-		e.timeout = DefaultTimeout
-	}
-	if e.timeout < time.Millisecond || e.timeout > time.Minute {
-		return bad("timeout %v outside [1ms, 1m]", e.timeout)
+	e.timeout = cmp0(cfg.Timeout, DefaultTimeout)
+	if err := checkSpan("timeout", e.timeout, time.Millisecond, time.Minute, "[1ms, 1m]"); err != nil {
+		return err
 	}
 	e.degrade = cmp0(cfg.DegradeAfter, DefaultDegradeAfter)
-	if e.degrade < 0 || e.degrade > time.Minute {
-		return bad("degrade after %v outside [1ns, 1m]", e.degrade)
+	if err := checkSpan("degrade after", e.degrade, time.Nanosecond, time.Minute, "[1ns, 1m]"); err != nil {
+		return err
 	}
 	if cfg.Policy < FallbackLocal || cfg.Policy > FailClosed {
-		return bad("unknown failure policy %d", int(cfg.Policy))
+		return fmt.Errorf("%w: unknown failure policy %d", shardlimit.ErrInvalidConfig, int(cfg.Policy))
 	}
 	e.policy = cfg.Policy
-	e.probeMin = cfg.ProbeInterval
-	if e.probeMin == 0 {
-		e.probeMin = DefaultProbeInterval
-	}
-	if e.probeMin < time.Millisecond || e.probeMin > time.Hour {
-		return bad("probe interval %v outside [1ms, 1h]", e.probeMin)
-	}
-	e.probeMax = cfg.MaxProbeInterval
-	if e.probeMax == 0 {
-		e.probeMax = max(DefaultMaxProbeInterval, e.probeMin)
-	}
-	if e.probeMax < e.probeMin || e.probeMax > time.Hour {
-		return bad("max probe interval %v outside [%v, 1h]", e.probeMax, e.probeMin)
-	}
 	e.onChange = cfg.OnStateChange
+	return e.configureProbe(cfg)
+}
+
+// configureProbe validates and applies the fields of cfg that pace the
+// background goroutine: the reconnect probe and the eviction check.
+func (e *Exact) configureProbe(cfg *ExactConfig) error {
+	e.probeMin = cmp0(cfg.ProbeInterval, DefaultProbeInterval)
+	if err := checkSpan("probe interval", e.probeMin, time.Millisecond, time.Hour, "[1ms, 1h]"); err != nil {
+		return err
+	}
+	e.probeMax = cmp0(cfg.MaxProbeInterval, max(DefaultMaxProbeInterval, e.probeMin))
+	if err := checkSpan("max probe interval", e.probeMax, e.probeMin, time.Hour, fmt.Sprintf("[%v, 1h]", e.probeMin)); err != nil {
+		return err
+	}
 	every := cmp0(cfg.EvictionCheck, DefaultEvictionCheck)
-	if every > time.Hour || every >= 0 && every < time.Millisecond {
-		return bad("eviction check %v outside [1ms, 1h]", every)
+	if every >= 0 { // negative: never
+		if err := checkSpan("eviction check", every, time.Millisecond, time.Hour, "[1ms, 1h]"); err != nil {
+			return err
+		}
 	}
 	var why error
 	if !canReadEviction(e.client) {
 		why = errNoInfo
 	}
 	e.watch = newEvictionWatch(every, why)
+	return nil
+}
+
+// checkSpan returns an error wrapping shardlimit.ErrInvalidConfig unless d
+// is in [lo, hi]; span spells that range in the message, field names d.
+func checkSpan(field string, d, lo, hi time.Duration, span string) error {
+	if d < lo || d > hi {
+		return fmt.Errorf("%w: %s %v outside %s", shardlimit.ErrInvalidConfig, field, d, span)
+	}
 	return nil
 }
