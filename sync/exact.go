@@ -206,11 +206,14 @@ func (e *Exact) StateKeys(key string) []string {
 	return keys
 }
 
+// The decision methods are spelled over one another so that each rule has
+// one place: AllowNow reads the Clock, AllowN supplies the background
+// context, the []byte twins convert the key, and AllowNContext and Peek
+// call decide, the one body of every decision.
+
 // Allow reports whether one request for key may happen now. It is
 // AllowN(key, Config.Clock.Now(), 1).Allowed.
-func (e *Exact) Allow(key string) bool {
-	return e.decide(context.Background(), key, e.cfg.Clock.Now(), 1, true).Allowed
-}
+func (e *Exact) Allow(key string) bool { return e.AllowNow(key, 1).Allowed }
 
 // AllowN decides whether n units for key may happen, consuming them if so,
 // by one script call in Redis at the Redis server's time; now is used only
@@ -219,7 +222,7 @@ func (e *Exact) Allow(key string) bool {
 // limiter ErrClosed (in Result.Err). Redis failures never appear in
 // Result.Err: the FailurePolicy decides instead.
 func (e *Exact) AllowN(key string, now time.Time, n int) shardlimit.Result {
-	return e.decide(context.Background(), key, now, n, true)
+	return e.AllowNContext(context.Background(), key, now, n)
 }
 
 // AllowNContext is AllowN bounded by ctx as well as by the configured
@@ -232,31 +235,23 @@ func (e *Exact) AllowNContext(ctx context.Context, key string, now time.Time, n 
 // AllowNow is AllowN at the configured Clock (used only by the local
 // fallback).
 func (e *Exact) AllowNow(key string, n int) shardlimit.Result {
-	return e.decide(context.Background(), key, e.cfg.Clock.Now(), n, true)
-}
-
-// AllowBytesNow is AllowNow for a []byte key. It allocates the key's
-// string and never retains key.
-func (e *Exact) AllowBytesNow(key []byte, n int) shardlimit.Result {
-	return e.AllowNow(string(key), n)
-}
-
-// AllowBytes is Allow for a []byte key. It allocates the key's string.
-func (e *Exact) AllowBytes(key []byte) bool {
-	return e.Allow(string(key))
+	return e.AllowN(key, e.cfg.Clock.Now(), n)
 }
 
 // AllowAt is AllowN(key, now, 1).Allowed: decided in Redis at the Redis
 // server's time, now used only by the local fallback.
-func (e *Exact) AllowAt(key string, now time.Time) bool {
-	return e.AllowN(key, now, 1).Allowed
-}
+func (e *Exact) AllowAt(key string, now time.Time) bool { return e.AllowN(key, now, 1).Allowed }
+
+// AllowBytes is Allow for a []byte key. It allocates the key's string.
+func (e *Exact) AllowBytes(key []byte) bool { return e.Allow(string(key)) }
+
+// AllowBytesNow is AllowNow for a []byte key. It allocates the key's
+// string and never retains key.
+func (e *Exact) AllowBytesNow(key []byte, n int) shardlimit.Result { return e.AllowNow(string(key), n) }
 
 // AllowBytesAt is AllowAt for a []byte key. It allocates the key's string
 // and never retains key.
-func (e *Exact) AllowBytesAt(key []byte, now time.Time) bool {
-	return e.AllowN(string(key), now, 1).Allowed
-}
+func (e *Exact) AllowBytesAt(key []byte, now time.Time) bool { return e.AllowAt(string(key), now) }
 
 // AllowBytesN is AllowN for a []byte key. It allocates the key's string
 // and never retains key.
