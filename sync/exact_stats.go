@@ -1,8 +1,6 @@
 package sync
 
-import (
-	"github.com/shardlimit/shardlimit"
-)
+import "github.com/shardlimit/shardlimit"
 
 // ExactStats are an Exact limiter's cumulative counters since construction.
 type ExactStats struct {
