@@ -182,51 +182,70 @@ func (s *respScanner) done() {
 // scan follows b, the next bytes of the stream.
 func (s *respScanner) scan(b []byte) error {
 	for i := 0; i < len(b); i++ {
+		var err error
 		switch s.state {
 		case scanType:
-			if err := s.charge(1); err != nil {
-				return err
-			}
-			s.kind = b[i]
-			switch s.kind {
-			case '+', '-', ':', ',', '#', '(', '_':
-				s.state = scanLine
-			case '$', '=', '!', '*', '~', '>', '%', '|':
-				s.state, s.num, s.neg, s.cr, s.digits = scanNum, 0, false, false, 0
-			default:
-				return s.fail("unknown reply type %q", s.kind)
-			}
+			err = s.start(b[i])
 		case scanLine:
-			// Charge the whole line at once: a line never breaks in a
-			// way that matters, only its length does.
-			j := i
-			for j < len(b) && b[j] != '\n' {
-				j++
-			}
-			if err := s.charge(int64(j - i + 1)); err != nil {
-				return err
-			}
-			i = j
-			if j < len(b) {
-				s.done()
-			}
+			i, err = s.line(b, i)
 		case scanNum:
-			if err := s.charge(1); err != nil {
-				return err
-			}
-			if err := s.header(b[i]); err != nil {
-				return err
+			if err = s.charge(1); err == nil {
+				err = s.header(b[i])
 			}
 		case scanBulk:
-			k := min(int64(len(b)-i), s.skip)
-			s.skip -= k
-			i += int(k) - 1
-			if s.skip == 0 {
-				s.done()
-			}
+			i = s.bulk(b, i)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// start takes c, the type byte of the next value.
+func (s *respScanner) start(c byte) error {
+	if err := s.charge(1); err != nil {
+		return err
+	}
+	s.kind = c
+	switch c {
+	case '+', '-', ':', ',', '#', '(', '_':
+		s.state = scanLine
+	case '$', '=', '!', '*', '~', '>', '%', '|':
+		s.state, s.num, s.neg, s.cr, s.digits = scanNum, 0, false, false, 0
+	default:
+		return s.fail("unknown reply type %q", c)
+	}
+	return nil
+}
+
+// line follows a simple line from b[i] up to its '\n' or the end of b,
+// and returns the index of the last byte it took.
+func (s *respScanner) line(b []byte, i int) (int, error) {
+	// Charge the whole line at once: a line never breaks in a way that
+	// matters, only its length does.
+	j := i
+	for j < len(b) && b[j] != '\n' {
+		j++
+	}
+	if err := s.charge(int64(j - i + 1)); err != nil {
+		return j, err
+	}
+	if j < len(b) {
+		s.done()
+	}
+	return j, nil
+}
+
+// bulk skips the bulk payload (and CRLF) left from b[i] on, and returns
+// the index of the last byte it took.
+func (s *respScanner) bulk(b []byte, i int) int {
+	k := min(int64(len(b)-i), s.skip)
+	s.skip -= k
+	if s.skip == 0 {
+		s.done()
+	}
+	return i + int(k) - 1
 }
 
 // header takes the next byte c of a length header.
@@ -249,6 +268,12 @@ func (s *respScanner) header(c byte) error {
 	default:
 		return s.fail("bad length in a %q header", s.kind)
 	}
+	return s.length()
+}
+
+// length acts on a length header just read (s.num, s.neg): a null, a bulk
+// string's payload to skip or an aggregate to open.
+func (s *respScanner) length() error {
 	if s.neg {
 		if s.num != 1 {
 			return s.fail("length -%d in a %q header", s.num, s.kind)
@@ -268,6 +293,11 @@ func (s *respScanner) header(c byte) error {
 	if s.kind == '%' || s.kind == '|' {
 		n *= 2
 	}
+	return s.open(n)
+}
+
+// open starts an aggregate of n elements, charging each elemBytes.
+func (s *respScanner) open(n int64) error {
 	if n > s.max/elemBytes {
 		return s.charge(s.max + 1)
 	}

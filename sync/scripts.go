@@ -173,18 +173,23 @@ local function limits()
 end
 `
 
-// fixedScript decides a request by the fixed window counter.
-//
-//	KEYS[k]  hash {w = window id, c = units admitted in window w}
-//	ARGV     n, consume, now; per rate: limit, window (us)
-//	returns  {allowed, per rate: remaining, reset (us), retry (us; -1 never)}
-var fixedScript = redis.NewScript(decisionLib + `
+// windowHead starts the decision scripts whose rates take two arguments,
+// limit and window: it reads n, consume, lim, W, R (the count of rates)
+// and now, or returns badargs().
+const windowHead = `
 local n, consume = head(2)
 if not n then return badargs() end
 local lim, W = limits()
 if not lim then return badargs() end
 local R = #KEYS
-local now = clock(ARGV[3])
+local now = clock(ARGV[3])`
+
+// fixedScript decides a request by the fixed window counter.
+//
+//	KEYS[k]  hash {w = window id, c = units admitted in window w}
+//	ARGV     n, consume, now; per rate: limit, window (us)
+//	returns  {allowed, per rate: remaining, reset (us), retry (us; -1 never)}
+var fixedScript = redis.NewScript(decisionLib + windowHead + `
 -- Every rate's window and usage at now; nothing is written before all fit.
 local id, used = {}, {}
 local fits = true
@@ -358,13 +363,7 @@ return out
 //	KEYS[k]  hash {t = TAT (us), r = fraction in 1/l us, l = limit}
 //	ARGV     n, consume, now; per rate: limit, window (us)
 //	returns  {allowed, per rate: remaining, reset (us), retry (us; -1 never)}
-var gcraScript = redis.NewScript(decisionLib + `
-local n, consume = head(2)
-if not n then return badargs() end
-local lim, W = limits()
-if not lim then return badargs() end
-local R = #KEYS
-local now = clock(ARGV[3])
+var gcraScript = redis.NewScript(decisionLib + windowHead + `
 -- Every rate's TAT at now, and after n more units if they fit; nothing is
 -- written before all fit.
 local tat, rem, ntat, nrem, fit = {}, {}, {}, {}, {}

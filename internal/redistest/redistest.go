@@ -332,7 +332,8 @@ func (s *Server) Pid() int {
 }
 
 // Monitor collects the commands a Redis receives, through MONITOR on a
-// connection of its own.
+// connection of its own, but for Sync's markers and the handshake (HELLO)
+// of Do's connections.
 type Monitor struct {
 	addr string
 	conn net.Conn
@@ -365,7 +366,7 @@ func StartMonitor(t testing.TB, addr string) *Monitor {
 	_ = c.SetDeadline(time.Now().Add(DoTimeout))
 	r := bufio.NewReader(c)
 	if _, err := c.Write(AppendCommand(nil, "MONITOR")); err == nil {
-		_, err = ReadReply(r)
+		err = readOK(r)
 	}
 	if err != nil {
 		c.Close()
@@ -388,15 +389,20 @@ func (m *Monitor) read(r *bufio.Reader) {
 			m.mu.Unlock()
 			return
 		}
-		if args, ok := ParseMonitorLine(line); ok {
-			m.mu.Lock()
-			if len(args) == 2 && strings.EqualFold(args[0], "ECHO") && strings.HasPrefix(args[1], syncMarker) {
-				m.synced[args[1]] = len(m.cmds)
-			} else {
-				m.cmds = append(m.cmds, args)
-			}
-			m.mu.Unlock()
+		from, args, ok := parseMonitorLine(line)
+		if !ok {
+			continue
 		}
+		m.mu.Lock()
+		switch {
+		case len(args) == 2 && strings.EqualFold(args[0], "ECHO") && strings.HasPrefix(args[1], syncMarker):
+			m.synced[args[1]] = len(m.cmds)
+		case strings.EqualFold(args[0], "HELLO") && doConns.has(from):
+			// Do's handshake: not the test's.
+		default:
+			m.cmds = append(m.cmds, args)
+		}
+		m.mu.Unlock()
 	}
 }
 
@@ -444,6 +450,15 @@ func (m *Monitor) Sync(t testing.TB) [][]string {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// readOK reads a reply that must be +OK.
+func readOK(r *bufio.Reader) error {
+	line, err := readLine(r)
+	if err == nil && line != "+OK" {
+		err = fmt.Errorf("redistest: replied %q, want +OK", line)
+	}
+	return err
 }
 
 // Stop ends the capture and returns every command collected. It is

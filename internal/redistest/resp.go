@@ -2,40 +2,95 @@ package redistest
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
-
-// RespError is an error reply ("-ERR ...") read by Do.
-type RespError string
-
-// Error returns the reply's text.
-func (e RespError) Error() string { return string(e) }
 
 // DoTimeout bounds one Do call: dial, write and read.
 const DoTimeout = 5 * time.Second
 
-// Do sends one command to the Redis at addr over a fresh connection and
-// returns its reply: string (simple or bulk), nil (null), int64, []any, or
-// a RespError as the error. It needs no client library, so helpers can use
-// it on nodes a go-redis client would route around. Safe for concurrent
-// use; bounded by DoTimeout.
+// Do sends one command to the Redis at addr over a fresh connection of a
+// go-redis client of its own (RESP2, no retry, no routing, so helpers can
+// use it on nodes a Cluster client would route around) and returns its
+// reply: string (simple or bulk), nil (null), int64, []any, or an error
+// reply as the error (a redis.Error). The client's handshake (HELLO) is
+// left out of what a Monitor collects. Safe for concurrent use; bounded by
+// DoTimeout.
 func Do(addr string, args ...string) (any, error) {
-	c, err := net.DialTimeout("tcp", addr, DoTimeout)
-	if err != nil {
-		return nil, err
-	}
+	var d net.Dialer
+	c := redis.NewClient(&redis.Options{
+		Addr:            addr,
+		Protocol:        2,
+		DisableIdentity: true,
+		MaxRetries:      -1,
+		PoolSize:        1,
+		DialTimeout:     DoTimeout,
+		ReadTimeout:     DoTimeout,
+		WriteTimeout:    DoTimeout,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := d.DialContext(ctx, network, addr)
+			if err == nil {
+				doConns.add(conn.LocalAddr().String())
+			}
+			return conn, err
+		},
+	})
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(DoTimeout))
-	if _, err := c.Write(AppendCommand(nil, args...)); err != nil {
-		return nil, err
+	ctx, cancel := context.WithTimeout(context.Background(), DoTimeout)
+	defer cancel()
+	cmd := make([]any, len(args))
+	for i, a := range args {
+		cmd[i] = a
 	}
-	return ReadReply(bufio.NewReader(c))
+	v, err := c.Do(ctx, cmd...).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	return v, err
+}
+
+// doConns holds the local addresses of Do's connections of the last
+// minute, so that a Monitor can leave out their handshake.
+var doConns connSet
+
+// connSet is a set of local addresses, each kept a minute (a closed
+// connection's port is not reused sooner: TIME_WAIT).
+type connSet struct {
+	mu sync.Mutex
+	at map[string]time.Time // address -> when added
+}
+
+func (s *connSet) add(addr string) {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.at == nil {
+		s.at = map[string]time.Time{}
+	}
+	if len(s.at) >= 1024 {
+		for a, t := range s.at {
+			if now.Sub(t) > time.Minute {
+				delete(s.at, a)
+			}
+		}
+	}
+	s.at[addr] = now
+}
+
+func (s *connSet) has(addr string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.at[addr]
+	return ok
 }
 
 // DoString is Do for a command whose reply is a string.
@@ -85,67 +140,6 @@ func readLine(r *bufio.Reader) (string, error) {
 	return line[:len(line)-2], nil
 }
 
-// ReadReply reads one RESP2 reply (RESP3 maps, sets and doubles are read as
-// arrays and strings).
-func ReadReply(r *bufio.Reader) (any, error) {
-	line, err := readLine(r)
-	if err != nil {
-		return nil, err
-	}
-	if line == "" {
-		return nil, errors.New("redistest: empty reply line")
-	}
-	body := line[1:]
-	switch line[0] {
-	case '+', ',':
-		return body, nil
-	case '-':
-		return nil, RespError(body)
-	case ':':
-		return strconv.ParseInt(body, 10, 64)
-	case '_':
-		return nil, nil
-	case '$':
-		n, err := strconv.Atoi(body)
-		if err != nil || n > maxBulk {
-			return nil, fmt.Errorf("redistest: bad bulk length %q", body)
-		}
-		if n < 0 {
-			return nil, nil
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return nil, err
-		}
-		return string(buf[:n]), nil
-	case '*', '~', '%':
-		n, err := strconv.Atoi(body)
-		if err != nil || n > maxBulk {
-			return nil, fmt.Errorf("redistest: bad array length %q", body)
-		}
-		if n < 0 {
-			return nil, nil
-		}
-		if line[0] == '%' {
-			n *= 2
-		}
-		arr := make([]any, n)
-		for i := range arr {
-			v, err := ReadReply(r)
-			var re RespError
-			if err != nil && !errors.As(err, &re) {
-				return nil, err
-			}
-			if err != nil {
-				v = re
-			}
-			arr[i] = v
-		}
-		return arr, nil
-	}
-	return nil, fmt.Errorf("redistest: unknown reply type %q", line)
-}
-
 // ReadCommand reads one client command: a RESP array of bulk strings, or an
 // inline command (space-separated words on one line).
 func ReadCommand(r *bufio.Reader) ([]string, error) {
@@ -189,57 +183,81 @@ func ReadCommand(r *bufio.Reader) ([]string, error) {
 // into the command's arguments, undoing Redis's quoting (\", \\, \n, \r,
 // \t, \a, \b, \xHH). It returns ok false for a line that is not a command.
 func ParseMonitorLine(line string) (args []string, ok bool) {
+	_, args, ok = parseMonitorLine(line)
+	return args, ok
+}
+
+// parseMonitorLine is ParseMonitorLine; it also returns the address of the
+// client that sent the command ("127.0.0.1:5555"; "lua" inside a script).
+func parseMonitorLine(line string) (from string, args []string, ok bool) {
 	i := strings.Index(line, "] ")
 	if i < 0 {
-		return nil, false
+		return "", nil, false
 	}
+	from = line[strings.LastIndexByte(line[:i], ' ')+1 : i]
 	s := line[i+2:]
 	for len(s) > 0 {
 		if s[0] == ' ' {
 			s = s[1:]
 			continue
 		}
-		if s[0] != '"' {
-			return nil, false
+		var arg string
+		if arg, s, ok = unquote(s); !ok {
+			return "", nil, false
 		}
-		var b strings.Builder
-		j := 1
-		for ; j < len(s) && s[j] != '"'; j++ {
-			c := s[j]
-			if c != '\\' || j+1 >= len(s) {
-				b.WriteByte(c)
-				continue
-			}
-			j++
-			switch s[j] {
-			case 'n':
-				b.WriteByte('\n')
-			case 'r':
-				b.WriteByte('\r')
-			case 't':
-				b.WriteByte('\t')
-			case 'a':
-				b.WriteByte('\a')
-			case 'b':
-				b.WriteByte('\b')
-			case 'x':
-				if j+2 < len(s) {
-					if v, err := strconv.ParseUint(s[j+1:j+3], 16, 8); err == nil {
-						b.WriteByte(byte(v))
-						j += 2
-						continue
-					}
-				}
-				b.WriteByte('x')
-			default:
-				b.WriteByte(s[j])
-			}
-		}
-		if j >= len(s) {
-			return nil, false
-		}
-		args = append(args, b.String())
-		s = s[j+1:]
+		args = append(args, arg)
 	}
-	return args, len(args) > 0
+	return from, args, len(args) > 0
+}
+
+// unquote takes the quoted argument that s starts with and returns it
+// unquoted and the rest of s after its closing quote, or ok false if s
+// does not start with a quoted argument.
+func unquote(s string) (arg, rest string, ok bool) {
+	if s == "" || s[0] != '"' {
+		return "", "", false
+	}
+	var b strings.Builder
+	j := 1
+	for ; j < len(s) && s[j] != '"'; j++ {
+		if s[j] != '\\' || j+1 >= len(s) {
+			b.WriteByte(s[j])
+			continue
+		}
+		j++
+		j += unescape(&b, s, j)
+	}
+	if j >= len(s) {
+		return "", "", false
+	}
+	return b.String(), s[j+1:], true
+}
+
+// unescape writes the byte of the escape sequence whose letter is s[j] (the
+// one after a backslash) to b and returns how many bytes after s[j] it
+// took: 2 for \xHH, else 0.
+func unescape(b *strings.Builder, s string, j int) int {
+	switch s[j] {
+	case 'n':
+		b.WriteByte('\n')
+	case 'r':
+		b.WriteByte('\r')
+	case 't':
+		b.WriteByte('\t')
+	case 'a':
+		b.WriteByte('\a')
+	case 'b':
+		b.WriteByte('\b')
+	case 'x':
+		if j+2 < len(s) {
+			if v, err := strconv.ParseUint(s[j+1:j+3], 16, 8); err == nil {
+				b.WriteByte(byte(v))
+				return 2
+			}
+		}
+		b.WriteByte('x')
+	default:
+		b.WriteByte(s[j])
+	}
+	return 0
 }

@@ -1,0 +1,74 @@
+package sync
+
+import (
+	"time"
+
+	"github.com/shardlimit/shardlimit"
+)
+
+// byPolicy decides without Redis, under the limits lims.
+func (e *Exact) byPolicy(key string, now time.Time, n int, lims *limitSet, consume bool) shardlimit.Result {
+	if e.policy == FallbackLocal {
+		if consume {
+			return e.fallback.AllowN(key, now, n)
+		}
+		return e.fallback.Peek(key, now, n)
+	}
+	var out [shardlimit.MaxRates]rateOutcome
+	allowed := true
+	for k, rt := range e.rates {
+		lim := lims[k]
+		o := rateOutcome{limit: lim, window: rt.window}
+		if n > lim {
+			o.retry, allowed = shardlimit.Never, false
+		}
+		out[k] = o
+	}
+	rs := out[:len(e.rates)]
+	if e.policy == FailOpen {
+		// Every rate as a fresh key's.
+		for k := range rs {
+			rs[k].remaining = rs[k].limit
+			if allowed {
+				rs[k].remaining -= n
+			}
+		}
+		return bind(allowed, rs)
+	}
+	// FailClosed: no room anywhere, the probe's delay as the wait.
+	if n == 0 {
+		return bind(true, rs)
+	}
+	wait := time.Duration(e.backoff.Load())
+	for k := range rs {
+		if rs[k].retry == 0 {
+			rs[k].retry, rs[k].reset = wait, wait
+		}
+	}
+	return bind(false, rs)
+}
+
+func (e *Exact) closeFallback() {
+	if e.ownFb && e.fallback != nil {
+		_ = e.fallback.Close()
+	}
+}
+
+// Len returns the number of keys the local fallback holds (0 without one).
+// Keys in Redis are not counted: that would need a SCAN; they expire by
+// their TTL.
+func (e *Exact) Len() int {
+	if e.fallback == nil {
+		return 0
+	}
+	return e.fallback.Len()
+}
+
+// Sweep evicts idle keys of the local fallback and returns how many; Redis
+// keys expire by their TTL. 0 without a fallback.
+func (e *Exact) Sweep(now time.Time) int {
+	if e.fallback == nil || e.closed.Load() {
+		return 0
+	}
+	return e.fallback.Sweep(now)
+}

@@ -1,0 +1,58 @@
+package sync
+
+import "github.com/shardlimit/shardlimit"
+
+// ExactStats are an Exact limiter's cumulative counters since construction.
+type ExactStats struct {
+	State           State  // state now
+	Calls           uint64 // decision scripts sent to Redis
+	Errors          uint64 // of which failed (any error, including timeouts)
+	Timeouts        uint64 // of which timed out
+	BadReplies      uint64 // of which the store's reply was unreadable (ErrBadReply)
+	PolicyDecisions uint64 // decisions made by the FailurePolicy
+	Trips           uint64 // changes Healthy -> Degraded
+	Recoveries      uint64 // changes Degraded -> Healthy
+	Probes          uint64 // reconnect probes sent
+	ProbeFailures   uint64 // of which failed
+
+	// LastError is the most recent failure of a call to Redis, nil if
+	// there was none. It wraps ErrUnavailable, ErrRejected or ErrBadReply
+	// and the error that caused it. Failures that do not degrade the
+	// limiter (a reply that cannot be read, an error reply) are reported
+	// here and in Errors and BadReplies: the call is decided by the
+	// FailurePolicy.
+	LastError error
+
+	// Eviction is what the limiter knows of Redis's key eviction.
+	Eviction Eviction
+}
+
+// Stats returns the counts of decisions of positive cost this limiter made
+// (by Redis or by the policy); Keys, Evicted and Refused are the fallback's.
+func (e *Exact) Stats() shardlimit.Stats {
+	st := shardlimit.Stats{Allowed: e.allowed.Load(), Denied: e.denied.Load()}
+	if e.fallback != nil {
+		fs := e.fallback.Stats()
+		st.Keys, st.Evicted, st.Refused = fs.Keys, fs.Evicted, fs.Refused
+	}
+	return st
+}
+
+// ExactStats returns the counters of the Redis path and the failure
+// policy.
+func (e *Exact) ExactStats() ExactStats {
+	return ExactStats{
+		State:           State(e.state.Load()),
+		Calls:           e.calls.Load(),
+		Errors:          e.errs.Load(),
+		Timeouts:        e.timeouts.Load(),
+		BadReplies:      e.badReplies.Load(),
+		PolicyDecisions: e.policyDecs.Load(),
+		Trips:           e.trips.Load(),
+		Recoveries:      e.recoveries.Load(),
+		Probes:          e.probes.Load(),
+		ProbeFailures:   e.probeFails.Load(),
+		LastError:       e.lastErr.get(),
+		Eviction:        e.watch.stats(),
+	}
+}
