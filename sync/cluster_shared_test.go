@@ -1,9 +1,12 @@
 package sync
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	stdsync "sync"
 	"testing"
 	"time"
 
@@ -19,10 +22,12 @@ import (
 // minute and 1000 per hour), whose every script call reads 7 counters of
 // one rate:
 //
-//  1. one Allow for each of user:0 .. user:999, then two flushes: zero item
-//     errors (no CROSSSLOT), the script calls reached every master, every
-//     call's Redis keys carry one hash tag, and every key's counter (of
-//     each rate) is 1;
+//  1. one Allow for each of user:0 .. user:999, then flushes until every
+//     unit is applied: no error reply but refusals of a cluster still
+//     settling (CLUSTERDOWN, TRYAGAIN: never applied, so sent again; no
+//     CROSSSLOT), the script calls reached every master, every call's
+//     Redis keys carry one hash tag, and every key's counter (of each
+//     rate) is 1;
 //  2. a master is killed, then every key takes a second unit while the
 //     reconciler keeps flushing: the flushes for the dead master's slots
 //     fail until a replica has taken over, then recover on their own, and
@@ -42,6 +47,8 @@ func TestRedisClusterShared(t *testing.T) {
 		WriteTimeout:          2 * time.Second,
 	})
 	t.Cleanup(func() { _ = client.Close() })
+	replies := &errorReplies{}
+	client.AddHook(replies)
 	clock := shardlimit.NewManualClock(at(time.Second))
 	now := clock.Now()
 	s := newShared(t, client, SharedConfig{
@@ -93,15 +100,25 @@ func TestRedisClusterShared(t *testing.T) {
 			t.Fatalf("%s of two rates: %+v", k, r)
 		}
 	}
-	mustFlush(t, s)
-	mustFlush(t, s)
-	if st := s.SharedStats(); st.ItemErrors != 0 || st.Items != uint64(len(keys)) || st.SentUnits != uint64(len(keys)) {
-		t.Fatalf("stats after two flushes %+v", st)
-	}
-	mustFlush(t, two)
-	mustFlush(t, two)
-	if st := two.SharedStats(); st.ItemErrors != 0 || st.Items != 2*uint64(len(keys)) || st.SentUnits != 2*uint64(len(keys)) {
-		t.Fatalf("stats of two rates after two flushes %+v", st)
+	// Flushes until every unit sent is applied: a unit refused by a
+	// cluster still settling is sent again by the next flush.
+	for _, l := range []struct {
+		s    *Shared
+		want uint64
+	}{{s, uint64(len(keys))}, {two, 2 * uint64(len(keys))}} {
+		eventually(t, 60*time.Second, func() string {
+			_ = l.s.Flush(ctxT(t, 10*time.Second)) // its errors are in the stats and the replies
+			if msg := replies.unexpected(); msg != "" {
+				t.Fatal(msg)
+			}
+			if st := l.s.SharedStats(); st.SentUnits != l.want || st.Pending != 0 {
+				return fmt.Sprintf("stats after a flush %+v", st)
+			}
+			return ""
+		})
+		if st := l.s.SharedStats(); st.ItemErrors != 0 {
+			t.Logf("%d items refused by a cluster still settling, sent again: %v", st.ItemErrors, st.LastError)
+		}
 	}
 	if msg := twoCounters(1); msg != "" {
 		t.Fatal(msg)
@@ -176,6 +193,56 @@ func TestRedisClusterShared(t *testing.T) {
 	t.Logf("stats of two rates after the failover %+v", two.SharedStats())
 	if st.ItemErrors == 0 {
 		t.Error("no item failed while a master was dead: the test did not test the failover")
+	}
+}
+
+// errorReplies is a go-redis hook that records the error replies a client
+// got other than NOSCRIPT (answered by EVAL) and the refusals of a cluster
+// still settling (CLUSTERDOWN, TRYAGAIN), whose commands Redis did not
+// execute.
+type errorReplies struct {
+	mu   stdsync.Mutex
+	errs []string
+}
+
+func (h *errorReplies) record(cmds ...redis.Cmder) {
+	for _, c := range cmds {
+		err := c.Err()
+		var rerr redis.Error
+		if errors.Is(err, redis.Nil) || !errors.As(err, &rerr) || notSettled(err) || redis.HasErrorPrefix(err, "NOSCRIPT") {
+			continue
+		}
+		h.mu.Lock()
+		h.errs = append(h.errs, fmt.Sprintf("%v: %v", c.Args()[:min(3, len(c.Args()))], err))
+		h.mu.Unlock()
+	}
+}
+
+// unexpected returns the error replies recorded, "" if none.
+func (h *errorReplies) unexpected() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.errs) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d error replies, such as %s", len(h.errs), h.errs[0])
+}
+
+func (h *errorReplies) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *errorReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.record(cmd)
+		return err
+	}
+}
+
+func (h *errorReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		h.record(cmds...)
+		return err
 	}
 }
 
