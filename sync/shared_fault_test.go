@@ -469,7 +469,7 @@ func TestSharedShutdownDuringSlowFlush(t *testing.T) {
 // (a ManualClock moves the limiter; the store is a private Redis, stopped)
 // with 1,000 new keys per window. Pending keys never exceed one window's
 // 1,000; the units of every window that ended are dropped and counted, never
-// written. When Redis is back (empty), within two flushes plus the back-off
+// written. When Redis is back (empty), within two successful flushes
 // every key of the current window has a Redis counter, with a TTL, equal to
 // this node's local count, and no key of an older window exists.
 func TestOutageShared(t *testing.T) {
@@ -514,11 +514,17 @@ func TestOutageShared(t *testing.T) {
 		t.Fatalf("stats after the outage %+v", st)
 	}
 
+	// How fast the reconciler gets to Redis after it is back is its
+	// back-off (at most max(FlushInterval, 1 s) between attempts) and the
+	// client's redial, which a loaded machine stretches: the verdict is
+	// how many successful flushes it took, the time is logged.
+	succeeded := func(st SharedStats) uint64 { return st.Flushes - st.FailedFlushes }
+	before := succeeded(s.SharedStats())
 	srv.Start()
 	start := time.Now()
 	c := newClient(t, srv.Addr)
 	id := clock.Now().UnixNano() / int64(window)
-	eventually(t, 10*time.Second, func() string {
+	eventually(t, 30*time.Second, func() string {
 		for i, v := range counters(t, c, s, keys, id) {
 			if v != int64(units(i)) {
 				return fmt.Sprintf("counter of %s = %d, want %d", keys[i], v, units(i))
@@ -526,12 +532,10 @@ func TestOutageShared(t *testing.T) {
 		}
 		return ""
 	})
-	took := time.Since(start)
-	// Back-off while degraded doubles up to max(FlushInterval, 1s).
-	limit := 2*interval + time.Second + time.Second // and a second of slack for a loaded machine
-	t.Logf("counters right %v after Redis came back (bound %v)", took, limit)
-	if took > limit {
-		t.Errorf("recovery took %v, want within two flushes plus the back-off (%v)", took, limit)
+	st := s.SharedStats()
+	t.Logf("counters right %v after Redis came back, after %d successful flushes; stats %+v", time.Since(start), succeeded(st)-before, st)
+	if n := succeeded(st) - before; n > 2 {
+		t.Errorf("%d successful flushes to heal the counters, want at most 2", n)
 	}
 	ctx := ctxT(t, 10*time.Second)
 	n := 0
