@@ -43,18 +43,25 @@ func TestRedisClusterShared(t *testing.T) {
 		ContextTimeoutEnabled: true,
 		DialTimeout:           time.Second,
 		DialerRetries:         1,
-		ReadTimeout:           2 * time.Second,
-		WriteTimeout:          2 * time.Second,
+		// Bounded by each flush's context as well; not 2 s, which a
+		// loaded machine can take for one reply.
+		ReadTimeout:  10 * time.Second,
+		WriteTimeout: 10 * time.Second,
 	})
 	t.Cleanup(func() { _ = client.Close() })
 	replies := &errorReplies{}
 	client.AddHook(replies)
 	clock := shardlimit.NewManualClock(at(time.Second))
 	now := clock.Now()
+	const flushTimeout = time.Minute
 	s := newShared(t, client, SharedConfig{
 		Config:        shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 100, Window: time.Minute, Clock: clock},
 		FlushInterval: 50 * time.Millisecond,
-		FlushTimeout:  5 * time.Second, // a fresh cluster on a loaded machine may be slow; a dead master refuses at once
+		// A flush cut short leaves its units unknown (healed only by the
+		// key's next unit), and the test wants exact counts: at 5 s,
+		// flushes of 2,000 script calls to the cluster under MONITOR on a
+		// loaded machine were cut short. A dead master refuses at once.
+		FlushTimeout: flushTimeout,
 	})
 	keys := make([]string, 1000)
 	for i := range keys {
@@ -74,7 +81,7 @@ func TestRedisClusterShared(t *testing.T) {
 		Config: shardlimit.Config{Algorithm: shardlimit.SlidingCounter, Buckets: 6, Clock: clock,
 			Rates: []shardlimit.Rate{{Limit: 100, Window: time.Minute}, {Limit: 1000, Window: time.Hour}}},
 		FlushInterval: 50 * time.Millisecond,
-		FlushTimeout:  5 * time.Second,
+		FlushTimeout:  flushTimeout,
 	})
 	// twoCounters reads the counters of every rate of two in the bucket of
 	// now, or returns what is wrong.
@@ -106,8 +113,8 @@ func TestRedisClusterShared(t *testing.T) {
 		s    *Shared
 		want uint64
 	}{{s, uint64(len(keys))}, {two, 2 * uint64(len(keys))}} {
-		eventually(t, 60*time.Second, func() string {
-			_ = l.s.Flush(ctxT(t, 10*time.Second)) // its errors are in the stats and the replies
+		eventually(t, 2*flushTimeout, func() string {
+			_ = l.s.Flush(ctxT(t, flushTimeout)) // its errors are in the stats and the replies
 			if msg := replies.unexpected(); msg != "" {
 				t.Fatal(msg)
 			}
@@ -175,7 +182,7 @@ func TestRedisClusterShared(t *testing.T) {
 		}
 	}
 	t.Logf("killed master %s; %s took over", masters[0], awaitTakeover())
-	eventually(t, 30*time.Second, func() string {
+	eventually(t, 2*flushTimeout, func() string {
 		got, err := readCounters(t, client, s, keys, id)
 		if err != nil {
 			return err.Error()
@@ -187,7 +194,7 @@ func TestRedisClusterShared(t *testing.T) {
 		}
 		return ""
 	})
-	eventually(t, 30*time.Second, func() string { return twoCounters(2) })
+	eventually(t, 2*flushTimeout, func() string { return twoCounters(2) })
 	st := s.SharedStats()
 	t.Logf("stats after the failover %+v", st)
 	t.Logf("stats of two rates after the failover %+v", two.SharedStats())
