@@ -37,8 +37,13 @@ func TestRedisClusterExact(t *testing.T) {
 		MaxRetries:            -1,
 		ContextTimeoutEnabled: true,
 		DialTimeout:           time.Second,
-		ReadTimeout:           2 * time.Second,
-		WriteTimeout:          2 * time.Second,
+		// Bounded by each call's context as well. At 2 s, reading the
+		// replies of one master's pipeline of ~370 script calls timed out
+		// on a loaded machine, and go-redis's ClusterClient then sends the
+		// whole pipeline again (whatever MaxRetries says), so items it had
+		// applied were counted twice (Total 2 in step 1).
+		ReadTimeout:  10 * time.Second,
+		WriteTimeout: 10 * time.Second,
 	})
 	t.Cleanup(func() { _ = client.Close() })
 	b := newBackend(t, client)
