@@ -29,6 +29,10 @@ type issued struct {
 	at      time.Time // the instant passed to AllowN
 	key     int
 	allowed bool
+	// exhausted is, for a denial, the window of the rate the deciding
+	// node saw exhausted (the binding rate, Result.Window, with nothing
+	// remaining); 0 otherwise.
+	exhausted time.Duration
 }
 
 // keyClass is a set of keys of one set of limits offered one load.
@@ -77,9 +81,18 @@ type suite struct {
 //     1 while D stays below 250 ms (without the near-limit reads they
 //     admitted L + 3: each other node's last unit unseen);
 //   - busy keys of one rate at 2x admit at most 1.05x when the nodes kept
-//     to their schedule (T at most twice the interval, d at most one);
+//     to their schedule (T at most twice the interval, d at most one, and
+//     no request made more than an interval after its instant: a pacer
+//     that fell behind offers the others' requests in bursts, which the
+//     bound above accounts for and 1.05x does not);
 //   - every key admits at least 0.95x each limit in the run's first window
-//     of it (no double counting).
+//     of it (no double counting) when a node denied one of its requests in
+//     that window because that limit was exhausted: a node's view of a
+//     window never holds more than was admitted in it, so such a denial
+//     means the limit was reached. Whether a limit is reached in its first
+//     window depends on what the pacer managed to send in it (and, with
+//     two rates, on the other rate), so the check is skipped, and logged,
+//     where none was.
 //
 // The windows are aligned to the run by an offset clock, so one full window
 // of 10 s takes 10 s of real time; the four runs (two algorithms, one and
@@ -119,6 +132,7 @@ func TestSharedAccuracy(t *testing.T) {
 		keys  []keyClass // by key
 		lims  [nodes]*Shared
 		log   [nodes][]issued
+		late  [nodes]time.Duration // the latest request after its instant
 	}
 	var results []*result
 	var wg stdsync.WaitGroup
@@ -174,19 +188,25 @@ func TestSharedAccuracy(t *testing.T) {
 				wg.Go(func() {
 					s := res.lims[n]
 					out := make([]issued, 0, len(schedule[n]))
+					var late time.Duration
 					for _, a := range schedule[n] {
 						if d := time.Until(origin.Add(a.at - clock.off)); d > 0 {
 							time.Sleep(d)
 						}
 						at := clock.Now()
+						late = max(late, at.Sub(origin.Add(a.at)))
 						r := s.AllowN(keyName(a.key), at, 1)
 						if r.Err != nil {
 							t.Errorf("%v node %d: %v", alg, n, r.Err)
 							return
 						}
-						out = append(out, issued{at: at, key: a.key, allowed: r.Allowed})
+						is := issued{at: at, key: a.key, allowed: r.Allowed}
+						if !r.Allowed && r.Remaining == 0 {
+							is.exhausted = r.Window
+						}
+						out = append(out, is)
 					}
-					res.log[n] = out
+					res.log[n], res.late[n] = out, late
 				})
 			}
 		}
@@ -194,6 +214,7 @@ func TestSharedAccuracy(t *testing.T) {
 	wg.Wait()
 	for _, res := range results {
 		var d, gap time.Duration
+		late := slices.Max(res.late[:])
 		near := 0
 		for _, s := range res.lims {
 			st := s.SharedStats()
@@ -205,9 +226,9 @@ func TestSharedAccuracy(t *testing.T) {
 			}
 		}
 		delay := 2 * (max(gap, interval) + d)
-		nominal := gap <= 2*interval && d <= interval
+		nominal := gap <= 2*interval && d <= interval && late <= interval
 		t.Run(res.alg.String()+"/"+res.suite.name, func(t *testing.T) {
-			t.Logf("D = 2(T + d) = 2(%v + %v) = %v (flush interval %v)", max(gap, interval), d, delay, interval)
+			t.Logf("D = 2(T + d) = 2(%v + %v) = %v (flush interval %v); the latest request %v after its instant", max(gap, interval), d, delay, interval, late)
 			if !nominal {
 				t.Logf("the nodes fell behind their schedule: the 1.05x check is skipped, the bound holds it")
 			}
@@ -219,7 +240,7 @@ func TestSharedAccuracy(t *testing.T) {
 				}
 				for k, c := range res.keys {
 					lim := c.limits[ri]
-					admitted, full, others, r := a.measure(k)
+					admitted, full, reached, others, r := a.measure(k)
 					bound := lim + others
 					offered := c.perSec * rate.Window.Seconds() / float64(lim)
 					t.Logf("%s (%s, limit %d per %v, offered %.1fx): max admitted/limit %.4f (%d; first window %d), bound %.4f (L + %d; (N-1)RD = %.1f)",
@@ -231,8 +252,11 @@ func TestSharedAccuracy(t *testing.T) {
 					if nominal && c.tight && float64(admitted) > 1.05*float64(lim) {
 						t.Errorf("%s offered %.1fx: %d admitted in one window, above 1.05x the limit", keyName(k), offered, admitted)
 					}
-					if float64(full) < 0.95*float64(lim) {
-						t.Errorf("%s, rate %d per %v, offered %.1fx: %d admitted in the run's first window, below 0.95x the limit", keyName(k), lim, rate.Window, offered, full)
+					switch {
+					case !reached:
+						t.Logf("%s, rate %d per %v: no request was denied for this limit in the run's first window: the 0.95x check is skipped", keyName(k), lim, rate.Window)
+					case float64(full) < 0.95*float64(lim):
+						t.Errorf("%s, rate %d per %v, offered %.1fx: %d admitted in the run's first window, below 0.95x the limit a denial in it found reached", keyName(k), lim, rate.Window, offered, full)
 					}
 				}
 			}
@@ -254,10 +278,11 @@ type accuracy struct {
 
 // measure returns, for key k, the most units admitted in one window
 // (windows on bucket boundaries), the units admitted in the run's first
-// window, the most requests for k the other nodes of any node were offered
+// window, whether a node denied a request in that window with the rate
+// of a.window exhausted, the most requests for k the other nodes of any node were offered
 // together in an interval of length D, and the largest rate, in units per
 // second, at which one node was offered k over an interval of length D.
-func (a *accuracy) measure(k int) (most, full, others int, rate float64) {
+func (a *accuracy) measure(k int) (most, full int, reached bool, others int, rate float64) {
 	size := int64(a.window) / int64(a.buckets)
 	perBucket := map[int64]int{}
 	type arr struct {
@@ -284,11 +309,15 @@ func (a *accuracy) measure(k int) (most, full, others int, rate float64) {
 			others = max(others, j-i+1-count[n])
 		}
 	}
+	end := a.origin.Add(a.window)
 	for _, node := range a.log {
 		var times []time.Time
 		for _, is := range node {
 			if is.key != k {
 				continue
+			}
+			if is.exhausted == a.window && !is.at.Before(a.origin) && is.at.Before(end) {
+				reached = true
 			}
 			times = append(times, is.at)
 			if is.allowed {
@@ -319,5 +348,5 @@ func (a *accuracy) measure(k int) (most, full, others int, rate float64) {
 	for id := first; id < first+int64(a.buckets); id++ {
 		full += perBucket[id]
 	}
-	return most, full, others, rate
+	return most, full, reached, others, rate
 }

@@ -1,9 +1,12 @@
 package sync
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	stdsync "sync"
 	"testing"
 	"time"
 
@@ -19,10 +22,12 @@ import (
 // minute and 1000 per hour), whose every script call reads 7 counters of
 // one rate:
 //
-//  1. one Allow for each of user:0 .. user:999, then two flushes: zero item
-//     errors (no CROSSSLOT), the script calls reached every master, every
-//     call's Redis keys carry one hash tag, and every key's counter (of
-//     each rate) is 1;
+//  1. one Allow for each of user:0 .. user:999, then flushes until every
+//     unit is applied: no error reply but refusals of a cluster still
+//     settling (CLUSTERDOWN, TRYAGAIN: never applied, so sent again; no
+//     CROSSSLOT), the script calls reached every master, every call's
+//     Redis keys carry one hash tag, and every key's counter (of each
+//     rate) is 1;
 //  2. a master is killed, then every key takes a second unit while the
 //     reconciler keeps flushing: the flushes for the dead master's slots
 //     fail until a replica has taken over, then recover on their own, and
@@ -38,16 +43,25 @@ func TestRedisClusterShared(t *testing.T) {
 		ContextTimeoutEnabled: true,
 		DialTimeout:           time.Second,
 		DialerRetries:         1,
-		ReadTimeout:           2 * time.Second,
-		WriteTimeout:          2 * time.Second,
+		// Bounded by each flush's context as well; not 2 s, which a
+		// loaded machine can take for one reply.
+		ReadTimeout:  10 * time.Second,
+		WriteTimeout: 10 * time.Second,
 	})
 	t.Cleanup(func() { _ = client.Close() })
+	replies := &errorReplies{}
+	client.AddHook(replies)
 	clock := shardlimit.NewManualClock(at(time.Second))
 	now := clock.Now()
+	const flushTimeout = time.Minute
 	s := newShared(t, client, SharedConfig{
 		Config:        shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 100, Window: time.Minute, Clock: clock},
 		FlushInterval: 50 * time.Millisecond,
-		FlushTimeout:  5 * time.Second, // a fresh cluster on a loaded machine may be slow; a dead master refuses at once
+		// A flush cut short leaves its units unknown (healed only by the
+		// key's next unit), and the test wants exact counts: at 5 s,
+		// flushes of 2,000 script calls to the cluster under MONITOR on a
+		// loaded machine were cut short. A dead master refuses at once.
+		FlushTimeout: flushTimeout,
 	})
 	keys := make([]string, 1000)
 	for i := range keys {
@@ -67,7 +81,7 @@ func TestRedisClusterShared(t *testing.T) {
 		Config: shardlimit.Config{Algorithm: shardlimit.SlidingCounter, Buckets: 6, Clock: clock,
 			Rates: []shardlimit.Rate{{Limit: 100, Window: time.Minute}, {Limit: 1000, Window: time.Hour}}},
 		FlushInterval: 50 * time.Millisecond,
-		FlushTimeout:  5 * time.Second,
+		FlushTimeout:  flushTimeout,
 	})
 	// twoCounters reads the counters of every rate of two in the bucket of
 	// now, or returns what is wrong.
@@ -93,15 +107,25 @@ func TestRedisClusterShared(t *testing.T) {
 			t.Fatalf("%s of two rates: %+v", k, r)
 		}
 	}
-	mustFlush(t, s)
-	mustFlush(t, s)
-	if st := s.SharedStats(); st.ItemErrors != 0 || st.Items != uint64(len(keys)) || st.SentUnits != uint64(len(keys)) {
-		t.Fatalf("stats after two flushes %+v", st)
-	}
-	mustFlush(t, two)
-	mustFlush(t, two)
-	if st := two.SharedStats(); st.ItemErrors != 0 || st.Items != 2*uint64(len(keys)) || st.SentUnits != 2*uint64(len(keys)) {
-		t.Fatalf("stats of two rates after two flushes %+v", st)
+	// Flushes until every unit sent is applied: a unit refused by a
+	// cluster still settling is sent again by the next flush.
+	for _, l := range []struct {
+		s    *Shared
+		want uint64
+	}{{s, uint64(len(keys))}, {two, 2 * uint64(len(keys))}} {
+		eventually(t, 2*flushTimeout, func() string {
+			_ = l.s.Flush(ctxT(t, flushTimeout)) // its errors are in the stats and the replies
+			if msg := replies.unexpected(); msg != "" {
+				t.Fatal(msg)
+			}
+			if st := l.s.SharedStats(); st.SentUnits != l.want || st.Pending != 0 {
+				return fmt.Sprintf("stats after a flush %+v", st)
+			}
+			return ""
+		})
+		if st := l.s.SharedStats(); st.ItemErrors != 0 {
+			t.Logf("%d items refused by a cluster still settling, sent again: %v", st.ItemErrors, st.LastError)
+		}
 	}
 	if msg := twoCounters(1); msg != "" {
 		t.Fatal(msg)
@@ -158,7 +182,7 @@ func TestRedisClusterShared(t *testing.T) {
 		}
 	}
 	t.Logf("killed master %s; %s took over", masters[0], awaitTakeover())
-	eventually(t, 30*time.Second, func() string {
+	eventually(t, 2*flushTimeout, func() string {
 		got, err := readCounters(t, client, s, keys, id)
 		if err != nil {
 			return err.Error()
@@ -170,12 +194,62 @@ func TestRedisClusterShared(t *testing.T) {
 		}
 		return ""
 	})
-	eventually(t, 30*time.Second, func() string { return twoCounters(2) })
+	eventually(t, 2*flushTimeout, func() string { return twoCounters(2) })
 	st := s.SharedStats()
 	t.Logf("stats after the failover %+v", st)
 	t.Logf("stats of two rates after the failover %+v", two.SharedStats())
 	if st.ItemErrors == 0 {
 		t.Error("no item failed while a master was dead: the test did not test the failover")
+	}
+}
+
+// errorReplies is a go-redis hook that records the error replies a client
+// got other than NOSCRIPT (answered by EVAL) and the refusals of a cluster
+// still settling (CLUSTERDOWN, TRYAGAIN), whose commands Redis did not
+// execute.
+type errorReplies struct {
+	mu   stdsync.Mutex
+	errs []string
+}
+
+func (h *errorReplies) record(cmds ...redis.Cmder) {
+	for _, c := range cmds {
+		err := c.Err()
+		var rerr redis.Error
+		if errors.Is(err, redis.Nil) || !errors.As(err, &rerr) || notSettled(err) || redis.HasErrorPrefix(err, "NOSCRIPT") {
+			continue
+		}
+		h.mu.Lock()
+		h.errs = append(h.errs, fmt.Sprintf("%v: %v", c.Args()[:min(3, len(c.Args()))], err))
+		h.mu.Unlock()
+	}
+}
+
+// unexpected returns the error replies recorded, "" if none.
+func (h *errorReplies) unexpected() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.errs) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d error replies, such as %s", len(h.errs), h.errs[0])
+}
+
+func (h *errorReplies) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *errorReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.record(cmd)
+		return err
+	}
+}
+
+func (h *errorReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		h.record(cmds...)
+		return err
 	}
 }
 

@@ -2,6 +2,8 @@ package sync
 
 import (
 	"errors"
+	stdsync "sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -10,11 +12,16 @@ import (
 
 // Fault tests of Exact against private Redis servers (issue 11).
 
-// TestExactDegradesOnSustainedFailure: CLIENT PAUSE on a private Redis.
-// Calls that time out during a pause shorter than DegradeAfter are decided
-// by the fallback and do not degrade the limiter; a pause that lasts does,
-// with an error that keeps its cause; and the fallback continues from what
-// this node admitted through Redis, never from a fresh budget.
+// TestExactDegradesOnSustainedFailure: a private Redis paused. Calls that
+// time out during a pause shorter than DegradeAfter are decided by the
+// fallback and do not degrade the limiter; a pause that lasts does, with an
+// error that keeps its cause; and the fallback continues from what this
+// node admitted through Redis, never from a fresh budget.
+//
+// The short pause is a SIGSTOP ended by SIGCONT once three calls have
+// timed out, not a CLIENT PAUSE of 300 ms: three calls of a 100 ms Timeout
+// need all of such a pause, and when a loaded machine started them late the
+// pause ended first and the test waited forever for a third timeout.
 func TestExactDegradesOnSustainedFailure(t *testing.T) {
 	// A Timeout with room for a loaded machine, and a DegradeAfter that
 	// leaves seconds between the short pause's end and a trip.
@@ -40,13 +47,25 @@ func TestExactDegradesOnSustainedFailure(t *testing.T) {
 
 	// A short pause: calls time out (each decided by the fallback) until it
 	// ends and one reaches Redis again.
-	if _, err := redistest.Do(srv.Addr, "CLIENT", "PAUSE", "300", "ALL"); err != nil {
+	pid := srv.Pid()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	resume := stdsync.OnceFunc(func() {
+		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Cleanup(resume)
+	shortStart := time.Now()
 	for e.ExactStats().Timeouts < degradeCount {
 		if r := e.AllowN("short", time.Now(), 1); r.Err != nil {
 			t.Fatal(r.Err)
 		}
+	}
+	resume()
+	if d := time.Since(shortStart); d >= degradeAfter {
+		t.Skipf("the machine took %v for %d calls of a %v Timeout: the short pause was not shorter than DegradeAfter %v", d, degradeCount, timeout, degradeAfter)
 	}
 	reached := func(st ExactStats) uint64 { return st.Calls - st.Errors }
 	for before := reached(e.ExactStats()); reached(e.ExactStats()) == before; {
@@ -55,7 +74,7 @@ func TestExactDegradesOnSustainedFailure(t *testing.T) {
 	if st := e.ExactStats(); st.State != Healthy || st.Trips != 0 {
 		t.Fatalf("a 300 ms pause degraded the limiter: %+v", st)
 	}
-	t.Logf("short pause: %+v", e.ExactStats())
+	t.Logf("short pause of %v: %+v", time.Since(shortStart), e.ExactStats())
 
 	// A long pause: calls keep timing out for DegradeAfter, and the limiter
 	// degrades.

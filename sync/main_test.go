@@ -41,8 +41,14 @@ func newClient(t testing.TB, addr string) *redis.Client {
 		Addr:                  addr,
 		MaxRetries:            -1,
 		ContextTimeoutEnabled: true,
-		DialTimeout:           time.Second,
-		DialerRetries:         1,
+		// Well above the 5 s newExact gives each call, like the socket
+		// timeouts below: a dial is bounded by the call's context as well,
+		// and at 1 s dials to the shared Redis timed out on a loaded
+		// machine (two clones of the tests under -race beside three busy
+		// loops), their calls decided by the fallback. A stopped server
+		// refuses at once.
+		DialTimeout:   10 * time.Second,
+		DialerRetries: 1,
 		// Well above the 5 s newExact gives each call: a socket deadline
 		// is the earlier of the call's context deadline and this, and at
 		// 2 s it cut short calls a loaded machine under -race made slow.

@@ -240,7 +240,9 @@ func TestSharedRedisDown(t *testing.T) {
 				FlushInterval: 5 * time.Millisecond, FlushTimeout: 50 * time.Millisecond,
 				OnStateChange: func(StateChange) { changes.Add(1) },
 			})
-			if err != nil || time.Since(start) > time.Second {
+			// A wait for the store would last the client's 10 s socket
+			// timeouts; how fast it returns otherwise is the machine's load.
+			if err != nil || time.Since(start) >= 10*time.Second {
 				t.Fatalf("NewShared: %v after %v", err, time.Since(start))
 			}
 			admitted := 0
@@ -267,8 +269,8 @@ func TestSharedRedisDown(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 			defer cancel()
 			s.Shutdown(ctx)
-			if d := time.Since(start); d > 2*time.Second {
-				t.Fatalf("Shutdown took %v with Redis down", d)
+			if d := time.Since(start); d >= 10*time.Second {
+				t.Fatalf("Shutdown took %v with Redis down: it waited for the client's timeouts", d)
 			}
 		})
 	}

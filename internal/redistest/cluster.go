@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,9 +32,11 @@ type Cluster struct {
 // whatever their replication lag), joins them with
 // `redis-cli --cluster create ... --cluster-replicas 1 --cluster-yes`, and
 // waits until every node reports cluster_state:ok with all 16384 slots and
-// every replica is linked to its master. It takes about 3 s. The test's
-// cleanup kills every process. It skips the test if redis-server or
-// redis-cli is missing and fails it if the cluster is not ready within 30 s.
+// every replica is linked to its master, every node agrees on the slots,
+// and every master accepts a write to its slots. It takes about 3 s on an
+// idle machine. The test's cleanup kills every process. It skips the test
+// if redis-server or redis-cli is missing and fails it if the cluster is
+// not ready within 60 s.
 func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
 	RedisServerPath(t)
@@ -54,7 +57,7 @@ func StartCluster(t testing.TB) *Cluster {
 	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
 		t.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
 	}
-	c.WaitReady(30 * time.Second)
+	c.WaitReady(60 * time.Second)
 	return c
 }
 
@@ -93,6 +96,7 @@ type ClusterNode struct {
 	Failed   bool   // flagged fail or pfail
 	MasterID string // of a replica
 	Slots    int    // number of slots served
+	Ranges   string // the slots served, as CLUSTER NODES lists them
 }
 
 // Nodes returns the view of the cluster held by the node at addr.
@@ -118,6 +122,7 @@ func (c *Cluster) Nodes(addr string) ([]ClusterNode, error) {
 			if strings.HasPrefix(r, "[") {
 				continue // a slot being migrated
 			}
+			n.Ranges = strings.TrimPrefix(n.Ranges+" "+r, " ")
 			lo, hi, ok := strings.Cut(r, "-")
 			a, err1 := strconv.Atoi(lo)
 			b := a
@@ -167,9 +172,14 @@ func (c *Cluster) Masters() []string {
 }
 
 // ready reports whether every live node sees a healthy cluster: state ok,
-// all slots served by 3 masters that are not failed, and every live
-// replica's link to its master up.
+// all slots served by 3 masters that are not failed, every live replica's
+// link to its master up, and every node agreeing on which master serves
+// which slots; and whether each of those masters accepts a write to one of
+// its slots (a node that still answers CLUSTERDOWN or TRYAGAIN, or MOVED
+// for a slot the others say it serves, is not ready yet).
 func (c *Cluster) ready() error {
+	var view, viewOf string // the slot map of the first live node
+	owners := map[string]string{}
 	for _, a := range c.Alive() {
 		info, err := DoString(a, "CLUSTER", "INFO")
 		if err != nil {
@@ -183,13 +193,22 @@ func (c *Cluster) ready() error {
 			return err
 		}
 		masters := 0
+		var slotMap []string
 		for _, n := range nodes {
 			if n.Master && !n.Failed && n.Slots > 0 {
 				masters++
+				slotMap = append(slotMap, n.ID+"@"+n.Addr+": "+n.Ranges)
+				owners[n.Addr] = n.Ranges
 			}
 		}
 		if masters != 3 {
 			return fmt.Errorf("%s sees %d serving masters", a, masters)
+		}
+		slices.Sort(slotMap)
+		if m := strings.Join(slotMap, "; "); view == "" {
+			view, viewOf = m, a
+		} else if m != view {
+			return fmt.Errorf("%s and %s disagree on the slots: %s, and %s", viewOf, a, m, view)
 		}
 		repl, err := DoString(a, "INFO", "replication")
 		if err != nil {
@@ -199,7 +218,69 @@ func (c *Cluster) ready() error {
 			return fmt.Errorf("%s: replica link not up", a)
 		}
 	}
+	for addr, ranges := range owners {
+		key, err := keyInRanges(ranges)
+		if err != nil {
+			return fmt.Errorf("%s: %w", addr, err)
+		}
+		if v, err := Do(addr, "SET", key, "1", "PX", "10000"); err != nil || v != "OK" {
+			return fmt.Errorf("%s: SET %s (slot %d): %v, %v", addr, key, keySlot(key), v, err)
+		}
+	}
 	return nil
+}
+
+// keyInRanges returns a key whose slot is in ranges ("0-5460 5462 ...",
+// as CLUSTER NODES lists them).
+func keyInRanges(ranges string) (string, error) {
+	type span struct{ lo, hi int }
+	var spans []span
+	for _, r := range strings.Fields(ranges) {
+		lo, hi, ok := strings.Cut(r, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return "", fmt.Errorf("slot range %q", r)
+		}
+		b := a
+		if ok {
+			if b, err = strconv.Atoi(hi); err != nil {
+				return "", fmt.Errorf("slot range %q", r)
+			}
+		}
+		spans = append(spans, span{a, b})
+	}
+	for i := range 1 << 20 {
+		key := "redistest:ready:" + strconv.Itoa(i)
+		slot := keySlot(key)
+		for _, sp := range spans {
+			if sp.lo <= slot && slot <= sp.hi {
+				return key, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no key found for slots %q", ranges)
+}
+
+// keySlot is Redis Cluster's slot of key: CRC-16/XMODEM of the key, or of
+// its hash tag, mod 16384.
+func keySlot(key string) int {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for i := range len(key) {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % 16384
 }
 
 // WaitReady waits until every live node sees a healthy cluster (see

@@ -3,8 +3,10 @@ package redistest
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"net"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,5 +164,41 @@ func TestRequireRedis(t *testing.T) {
 	addr := RequireRedis(t)
 	if v, err := Do(addr, "PING"); err != nil || v != "PONG" {
 		t.Fatalf("PING = %v, %v", v, err)
+	}
+}
+
+// TestKeySlot checks the slot function against values CLUSTER KEYSLOT
+// gives, hash tags included, and keyInRanges against it.
+func TestKeySlot(t *testing.T) {
+	for key, want := range map[string]int{
+		"123456789": 12739, "foo": 12182, "{foo}.bar": 12182, "a{foo}": 12182,
+	} {
+		if got := keySlot(key); got != want {
+			t.Errorf("keySlot(%q) = %d, want %d", key, got, want)
+		}
+	}
+	if keySlot("{}foo") == 12182 || keySlot("x{}{foo}") == 12182 {
+		t.Error("an empty hash tag is not a tag")
+	}
+	for _, ranges := range []string{"0-5460", "5461-10922", "10923-16383", "7 9000-9001"} {
+		key, err := keyInRanges(ranges)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := keySlot(key)
+		var lo, hi int
+		inside := false
+		for _, r := range strings.Fields(ranges) {
+			if _, err := fmt.Sscanf(r, "%d-%d", &lo, &hi); err != nil {
+				if _, err := fmt.Sscanf(r, "%d", &lo); err != nil {
+					t.Fatal(err)
+				}
+				hi = lo
+			}
+			inside = inside || lo <= s && s <= hi
+		}
+		if !inside {
+			t.Errorf("keyInRanges(%q) = %q of slot %d", ranges, key, s)
+		}
 	}
 }
