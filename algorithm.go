@@ -65,34 +65,49 @@ func (m decideMode) withRate(k int) decideMode {
 	return m&^((MaxRates-1)<<rateShift) | decideMode(k)<<rateShift
 }
 
-// decideRates decides n units at t for a key of several rates, whose
-// record r holds the first rate and extra records the others. Each rate
-// decides once, keeping the cost, from the last rate to the first (the
-// sliding log's ring lives in the first, and the others count the units
-// it adds before it adds them): the common case, every rate admitting,
-// costs one decide per rate. If rate k denies, the rates decided before
-// it give their units back (refund) and those after it decide without
-// keeping anything, so every rate's state is brought to the instant and
-// limit decided at (GCRA re-encodes its debt for a changed limit)
-// whatever the form; a Result then takes each rate's numbers once more,
-// without the cost where the rate admits it. The Result reports the
-// binding rate.
-func decideRates[E any](a algorithm[E], s *shard[E], r *E, extra []E, slot uint32, t int64, n int, mode decideMode) verdict {
+// rateCall is one decision of n units at t for a key of several rates in
+// slot of shard s, whose record r holds the first rate and extra records
+// the others.
+type rateCall[E any] struct {
+	s     *shard[E]
+	r     *E
+	extra []E
+	slot  uint32
+	t     int64
+	n     int
+	mode  decideMode
+}
+
+// rec returns the record of rate k.
+func (c *rateCall[E]) rec(k int) *E {
+	if k == 0 {
+		return c.r
+	}
+	return &c.extra[k-1]
+}
+
+// decideRates decides c. Each rate decides once, keeping the cost, from
+// the last rate to the first (the sliding log's ring lives in the first,
+// and the others count the units it adds before it adds them): the common
+// case, every rate admitting, costs one decide per rate. If rate k
+// denies, the rates decided before it give their units back (refund) and
+// those after it decide without keeping anything, so every rate's state
+// is brought to the instant and limit decided at (GCRA re-encodes its
+// debt for a changed limit) whatever the form; a Result then takes each
+// rate's numbers once more, without the cost where the rate admits it.
+// The Result reports the binding rate.
+func decideRates[E any](a algorithm[E], c rateCall[E]) verdict {
 	var b verdict // the binding rate's
-	for k := len(extra); k >= 0; k-- {
-		p := r
-		if k > 0 {
-			p = &extra[k-1]
-		}
-		v := a.decide(s, p, slot, t, n, mode.withRate(k))
+	for k := len(c.extra); k >= 0; k-- {
+		v := a.decide(c.s, c.rec(k), c.slot, c.t, c.n, c.mode.withRate(k))
 		if v.word&(verdictAllowed|verdictFull) != verdictAllowed {
-			return rateDenied(a, s, r, extra, slot, t, n, mode, k, v)
+			return rateDenied(a, &c, k, v)
 		}
-		if mode&full != 0 {
-			b = bind(b, v, k, len(extra)+1)
+		if c.mode&full != 0 {
+			b = bind(b, v, k, len(c.extra)+1)
 		}
 	}
-	if mode&full == 0 {
+	if c.mode&full == 0 {
 		return verdict{word: verdictAllowed}
 	}
 	return b
@@ -102,17 +117,11 @@ func decideRates[E any](a algorithm[E], s *shard[E], r *E, extra []E, slot uint3
 // request, or found no memory for it (verdictFull, which it returns): the
 // rates above k give back what they kept, the rates below it decide
 // without keeping anything, and a Result takes every rate's numbers.
-func rateDenied[E any](a algorithm[E], s *shard[E], r *E, extra []E, slot uint32, t int64, n int, mode decideMode, k int, v verdict) verdict {
-	rates := len(extra) + 1
-	rec := func(k int) *E {
-		if k == 0 {
-			return r
-		}
-		return &extra[k-1]
-	}
+func rateDenied[E any](a algorithm[E], c *rateCall[E], k int, v verdict) verdict {
+	rates, mode, n := len(c.extra)+1, c.mode, c.n
 	if mode&consume != 0 && n > 0 {
 		for j := k + 1; j < rates; j++ {
-			a.refund(s, rec(j), slot, n, j)
+			a.refund(c.s, c.rec(j), c.slot, n, j)
 		}
 	}
 	if v.word&verdictFull != 0 {
@@ -120,7 +129,7 @@ func rateDenied[E any](a algorithm[E], s *shard[E], r *E, extra []E, slot uint32
 	}
 	fits := uint8(1<<rates-1) &^ (1<<(k+1) - 1) // bit j: rate j admits the request
 	for j := k - 1; j >= 0; j-- {
-		if a.decide(s, rec(j), slot, t, n, (mode &^ (consume | full)).withRate(j)).allowed() {
+		if a.decide(c.s, c.rec(j), c.slot, c.t, n, (mode &^ (consume | full)).withRate(j)).allowed() {
 			fits |= 1 << j
 		}
 	}
@@ -133,7 +142,7 @@ func rateDenied[E any](a algorithm[E], s *shard[E], r *E, extra []E, slot uint32
 		if fits&(1<<j) != 0 {
 			nj = 0 // this rate admits: its numbers without the cost
 		}
-		b = bind(b, a.decide(s, rec(j), slot, t, nj, (mode&^consume).withRate(j)), j, rates)
+		b = bind(b, a.decide(c.s, c.rec(j), c.slot, c.t, nj, (mode&^consume).withRate(j)), j, rates)
 	}
 	b.word &^= verdictAllowed
 	return b

@@ -182,7 +182,7 @@ func (l *limiter[E]) result(v verdict) Result {
 // Requires s.mu held.
 func (l *limiter[E]) decide(s *shard[E], rec *E, slot uint32, t int64, n int, mode decideMode) verdict {
 	if l.rates.n > 1 {
-		return decideRates(l.alg, s, rec, l.tab.extrasOf(s, slot), slot, t, n, mode)
+		return decideRates(l.alg, rateCall[E]{s, rec, l.tab.extrasOf(s, slot), slot, t, n, mode})
 	}
 	return l.alg.decide(s, rec, slot, t, n, mode)
 }

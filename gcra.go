@@ -84,7 +84,7 @@ func (a *gcra) decide(s *shard[gcraRec], r *gcraRec, slot uint32, t int64, n int
 	}
 	te := max(t, key.last) // per key, time never goes back
 	r.last = te
-	if r.tat < te || (r.tat == te && r.rem == 0) {
+	if r.refilled(te) {
 		r.tat, r.rem = te, 0 // a TAT in the past is a full bucket
 	}
 	w := a.window[k]
@@ -102,12 +102,7 @@ func (a *gcra) decide(s *shard[gcraRec], r *gcraRec, slot uint32, t int64, n int
 	case int64(n) > int64(lim):
 		retry = Never
 	default:
-		var q, rr uint64 // n emission intervals, whole ns and 1/lim ns
-		if n == 1 {
-			q, rr = s.emission(k, lim, w)
-		} else {
-			q, rr = mulDiv(uint64(n), uint64(w), uint64(lim))
-		}
+		q, rr := a.intervals(s, k, n, lim) // whole ns and 1/lim ns
 		ntat, nrem := r.tat+int64(q), uint32(uint64(r.rem)+rr)
 		if uint64(r.rem)+rr >= uint64(lim) {
 			ntat, nrem = ntat+1, uint32(uint64(r.rem)+rr-uint64(lim))
@@ -133,16 +128,26 @@ func (a *gcra) decide(s *shard[gcraRec], r *gcraRec, slot uint32, t int64, n int
 	return makeVerdict(allowed, k, lim, int(remaining), a.until(tat, rem, t), retry)
 }
 
+// intervals returns n > 0 emission intervals of rate k under limit
+// lim > 0, W*n/lim, in whole nanoseconds and 1/lim ns. Requires s.mu held.
+func (a *gcra) intervals(s *shard[gcraRec], k, n int, lim uint32) (q, rr uint64) {
+	if n == 1 {
+		return s.emission(k, lim, a.window[k])
+	}
+	return mulDiv(uint64(n), uint64(a.window[k]), uint64(lim))
+}
+
+// refilled reports whether the TAT of p, a rate's state, is not after t:
+// its bucket is full at t.
+func (p *gcraRec) refilled(t int64) bool {
+	return p.tat < t || p.tat == t && p.rem == 0
+}
+
 // refund takes n emission intervals off the TAT the decision moved, in the
 // limit its state is encoded for (the decision set it).
 func (a *gcra) refund(s *shard[gcraRec], r *gcraRec, _ uint32, n int, k int) {
-	lim, w := r.lim&limitMask, a.window[k]
-	var q, rr uint64
-	if n == 1 {
-		q, rr = s.emission(k, lim, w)
-	} else {
-		q, rr = mulDiv(uint64(n), uint64(w), uint64(lim))
-	}
+	lim := r.lim & limitMask
+	q, rr := a.intervals(s, k, n, lim)
 	r.tat -= int64(q)
 	if uint64(r.rem) < rr {
 		r.tat--
@@ -160,7 +165,7 @@ func (a *gcra) idle(s *shard[gcraRec], r *gcraRec, slot uint32, t int64) bool {
 		_, extra = s.keyState(slot, 0)
 	}
 	for k, p := 0, r; ; p = &extra[k-1] {
-		if p.tat > t || (p.tat == t && p.rem != 0) {
+		if !p.refilled(t) {
 			return false
 		}
 		if k++; k == a.rates {
@@ -191,7 +196,7 @@ func (a *gcra) relimit(s *shard[gcraRec], r *gcraRec, slot uint32, k int, old, l
 // rescale keeps a rate's usage, D*L/W units for debt D = TAT - last, by
 // scaling the debt to D*old/lim, for the key whose latest instant is last.
 func (a *gcra) rescale(p *gcraRec, last int64, old, lim uint32) {
-	if old == 0 || p.tat < last || (p.tat == last && p.rem == 0) {
+	if old == 0 || p.refilled(last) {
 		p.tat, p.rem = max(p.tat, last), 0
 		return
 	}

@@ -277,51 +277,81 @@ func (cfg Config) withDefaults(alg Algorithm) (Config, error) {
 	if alg == SlidingCounter && (cfg.Buckets < 1 || cfg.Buckets > MaxBuckets) {
 		return cfg, fmt.Errorf("%w: buckets %d outside [1, %d]", ErrInvalidConfig, cfg.Buckets, MaxBuckets)
 	}
+	if err := cfg.checkRates(); err != nil {
+		return cfg, err
+	}
+	if err := cfg.tableDefaults(); err != nil {
+		return cfg, err
+	}
+	if err := cfg.janitorDefaults(); err != nil {
+		return cfg, err
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = DefaultClock()
+	}
+	return cfg, nil
+}
+
+// checkRates validates the limits and windows of cfg (Rates, or Limit and
+// Window) for cfg.Algorithm and cfg.Buckets, and clones Rates.
+func (cfg *Config) checkRates() error {
 	if len(cfg.Rates) > 0 {
 		if cfg.Limit != 0 || cfg.Window != 0 {
-			return cfg, fmt.Errorf("%w: both Rates and Limit or Window set", ErrInvalidConfig)
+			return fmt.Errorf("%w: both Rates and Limit or Window set", ErrInvalidConfig)
 		}
 		if len(cfg.Rates) > MaxRates {
-			return cfg, fmt.Errorf("%w: %d rates, at most %d", ErrInvalidConfig, len(cfg.Rates), MaxRates)
+			return fmt.Errorf("%w: %d rates, at most %d", ErrInvalidConfig, len(cfg.Rates), MaxRates)
 		}
 		cfg.Rates = slices.Clone(cfg.Rates)
 	}
+	alg := cfg.Algorithm
 	for i, r := range cfg.rates() {
 		if err := checkLimit(alg, r.Limit); err != nil {
-			return cfg, err
+			return err
 		}
 		if r.Window <= 0 || r.Window > MaxWindow {
-			return cfg, fmt.Errorf("%w: window %v outside [1ns, %v]", ErrInvalidConfig, r.Window, MaxWindow)
+			return fmt.Errorf("%w: window %v outside [1ns, %v]", ErrInvalidConfig, r.Window, MaxWindow)
 		}
 		if alg == SlidingCounter && int64(r.Window)%int64(cfg.Buckets) != 0 {
-			return cfg, fmt.Errorf("%w: window %v is not a multiple of %d buckets in nanoseconds", ErrInvalidConfig, r.Window, cfg.Buckets)
+			return fmt.Errorf("%w: window %v is not a multiple of %d buckets in nanoseconds", ErrInvalidConfig, r.Window, cfg.Buckets)
 		}
 		for _, o := range cfg.Rates[:i] {
 			if o.Window == r.Window {
-				return cfg, fmt.Errorf("%w: window %v given twice in Rates", ErrInvalidConfig, r.Window)
+				return fmt.Errorf("%w: window %v given twice in Rates", ErrInvalidConfig, r.Window)
 			}
 		}
 	}
+	return nil
+}
+
+// tableDefaults fills in and validates the fields of cfg that shape the
+// key table: Shards, MaxKeys, WhenFull and MaxKeyBytes.
+func (cfg *Config) tableDefaults() error {
 	if cfg.Shards == 0 {
 		cfg.Shards = 1 << bits.Len(uint(8*runtime.GOMAXPROCS(0)-1))
 		cfg.Shards = max(cfg.Shards, 16)
 		cfg.Shards = min(cfg.Shards, MaxShards)
 	}
 	if cfg.Shards < 1 || cfg.Shards > MaxShards || cfg.Shards&(cfg.Shards-1) != 0 {
-		return cfg, fmt.Errorf("%w: shards %d is not a power of two in [1, %d]", ErrInvalidConfig, cfg.Shards, MaxShards)
+		return fmt.Errorf("%w: shards %d is not a power of two in [1, %d]", ErrInvalidConfig, cfg.Shards, MaxShards)
 	}
 	if cfg.MaxKeys < 0 {
-		return cfg, fmt.Errorf("%w: max keys %d is negative", ErrInvalidConfig, cfg.MaxKeys)
+		return fmt.Errorf("%w: max keys %d is negative", ErrInvalidConfig, cfg.MaxKeys)
 	}
 	if cfg.WhenFull != RejectNewKeys && cfg.WhenFull != EvictLeastRecent {
-		return cfg, fmt.Errorf("%w: unknown full policy %d", ErrInvalidConfig, int(cfg.WhenFull))
+		return fmt.Errorf("%w: unknown full policy %d", ErrInvalidConfig, int(cfg.WhenFull))
 	}
 	if cfg.MaxKeyBytes == 0 {
 		cfg.MaxKeyBytes = DefaultMaxKeyBytes
 	}
 	if cfg.MaxKeyBytes < 1 || cfg.MaxKeyBytes > MaxKeyBytesLimit {
-		return cfg, fmt.Errorf("%w: max key bytes %d outside [1, %d]", ErrInvalidConfig, cfg.MaxKeyBytes, MaxKeyBytesLimit)
+		return fmt.Errorf("%w: max key bytes %d outside [1, %d]", ErrInvalidConfig, cfg.MaxKeyBytes, MaxKeyBytesLimit)
 	}
+	return nil
+}
+
+// janitorDefaults fills in and validates cfg.JanitorInterval.
+func (cfg *Config) janitorDefaults() error {
 	if cfg.JanitorInterval == 0 {
 		longest := time.Duration(0) // a key is idle once every window passed
 		for _, r := range cfg.rates() {
@@ -330,12 +360,9 @@ func (cfg Config) withDefaults(alg Algorithm) (Config, error) {
 		cfg.JanitorInterval = min(max(longest, time.Second), time.Minute)
 	}
 	if cfg.JanitorInterval > 0 && cfg.JanitorInterval < MinJanitorInterval {
-		return cfg, fmt.Errorf("%w: janitor interval %v below %v", ErrInvalidConfig, cfg.JanitorInterval, MinJanitorInterval)
+		return fmt.Errorf("%w: janitor interval %v below %v", ErrInvalidConfig, cfg.JanitorInterval, MinJanitorInterval)
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = DefaultClock()
-	}
-	return cfg, nil
+	return nil
 }
 
 // rates returns cfg's rates: Rates, or the one of Limit and Window.

@@ -154,54 +154,22 @@ func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, slot uint32
 	side := s.sideWords(slot, key.side)
 	m := int(a.buckets + 1)
 	c := side[k*m : (k+1)*m : (k+1)*m]
-	var delta, sent, remote []uint32 // a shared key's sync rings of rate k, indexed as c
-	if a.sync != nil {
-		delta, sent, remote = a.sync.rate[k].arrays(side)
-	}
 	g := a.bucket[k]
 	kt := max(t, key.last) // per key, time never goes back
 	r.last = kt
 	if kt-r.head*g >= g {
-		// Past the newest bucket: clear the buckets that leave the window,
-		// and their sync state (no call, so the common path spills
-		// nothing).
-		j := kt / g
-		i := int(r.hidx)
-		var dropped uint64 // unsent units of buckets that left
-		for d := min(j-r.head, a.buckets+1); d > 0; d-- {
-			i = a.next(i)
-			r.sum -= c[i]
-			c[i] = 0
-			if delta != nil {
-				dropped += uint64(delta[i])
-				delta[i], sent[i], remote[i] = 0, 0, 0
-			}
-		}
-		if j-r.head > a.buckets {
-			i = a.idx(j)
-		}
-		r.head, r.hidx = j, uint32(i)
-		if delta != nil {
-			a.sync.rate[k].setHead(side, j)
-			if dropped != 0 && !s.peekCopy(side) {
-				s.syncDropped.Add(dropped)
-			}
-		}
+		a.advance(s, r, c, side, k, kt/g)
+	}
+	var delta, remote []uint32 // a shared key's sync rings of rate k, indexed as c
+	if a.sync != nil {
+		delta, _, remote = a.sync.rate[k].arrays(side)
 	}
 	lim := effectiveLimit(r.lim, s.defLimits[k])
 	if lim != 0 {
 		r.lim = r.lim&^limitMask | lim
 	}
 	hi := int(r.hidx)
-	si := a.next(hi) // bucket head-n, which straddles the window's start
-	straddler, whole := int64(c[si]), int64(r.sum)-int64(c[si])
-	for i, v := range remote {
-		if i == si {
-			straddler += int64(v)
-		} else {
-			whole += int64(v)
-		}
-	}
+	straddler, whole := weigh(c, remote, int64(r.sum), a.next(hi))
 	allowed := n == 0 || int64(n) <= int64(lim) && fitsWeighted(g, straddler, kt-r.head*g, whole, int64(n), int64(lim))
 	if allowed && n > 0 && mode&consume != 0 {
 		c[hi] += uint32(n)
@@ -213,7 +181,55 @@ func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, slot uint32
 	if mode&full == 0 {
 		return verdict{word: b2u(allowed)}
 	}
-	return a.explain(r, c, remote, k, t, n, lim, allowed, mode&consume != 0)
+	return a.explain(r, c, remote, counterCall{k: k, t: t, n: n, lim: lim, allowed: allowed, consumed: mode&consume != 0})
+}
+
+// advance moves rate k of a key (record r, counters c, side words side)
+// past its newest bucket to bucket j: the buckets that leave the window
+// are cleared, with their sync state, whose unsent units are counted
+// dropped (see peekCopy).
+func (a *slidingCounter) advance(s *shard[counterRec], r *counterRec, c, side []uint32, k int, j int64) {
+	var delta, sent, remote []uint32
+	if a.sync != nil {
+		delta, sent, remote = a.sync.rate[k].arrays(side)
+	}
+	i := int(r.hidx)
+	var dropped uint64 // unsent units of buckets that left
+	for d := min(j-r.head, a.buckets+1); d > 0; d-- {
+		i = a.next(i)
+		r.sum -= c[i]
+		c[i] = 0
+		if delta != nil {
+			dropped += uint64(delta[i])
+			delta[i], sent[i], remote[i] = 0, 0, 0
+		}
+	}
+	if j-r.head > a.buckets {
+		i = a.idx(j)
+	}
+	r.head, r.hidx = j, uint32(i)
+	if delta != nil {
+		a.sync.rate[k].setHead(side, j)
+		if dropped != 0 && !s.peekCopy(side) {
+			s.syncDropped.Add(dropped)
+		}
+	}
+}
+
+// weigh returns the units of the bucket at counter index si, which
+// straddles the window's start, and of the buckets that count in full,
+// from the local counters c (whose units sum to sum) and a shared key's
+// remote ones (nil if not shared).
+func weigh(c, remote []uint32, sum int64, si int) (straddler, whole int64) {
+	straddler, whole = int64(c[si]), sum-int64(c[si])
+	for i, v := range remote {
+		if i == si {
+			straddler += int64(v)
+		} else {
+			whole += int64(v)
+		}
+	}
+	return straddler, whole
 }
 
 func (a *slidingCounter) refund(s *shard[counterRec], r *counterRec, slot uint32, n int, k int) {
@@ -231,14 +247,22 @@ func (a *slidingCounter) refund(s *shard[counterRec], r *counterRec, slot uint32
 	}
 }
 
-// explain returns the full verdict of a decision of n units at t on rate
-// k (record r, counters c, the other nodes' units remote when shared)
-// under limit lim, which admitted them or not, from the rate's state after
-// it: Remaining from the weighted estimate, ResetAfter and RetryAfter
-// measured from t. Admitted units not kept (consumed false) count as if
-// they were.
-func (a *slidingCounter) explain(r *counterRec, c, remote []uint32, k int, t int64, n int, lim uint32, allowed, consumed bool) verdict {
-	g, j, hi, kt := a.bucket[k], r.head, int(r.hidx), r.last
+// counterCall is one decision of a sliding counter's rate k: n units at
+// t under limit lim, admitted or not, kept (consumed) or not.
+type counterCall struct {
+	k, n              int
+	t                 int64
+	lim               uint32
+	allowed, consumed bool
+}
+
+// explain returns the full verdict of decision d on its rate (record r,
+// counters c, the other nodes' units remote when shared) from the rate's
+// state after it: Remaining from the weighted estimate, ResetAfter and
+// RetryAfter measured from d.t. Admitted units not kept count as if they
+// were.
+func (a *slidingCounter) explain(r *counterRec, c, remote []uint32, d counterCall) verdict {
+	g, j, hi, kt := a.bucket[d.k], r.head, int(r.hidx), r.last
 	sum := int64(r.sum)
 	for _, v := range remote {
 		sum += int64(v)
@@ -250,17 +274,17 @@ func (a *slidingCounter) explain(r *counterRec, c, remote []uint32, k int, t int
 	}
 	var retry time.Duration
 	switch {
-	case allowed && !consumed:
-		est += int64(n)
-	case allowed:
-	case int64(n) > int64(lim):
+	case d.allowed && !d.consumed:
+		est += int64(d.n)
+	case d.allowed:
+	case int64(d.n) > int64(d.lim):
 		retry = Never
 	default:
-		retry = time.Duration(a.admitAt(g, j, hi, c, remote, sum, kt, int64(n), int64(lim)) - t)
+		retry = time.Duration(a.admitAt(r, c, remote, sum, d) - d.t)
 	}
 	// Units admitted now are in bucket j, which never makes it the oldest.
-	reset := time.Duration(a.resetAt(g, j, hi, c, remote, sum) - t)
-	return makeVerdict(allowed, k, lim, int(max(0, int64(lim)-est)), reset, retry)
+	reset := time.Duration(a.resetAt(g, r, c, remote, sum) - d.t)
+	return makeVerdict(d.allowed, d.k, d.lim, int(max(0, int64(d.lim)-est)), reset, retry)
 }
 
 // count returns the units of the bucket at counter index i: local, plus
@@ -272,11 +296,12 @@ func (a *slidingCounter) count(c, remote []uint32, i int) int64 {
 	return int64(c[i])
 }
 
-// resetAt returns the instant at which the oldest non-empty bucket stops
-// counting (bucket b counts until (b+n+1)*g), or at which the newest bucket
-// j (counter index hi) would if all are empty; sum is the units of all
-// buckets.
-func (a *slidingCounter) resetAt(g, j int64, hi int, c, remote []uint32, sum int64) int64 {
+// resetAt returns the instant at which the oldest non-empty bucket of a
+// rate (buckets of g, record r, counters c and remote) stops counting
+// (bucket b counts until (b+n+1)*g), or at which the newest bucket r.head
+// would if all are empty; sum is the units of all buckets.
+func (a *slidingCounter) resetAt(g int64, r *counterRec, c, remote []uint32, sum int64) int64 {
+	j, hi := r.head, int(r.hidx)
 	oldest := j
 	if sum > 0 && sum != a.count(c, remote, hi) {
 		for k, i := int64(0), a.next(hi); k < a.buckets; k, i = k+1, a.next(i) {
@@ -289,12 +314,15 @@ func (a *slidingCounter) resetAt(g, j int64, hi int, c, remote []uint32, sum int
 	return (oldest + a.buckets + 1) * g
 }
 
-// admitAt returns the earliest instant >= kt at which n units would be
-// admitted, walking forward bucket by bucket: in bucket j+k the straddling
+// admitAt returns the earliest instant >= kt, the rate's latest (r.last),
+// at which decision d's units would be admitted, walking forward bucket by
+// bucket: with j = r.head and hi = r.hidx, in bucket j+k the straddling
 // bucket is j+k-n (counter index hi+1+k) and only buckets up to j hold
-// units. sum is the units of all buckets. Requires n <= lim.
-func (a *slidingCounter) admitAt(g, j int64, hi int, c, remote []uint32, sum, kt, n, lim int64) int64 {
-	si := a.next(hi)
+// units. sum is the units of all buckets. Requires d.n <= d.lim.
+func (a *slidingCounter) admitAt(r *counterRec, c, remote []uint32, sum int64, d counterCall) int64 {
+	g, j, kt := a.bucket[d.k], r.head, r.last
+	n, lim := int64(d.n), int64(d.lim)
+	si := a.next(int(r.hidx))
 	straddler := a.count(c, remote, si)
 	whole := sum - straddler // units of the buckets that count in full
 	for k := int64(0); ; k++ {

@@ -182,54 +182,80 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, slot uint32, t int64, n
 		side = s.sideWords(slot, key.side)
 	}
 	te := max(t, key.last) // per key, time never goes back
-	consumed := mode&consume != 0
 	if te != key.last {
 		// The first decision at te, of whichever rate: every rate's
 		// expired timestamps go (the key's latest instant is the one its
 		// ring was last brought to).
 		a.advance(s, key, slot, te)
 	}
-	lim0 := effectiveLimit(key.lim, s.defLimits[0]) // the ring's capacity
-	if lim0 != 0 {
-		key.lim = key.lim&^limitMask | lim0
-		if consumed && key.cap > lim0 && key.count <= lim0 {
-			// The limit shrank and enough units expired: give memory back.
-			a.resize(s, key, max(lim0, key.count))
-		}
-	}
-	lim, skip := lim0, uint32(0)
+	lim0 := a.ringLimit(s, key, mode&consume != 0)
+	d := logCall{k: k, t: t, te: te, n: n, lim: lim0}
 	if k > 0 {
-		lim = effectiveLimit(r.lim, s.defLimits[k])
-		if lim != 0 {
-			r.lim = r.lim&^limitMask | lim
+		d.lim = effectiveLimit(r.lim, s.defLimits[k])
+		if d.lim != 0 {
+			r.lim = r.lim&^limitMask | d.lim
 		}
-		skip = r.head
+		d.skip = r.head
 	}
-	used := int64(key.count - skip)
+	used := int64(key.count - d.skip)
 	var bucket int64 // id of te's sync bucket of rate k, when shared
 	if a.sync != nil {
 		// The other nodes' units in rate k's window, by its own buckets.
 		bucket = a.syncBucket(s, side, k, te)
 		used += a.sync.rate[k].estimate(side, te)
 	}
-	allowed := n == 0 || int64(n) <= int64(lim) && used+int64(n) <= int64(lim)
-	pushed := false // this decision's units are in the ring
-	if allowed && n > 0 && consumed {
-		if k == 0 {
-			if !a.push(s, key, te, uint32(n), lim0) {
-				return verdict{word: verdictFull} // no memory for the timestamps
-			}
-			pushed = true
-		}
-		if a.sync != nil {
-			a.sync.rate[k].add(side, bucket, uint32(n))
-		}
+	d.allowed = n == 0 || int64(n) <= int64(d.lim) && used+int64(n) <= int64(d.lim)
+	if d.allowed && n > 0 && mode&consume != 0 && !a.keep(s, key, side, bucket, &d) {
+		return verdict{word: verdictFull} // no memory for the timestamps
 	}
 	if mode&full == 0 {
-		return verdict{word: b2u(allowed)}
+		return verdict{word: b2u(d.allowed)}
 	}
-	rem, reset, retry := a.numbers(s, key, k, skip, side, t, te, n, lim, allowed, pushed)
-	return makeVerdict(allowed, k, lim, int(max(0, rem)), reset, retry)
+	rem, reset, retry := a.numbers(s, key, side, &d)
+	return makeVerdict(d.allowed, k, d.lim, int(max(0, rem)), reset, retry)
+}
+
+// keep consumes the units decision d admitted on the key whose record is
+// r: rate 0 pushes them to the ring (limited to d.lim), and a shared key
+// adds them to its sync bucket of rate d.k, side words side. It reports
+// false, keeping nothing, if the shard has no memory for the timestamps.
+func (a *slidingLog) keep(s *shard[logRec], r *logRec, side []uint32, bucket int64, d *logCall) bool {
+	if d.k == 0 {
+		if !a.push(s, r, d.te, uint32(d.n), d.lim) {
+			return false
+		}
+		d.pushed = true
+	}
+	if a.sync != nil {
+		a.sync.rate[d.k].add(side, bucket, uint32(d.n))
+	}
+	return true
+}
+
+// logCall is one decision of a sliding log's rate k: n units at t,
+// decided at te (the key's latest instant) under limit lim, of which the
+// ring's first skip entries no longer count in the rate's window; admitted
+// or not, its units pushed to the ring or not.
+type logCall struct {
+	k, n            int
+	t, te           int64
+	lim, skip       uint32
+	allowed, pushed bool
+}
+
+// ringLimit returns the limit in force for the key's first rate (record
+// r), the ring's capacity, recording it in r's lim word; a decision that
+// consumes gives ring memory back if the limit shrank and enough units
+// expired.
+func (a *slidingLog) ringLimit(s *shard[logRec], r *logRec, consumed bool) uint32 {
+	lim := effectiveLimit(r.lim, s.defLimits[0])
+	if lim != 0 {
+		r.lim = r.lim&^limitMask | lim
+		if consumed && r.cap > lim && r.count <= lim {
+			a.resize(s, r, max(lim, r.count))
+		}
+	}
+	return lim
 }
 
 // syncBucket returns the id of rate k's sync bucket of instant te, the
@@ -259,55 +285,55 @@ func (a *slidingLog) refund(s *shard[logRec], r *logRec, slot uint32, n int, k i
 	}
 }
 
-// numbers returns rate k's verdict numbers for a decision of n units at t,
-// decided at te, on the key whose record is r after the decision (which
-// admitted the request or not) under limit lim: the rate counts the ring's
-// entries after its first skip, plus the other nodes' units when side
-// holds a shared key's sync state. Admitted units not pushed (a peek, or a
-// rate after the first) count as if stamped at te.
-func (a *slidingLog) numbers(s *shard[logRec], r *logRec, k int, skip uint32, side []uint32, t, te int64, n int, lim uint32, allowed, pushed bool) (rem int64, reset, retry time.Duration) {
+// numbers returns the verdict numbers of decision d on the key whose
+// record is r after it: the rate counts the ring's entries after d.skip,
+// plus the other nodes' units when side holds a shared key's sync state.
+// Admitted units not pushed (a peek, or a rate after the first) count as
+// if stamped at d.te.
+func (a *slidingLog) numbers(s *shard[logRec], r *logRec, side []uint32, d *logCall) (rem int64, reset, retry time.Duration) {
 	// ResetAfter is measured from t rounded up to the timestamp resolution,
 	// the instant a unit admitted at t is stamped with, so a fresh unit's
 	// reset is exactly W and a whole-second window reads as whole seconds.
 	// RetryAfter is measured from t itself: t+RetryAfter is the first
 	// instant the request fits.
+	t, te, n, lim := d.t, d.te, int64(d.n), int64(d.lim)
 	tu := (t + a.unit - 1) / a.unit * a.unit
-	w := a.window[k]
+	w := a.window[d.k]
 	var buf []uint32
 	if r.count > 0 {
 		buf = s.rings.ring(r.ref, r.cap)
 	}
-	used := int64(r.count - skip)
-	if allowed && !pushed {
-		used += int64(n)
+	used := int64(r.count - d.skip)
+	if d.allowed && !d.pushed {
+		used += n
 	}
 	var remote int64
 	if a.sync != nil && side != nil {
-		remote = a.sync.rate[k].estimate(side, te)
+		remote = a.sync.rate[d.k].estimate(side, te)
 		used += remote
 	}
 	switch {
-	case allowed || n == 0:
-	case int64(n) > int64(lim):
+	case d.allowed || n == 0:
+	case n > lim:
 		retry = Never
-	case used+int64(n) <= int64(lim): // this rate admits it
+	case used+n <= lim: // this rate admits it
 	case remote > 0:
-		retry = time.Duration(a.admitAtShared(s, r, k, side, te, int64(n), int64(lim)) - t)
+		retry = time.Duration(a.admitAtShared(s, r, side, d) - t)
 	default:
 		// The (used+n-lim)-th oldest counted timestamp must expire first.
-		i := wrap(r.head+skip+uint32(used+int64(n)-int64(lim))-1, r.cap)
+		i := wrap(r.head+d.skip+uint32(used+n-lim)-1, r.cap)
 		retry = time.Duration(a.expiry(te, buf[i], w) - t)
 	}
 	// ResetAfter: the expiry of the oldest unit counted; of a unit admitted
 	// now if none; W from te if none at all.
 	reset = time.Duration(te + w - t)
 	switch {
-	case skip < r.count:
-		reset = until(a.expiry(te, buf[wrap(r.head+skip, r.cap)], w), t, tu)
-	case allowed && n > 0:
+	case d.skip < r.count:
+		reset = until(a.expiry(te, buf[wrap(r.head+d.skip, r.cap)], w), t, tu)
+	case d.allowed && n > 0:
 		reset = until(a.expiry(te, a.stamp(te), w), t, tu)
 	}
-	return int64(lim) - used, reset, retry
+	return lim - used, reset, retry
 }
 
 // wrap returns i modulo c for i < 2c, without a division.
@@ -328,14 +354,15 @@ func until(x, t, tu int64) time.Duration {
 	return time.Duration(x - t)
 }
 
-// admitAtShared returns the earliest instant >= te at which n units fit
-// rate k with the other nodes' units of a shared key: local units in the
-// rate's window plus its remote estimate, both non-increasing in time, so
-// a binary search over (te, te+W+G] finds it. r is the key's record (the
-// ring): entries that no longer count in rate k's window are counted
-// expired with the rest.
-func (a *slidingLog) admitAtShared(s *shard[logRec], r *logRec, k int, side []uint32, te, n, lim int64) int64 {
-	y, w := &a.sync.rate[k], a.window[k]
+// admitAtShared returns the earliest instant >= d.te at which d.n units
+// fit rate d.k with the other nodes' units of a shared key (side words
+// side): local units in the rate's window plus its remote estimate, both
+// non-increasing in time, so a binary search over (te, te+W+G] finds it.
+// r is the key's record (the ring): entries that no longer count in the
+// rate's window are counted expired with the rest.
+func (a *slidingLog) admitAtShared(s *shard[logRec], r *logRec, side []uint32, d *logCall) int64 {
+	y, w := &a.sync.rate[d.k], a.window[d.k]
+	te, n, lim := d.te, int64(d.n), int64(d.lim)
 	var buf []uint32
 	if r.count > 0 {
 		buf = s.rings.ring(r.ref, r.cap)
