@@ -1,0 +1,566 @@
+package core
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"runtime"
+	"slices"
+	"time"
+)
+
+// Sentinel errors. Every error returned by this package wraps one of them, so
+// callers test with errors.Is.
+var (
+	// ErrInvalidConfig reports a Config field out of range, a limit below 0
+	// or above MaxLimit, or a window out of [1ns, MaxWindow].
+	ErrInvalidConfig = errors.New("shardlimit: invalid config")
+	// ErrInvalidCost reports a negative cost n.
+	ErrInvalidCost = errors.New("shardlimit: invalid cost")
+	// ErrInvalidKey reports an empty key or one longer than Config.MaxKeyBytes.
+	ErrInvalidKey = errors.New("shardlimit: invalid key")
+	// ErrTooManyKeys reports that a new key could not be stored because the
+	// table holds Config.MaxKeys keys and none could be evicted under the
+	// configured FullPolicy.
+	ErrTooManyKeys = errors.New("shardlimit: too many keys")
+	// ErrClosed reports a call on a limiter after Close.
+	ErrClosed = errors.New("shardlimit: limiter closed")
+	// ErrInvalidTime reports an instant before the Unix epoch (the zero
+	// time.Time included) or after the year 2222.
+	ErrInvalidTime = errors.New("shardlimit: invalid time")
+)
+
+// Limits of the configuration. They keep every product of a limit, a cost and
+// a window in nanoseconds inside 128-bit intermediates and every instant
+// inside int64 nanoseconds.
+const (
+	// MaxLimit is the largest limit (requests or cost units per window),
+	// 1,073,741,823.
+	MaxLimit = 1<<30 - 1
+	// MaxSlidingLogLimit is the largest limit of a SlidingLog key: its ring
+	// buffer holds one 4-byte timestamp per admitted unit, 64 MiB at most.
+	MaxSlidingLogLimit = 1 << 24
+	// MaxWindow is the longest window: ten years of 365 days.
+	MaxWindow = 10 * 365 * 24 * time.Hour
+	// MaxKeyBytesLimit is the largest value Config.MaxKeyBytes accepts.
+	MaxKeyBytesLimit = 1<<16 - 1
+	// MinJanitorInterval is the shortest Config.JanitorInterval: each
+	// sweep visits every key, so a shorter one would keep a processor busy.
+	MinJanitorInterval = time.Millisecond
+	// MaxShards is the largest shard count.
+	MaxShards = 1 << 16
+	// MaxBuckets is the largest bucket count of a sliding window counter.
+	MaxBuckets = 1 << 16
+	// MaxRates is the most rates (limit and window pairs) one limiter
+	// holds per key (Config.Rates).
+	MaxRates = 4
+)
+
+// Never is Result.RetryAfter when no wait can make the request succeed: the
+// key's limit is 0 (a ban) or the cost n exceeds the limit. HTTP middleware
+// omits Retry-After for it.
+const Never = time.Duration(math.MaxInt64)
+
+// Algorithm names one of the four rate-limiting algorithms. Its zero value is
+// not a valid algorithm: New requires Config.Algorithm to be set.
+type Algorithm int
+
+// The algorithms. See the README for accuracy, memory and cost side by side.
+const (
+	// FixedWindow counts units per window aligned to Unix time: window k is
+	// [k*W, (k+1)*W). Cheapest (24 bytes of state per key) but admits up to
+	// twice the limit across a window boundary.
+	FixedWindow Algorithm = iota + 1
+	// SlidingLog keeps the timestamp of every admitted unit of the last
+	// window in a ring buffer of capacity limit: exact, never more than
+	// limit in any window of length W, at 4 bytes per admitted unit.
+	SlidingLog
+	// SlidingCounter splits the window into Config.Buckets sub-windows and
+	// weights the oldest one by its remaining overlap with the window (the
+	// approach Cloudflare described in 2017, generalised to n buckets).
+	SlidingCounter
+	// GCRA is the generic cell rate algorithm (ATM Forum TM 4.0, as in
+	// go-redis/redis_rate and throttled): a token bucket of capacity limit
+	// refilled at limit per window, O(1) state per key.
+	GCRA
+)
+
+// String returns the algorithm's name as used in rule files:
+// "fixed_window", "sliding_log", "sliding_counter" or "gcra".
+func (a Algorithm) String() string {
+	switch a {
+	case FixedWindow:
+		return "fixed_window"
+	case SlidingLog:
+		return "sliding_log"
+	case SlidingCounter:
+		return "sliding_counter"
+	case GCRA:
+		return "gcra"
+	}
+	return fmt.Sprintf("Algorithm(%d)", int(a))
+}
+
+// ParseAlgorithm returns the Algorithm named s ("fixed_window",
+// "sliding_log", "sliding_counter" or "gcra"; "fixed", "log", "counter" and
+// "token_bucket" are accepted as aliases). It returns an error wrapping
+// ErrInvalidConfig for any other string.
+func ParseAlgorithm(s string) (Algorithm, error) {
+	switch s {
+	case "fixed_window", "fixed":
+		return FixedWindow, nil
+	case "sliding_log", "log":
+		return SlidingLog, nil
+	case "sliding_counter", "counter":
+		return SlidingCounter, nil
+	case "gcra", "token_bucket":
+		return GCRA, nil
+	}
+	return 0, fmt.Errorf("%w: unknown algorithm %q", ErrInvalidConfig, s)
+}
+
+// MarshalText implements encoding.TextMarshaler with the names of String.
+func (a Algorithm) MarshalText() ([]byte, error) {
+	if a < FixedWindow || a > GCRA {
+		return nil, fmt.Errorf("%w: unknown algorithm %d", ErrInvalidConfig, int(a))
+	}
+	return []byte(a.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler with ParseAlgorithm.
+func (a *Algorithm) UnmarshalText(b []byte) error {
+	v, err := ParseAlgorithm(string(b))
+	if err != nil {
+		return err
+	}
+	*a = v
+	return nil
+}
+
+// FullPolicy says what a limiter does with a new key when it already holds
+// Config.MaxKeys keys. Either way it first evicts a key whose state equals
+// a fresh key's (an idle key), if one is among the 16 keys it looks at:
+// each shard keeps a hand that walks its table, passing 16 stored keys per
+// new key that finds the shard full, so the work per new key is bounded
+// and every stored key is looked at about once per MaxKeys/16 new keys.
+// A key is judged idle at the new key's instant, but no later than the
+// limiter's Clock reads (so one request's far-future instant cannot make
+// busy keys look idle): with a Clock that stands behind the instants you
+// pass (a ManualClock not advanced), no key looks idle.
+type FullPolicy int
+
+const (
+	// RejectNewKeys denies a new key (Result.Err wraps ErrTooManyKeys) while
+	// the table is full and none of the 16 keys looked at is idle, so no
+	// stored client ever loses its count. An idle key elsewhere is found by
+	// a later new key (or by the janitor). An attacker flooding distinct
+	// keys can deny service to new clients until the janitor frees room.
+	RejectNewKeys FullPolicy = iota
+	// EvictLeastRecent evicts, to make room, the least recently used of the
+	// 16 keys looked at (an approximate LRU, as Redis's maxmemory-policy
+	// allkeys-lru samples keys). Keys with their own limit (SetLimit) are
+	// never evicted.
+	// An evicted key that returns starts fresh, so a flood of distinct keys
+	// can hand some clients a fresh budget early.
+	EvictLeastRecent
+)
+
+// Rate is one limit over one window: at most Limit requests (cost units)
+// in each Window. Config.Rates gives a limiter several.
+type Rate struct {
+	Limit  int           // requests (cost units) per window, as Config.Limit
+	Window time.Duration // as Config.Window
+}
+
+// Config configures a limiter. The zero value is not usable: Window (with
+// Limit) or Rates is required. Construction validates every field and
+// returns an error wrapping ErrInvalidConfig for any value out of range.
+type Config struct {
+	// Algorithm selects the algorithm for New; the NewFixedWindow,
+	// NewSlidingLog, NewSlidingCounter and NewGCRA constructors ignore it.
+	Algorithm Algorithm
+
+	// Limit is the default number of requests (cost units) admitted per
+	// window for keys without a limit of their own, in [0, MaxLimit]
+	// ([0, MaxSlidingLogLimit] for SlidingLog). 0 blocks every key. Leave it
+	// and Window zero when Rates is set.
+	Limit int
+
+	// Window is the period the limit applies to, in [1ns, MaxWindow].
+	// Windows and buckets are aligned to Unix time, so all nodes agree.
+	Window time.Duration
+
+	// Rates, if set, gives every key several limits, each over a window of
+	// its own (say 3 per second and 100 per hour, so that a client can
+	// neither spend an hour's quota in a second nor exceed it at a steady
+	// pace): a request is admitted only if every rate admits it, and then
+	// consumes from all of them; a request any rate denies consumes from
+	// none. One record and one lock per key hold them all, so this is exact
+	// under any concurrency. At most MaxRates rates, each window at most
+	// once, each limit and window in the ranges of Limit and Window;
+	// Limit and Window must then be zero. The Result reports the binding
+	// rate, the one with the least remaining (Result.Window says which).
+	Rates []Rate
+
+	// Buckets is the number of sub-windows of SlidingCounter, in
+	// [1, MaxBuckets]; each window must be a multiple of Buckets
+	// nanoseconds. Default 10. The estimate weights the oldest bucket by
+	// its overlap, so it errs by less than that bucket's units: about
+	// Limit/Buckets for steady traffic, up to Limit-1 for bursts timed at
+	// bucket edges (see NewSlidingCounter). Ignored by the other
+	// algorithms.
+	Buckets int
+
+	// Shards is the number of lock stripes, a power of two in
+	// [1, MaxShards]. Default: the next power of two of 8*GOMAXPROCS, at
+	// least 16.
+	Shards int
+
+	// MaxKeys caps the number of stored keys (0, the default, means no cap).
+	// The cap is enforced per shard as ceil(MaxKeys/Shards) keys, so the
+	// table holds at most Shards*ceil(MaxKeys/Shards) keys. See WhenFull.
+	MaxKeys int
+
+	// WhenFull says what to do with a new key when the table is full.
+	// Default RejectNewKeys.
+	WhenFull FullPolicy
+
+	// MaxKeyBytes is the longest accepted key in bytes, in
+	// [1, MaxKeyBytesLimit]. Longer keys are rejected with ErrInvalidKey.
+	// Default 512.
+	MaxKeyBytes int
+
+	// JanitorInterval is how often the background janitor evicts idle keys
+	// (keys whose state equals a fresh key's). 0 means the default: the
+	// window (the longest of Rates), clamped to [1s, 1min]. A negative
+	// value disables the janitor; call Sweep yourself then. A positive
+	// value below MinJanitorInterval is an error. The janitor is one
+	// goroutine per process, whatever the number of limiters: it starts
+	// with the first limiter built with a janitor and ends when the last
+	// one is closed, and sweeps each limiter at the limiter's own interval
+	// and clock, one limiter and one shard at a time, so a limiter's sweep
+	// may start late while another's runs.
+	JanitorInterval time.Duration
+
+	// Clock supplies the time for the short forms (Allow, AllowNow and
+	// their byte forms) and for the janitor. Default DefaultClock(): the
+	// system's monotonic clock, read at each call, so a decision is made at
+	// its true instant under any load (see DefaultClock). The forms that take now
+	// decide at that instant as given: pass time.Now() or your server's
+	// request time (or, with a ManualClock, its readings). The janitor
+	// judges keys idle at this clock's time, and a key it evicts at
+	// instant T decides its next request no earlier than T: a clock
+	// running ahead of your instants makes new keys stand still until
+	// they catch up. Every clock of this package is wall time at its
+	// construction plus monotonic time since, the time time.Now() gives.
+	Clock Clock
+}
+
+// Defaults of Config fields left zero.
+const (
+	DefaultBuckets     = 10
+	DefaultMaxKeyBytes = 512
+)
+
+// withDefaults returns cfg with zero fields replaced by their defaults and
+// validates the result.
+func (cfg Config) withDefaults(alg Algorithm) (Config, error) {
+	cfg.Algorithm = alg
+	if alg < FixedWindow || alg > GCRA {
+		return cfg, fmt.Errorf("%w: unknown algorithm %d", ErrInvalidConfig, int(alg))
+	}
+	if cfg.Buckets == 0 {
+		cfg.Buckets = DefaultBuckets
+	}
+	if alg == SlidingCounter && (cfg.Buckets < 1 || cfg.Buckets > MaxBuckets) {
+		return cfg, fmt.Errorf("%w: buckets %d outside [1, %d]", ErrInvalidConfig, cfg.Buckets, MaxBuckets)
+	}
+	if err := cfg.checkRates(); err != nil {
+		return cfg, err
+	}
+	if err := cfg.tableDefaults(); err != nil {
+		return cfg, err
+	}
+	if err := cfg.janitorDefaults(); err != nil {
+		return cfg, err
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = DefaultClock()
+	}
+	return cfg, nil
+}
+
+// checkRates validates the limits and windows of cfg (Rates, or Limit and
+// Window) for cfg.Algorithm and cfg.Buckets, and clones Rates.
+func (cfg *Config) checkRates() error {
+	if len(cfg.Rates) > 0 {
+		if cfg.Limit != 0 || cfg.Window != 0 {
+			return fmt.Errorf("%w: both Rates and Limit or Window set", ErrInvalidConfig)
+		}
+		if len(cfg.Rates) > MaxRates {
+			return fmt.Errorf("%w: %d rates, at most %d", ErrInvalidConfig, len(cfg.Rates), MaxRates)
+		}
+		cfg.Rates = slices.Clone(cfg.Rates)
+	}
+	alg := cfg.Algorithm
+	for i, r := range cfg.rates() {
+		if err := checkLimit(alg, r.Limit); err != nil {
+			return err
+		}
+		if r.Window <= 0 || r.Window > MaxWindow {
+			return fmt.Errorf("%w: window %v outside [1ns, %v]", ErrInvalidConfig, r.Window, MaxWindow)
+		}
+		if alg == SlidingCounter && int64(r.Window)%int64(cfg.Buckets) != 0 {
+			return fmt.Errorf("%w: window %v is not a multiple of %d buckets in nanoseconds", ErrInvalidConfig, r.Window, cfg.Buckets)
+		}
+		for _, o := range cfg.Rates[:i] {
+			if o.Window == r.Window {
+				return fmt.Errorf("%w: window %v given twice in Rates", ErrInvalidConfig, r.Window)
+			}
+		}
+	}
+	return nil
+}
+
+// tableDefaults fills in and validates the fields of cfg that shape the
+// key table: Shards, MaxKeys, WhenFull and MaxKeyBytes.
+func (cfg *Config) tableDefaults() error {
+	if cfg.Shards == 0 {
+		cfg.Shards = 1 << bits.Len(uint(8*runtime.GOMAXPROCS(0)-1))
+		cfg.Shards = max(cfg.Shards, 16)
+		cfg.Shards = min(cfg.Shards, MaxShards)
+	}
+	if cfg.Shards < 1 || cfg.Shards > MaxShards || cfg.Shards&(cfg.Shards-1) != 0 {
+		return fmt.Errorf("%w: shards %d is not a power of two in [1, %d]", ErrInvalidConfig, cfg.Shards, MaxShards)
+	}
+	if cfg.MaxKeys < 0 {
+		return fmt.Errorf("%w: max keys %d is negative", ErrInvalidConfig, cfg.MaxKeys)
+	}
+	if cfg.WhenFull != RejectNewKeys && cfg.WhenFull != EvictLeastRecent {
+		return fmt.Errorf("%w: unknown full policy %d", ErrInvalidConfig, int(cfg.WhenFull))
+	}
+	if cfg.MaxKeyBytes == 0 {
+		cfg.MaxKeyBytes = DefaultMaxKeyBytes
+	}
+	if cfg.MaxKeyBytes < 1 || cfg.MaxKeyBytes > MaxKeyBytesLimit {
+		return fmt.Errorf("%w: max key bytes %d outside [1, %d]", ErrInvalidConfig, cfg.MaxKeyBytes, MaxKeyBytesLimit)
+	}
+	return nil
+}
+
+// janitorDefaults fills in and validates cfg.JanitorInterval.
+func (cfg *Config) janitorDefaults() error {
+	if cfg.JanitorInterval == 0 {
+		longest := time.Duration(0) // a key is idle once every window passed
+		for _, r := range cfg.rates() {
+			longest = max(longest, r.Window)
+		}
+		cfg.JanitorInterval = min(max(longest, time.Second), time.Minute)
+	}
+	if cfg.JanitorInterval > 0 && cfg.JanitorInterval < MinJanitorInterval {
+		return fmt.Errorf("%w: janitor interval %v below %v", ErrInvalidConfig, cfg.JanitorInterval, MinJanitorInterval)
+	}
+	return nil
+}
+
+// rates returns cfg's rates: Rates, or the one of Limit and Window.
+func (cfg Config) rates() []Rate {
+	if len(cfg.Rates) > 0 {
+		return cfg.Rates
+	}
+	return []Rate{{cfg.Limit, cfg.Window}}
+}
+
+// rateSet is a limiter's rates as its keys keep them, longest window first
+// (the sliding log's ring covers the longest).
+type rateSet struct {
+	n      int
+	window [MaxRates]int64
+	order  [MaxRates]int // order[k]: rate k's index in Config.rates()
+}
+
+func newRateSet(cfg Config) rateSet {
+	rs := cfg.rates()
+	idx := make([]int, len(rs))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(rs[b].Window, rs[a].Window) })
+	set := rateSet{n: len(rs)}
+	for k, i := range idx {
+		set.window[k], set.order[k] = int64(rs[i].Window), i
+	}
+	return set
+}
+
+// checkLimit reports whether limit is a valid limit for alg.
+func checkLimit(alg Algorithm, limit int) error {
+	hi := MaxLimit
+	if alg == SlidingLog {
+		hi = MaxSlidingLogLimit
+	}
+	if limit < 0 || limit > hi {
+		return fmt.Errorf("%w: limit %d outside [0, %d]", ErrInvalidConfig, limit, hi)
+	}
+	return nil
+}
+
+// Result is one decision, returned by value. Durations are exact to the
+// nanosecond (SlidingLog: to its timestamp resolution, see NewSlidingLog);
+// HTTP headers round them up to whole seconds.
+//
+// Per key, time never goes back: a request whose now is earlier than the
+// latest instant its key has seen is decided at that latest instant, and
+// its durations are measured from its own now (so now+RetryAfter is when
+// the same request fits).
+type Result struct {
+	// Allowed reports whether the request was admitted (and its cost
+	// consumed). A cost of 0 is always allowed and consumes nothing.
+	Allowed bool
+	// Limit is the key's limit in requests (cost units) per Window.
+	Limit int
+	// Remaining is how many more units the key may consume now, after this
+	// decision, in [0, Limit]. For SlidingCounter it is computed from the
+	// weighted estimate, so it never promises more than will be admitted.
+	Remaining int
+	// ResetAfter is the time from now until the key's usage next drops:
+	// FixedWindow: the end of the current window; SlidingLog: the expiry of
+	// the oldest counted unit (Window if none); SlidingCounter: when the
+	// oldest non-empty bucket stops counting; GCRA: when the bucket is full
+	// again (0 if it is). Never negative.
+	ResetAfter time.Duration
+	// RetryAfter is, for a denied request, the time from now until the
+	// earliest instant at which the same request would be admitted: always
+	// positive, or Never if no wait can succeed (limit 0, or cost above the
+	// limit). 0 when allowed.
+	RetryAfter time.Duration
+	// Window is the window of Limit, Remaining and ResetAfter: the
+	// limiter's, or with several Config.Rates the binding one's, the rate
+	// with the least remaining after this decision (ties: the longest window).
+	// 0 when Err is set.
+	Window time.Duration
+	// Err is non-nil when the request could not be decided: an invalid cost
+	// (ErrInvalidCost), an invalid key (ErrInvalidKey), an invalid instant
+	// (ErrInvalidTime), a full table (ErrTooManyKeys) or a closed limiter
+	// (ErrClosed). Allowed is false then and nothing was consumed.
+	Err error
+}
+
+// Stats are a limiter's cumulative counters since construction. Stats()
+// reads Allowed, Denied and Refused under each shard's lock in turn (they
+// are plain counters, so the hot path pays no extra atomic operation) and
+// Keys and Evicted without locks.
+type Stats struct {
+	Allowed uint64 // decisions that admitted a positive cost
+	Denied  uint64 // decisions that denied a positive cost (errors excluded)
+	Keys    int    // keys stored now
+	Evicted uint64 // keys removed by the janitor, Sweep, a full table or Reset
+	Refused uint64 // decisions the limiter had no memory for (Result.Err wraps ErrTooManyKeys): a new key in a full table, or a sliding log's ring that could not grow
+}
+
+// Limiter is implemented by all four algorithms, so switching algorithms is
+// a one-word change (Config.Algorithm, or the constructor's name). All
+// methods are safe for concurrent use.
+type Limiter interface {
+	// Allow reports whether one request for key may happen now (the
+	// limiter's Clock), consuming it if so. It is AllowAt(key, clock.Now()).
+	Allow(key string) bool
+	// AllowAt reports whether one request for key may happen at now,
+	// consuming it if so: AllowN(key, now, 1).Allowed without the Result.
+	// It is the fastest decision: no clock read (pass a time the caller
+	// already has, as time.Now() or the request's time; see Config.Clock),
+	// and no Result, which at 64 bytes
+	// costs its caller a copy through memory. It returns false too when the
+	// request cannot be decided (invalid key or instant, full table, closed
+	// limiter); AllowN's Result.Err says which.
+	AllowAt(key string, now time.Time) bool
+	// AllowN decides whether n units for key may happen at now, consuming
+	// them if so. n = 0 is a peek: always allowed, nothing consumed, no key
+	// created. Every decision of n > 0, denied ones included (a cost above
+	// the limit too), stores the key and makes now its latest instant.
+	AllowN(key string, now time.Time, n int) Result
+	// AllowNow is AllowN at the limiter's Clock: what a server without a
+	// request time of its own calls for a Result.
+	AllowNow(key string, n int) Result
+	// AllowBytes is Allow for a []byte key; it does not allocate for a key
+	// that is already stored and never retains key.
+	AllowBytes(key []byte) bool
+	// AllowBytesAt is AllowAt for a []byte key; it does not allocate for a
+	// key that is already stored and never retains key.
+	AllowBytesAt(key []byte, now time.Time) bool
+	// AllowBytesN is AllowN for a []byte key; it does not allocate for a key
+	// that is already stored and never retains key.
+	AllowBytesN(key []byte, now time.Time, n int) Result
+	// AllowBytesNow is AllowNow for a []byte key; it does not allocate for
+	// a key that is already stored and never retains key.
+	AllowBytesNow(key []byte, n int) Result
+	// Peek reports what AllowN(key, now, n) would decide, consuming nothing
+	// and creating no key.
+	Peek(key string, now time.Time, n int) Result
+	// SetLimit gives key a limit of its own, in [0, MaxLimit] ([0,
+	// MaxSlidingLogLimit] for SlidingLog; 0 blocks the key), kept until
+	// ClearLimit and never evicted. The key's history is kept: usage counted
+	// so far counts against the new limit (GCRA caps a key's debt at 20
+	// years when a limit is lowered). It is SetLimits(key, limit). It
+	// returns an error wrapping ErrInvalidConfig for a limit out of range,
+	// ErrInvalidKey for an empty or too long key, ErrTooManyKeys if the key
+	// is new and the table is full, or ErrClosed.
+	SetLimit(key string, limit int) error
+	// SetLimits gives key limits of its own, one per rate in the order of
+	// Config.Rates (one limit for a limiter of one rate), all at once: a
+	// client tier with its own numbers per window. It returns an error
+	// wrapping ErrInvalidConfig if the count of limits is not the count of
+	// rates; otherwise as SetLimit.
+	SetLimits(key string, limits ...int) error
+	// ClearLimit makes key use the default limits again.
+	ClearLimit(key string) error
+	// SetDefaultLimit changes the limit of every key without its own. It
+	// is SetDefaultLimits(limit).
+	SetDefaultLimit(limit int) error
+	// SetDefaultLimits changes the limits of every key without its own,
+	// one per rate in the order of Config.Rates.
+	SetDefaultLimits(limits ...int) error
+	// Reset forgets key's usage (not its own limit, if any): its next
+	// request is decided as a new key's. It returns ErrInvalidKey for an
+	// empty or too long key, ErrClosed after Close.
+	Reset(key string) error
+	// Len returns the number of keys stored.
+	Len() int
+	// Stats returns the cumulative counters.
+	Stats() Stats
+	// Sweep evicts, one shard at a time, every key whose state at now equals
+	// a fresh key's, and returns how many it evicted. The janitor calls it
+	// with the limiter's Clock. A key whose latest instant is after now is
+	// not idle. Every new key of a shard Sweep evicted from at now decides
+	// its first request no earlier than now, so a now ahead of your
+	// instants holds new keys back until they catch up.
+	Sweep(now time.Time) int
+	// Config returns the configuration in effect, defaults filled in.
+	Config() Config
+	// Close takes the limiter off the janitor's schedule, waiting for a
+	// sweep of its table in progress (not for another limiter's), and
+	// stops the janitor's goroutine if no other limiter needs it. It is
+	// idempotent and always returns nil; afterwards decisions return
+	// ErrClosed and the janitor never touches the limiter again.
+	Close() error
+}
+
+// New returns a limiter running cfg.Algorithm. It returns an error wrapping
+// ErrInvalidConfig when cfg is invalid. Unless cfg.JanitorInterval < 0, the
+// limiter joins the process's janitor, one goroutine for every limiter
+// (started by the first); call Close to leave it.
+func New(cfg Config) (Limiter, error) {
+	switch cfg.Algorithm {
+	case FixedWindow:
+		return NewFixedWindow(cfg)
+	case SlidingLog:
+		return NewSlidingLog(cfg)
+	case SlidingCounter:
+		return NewSlidingCounter(cfg)
+	case GCRA:
+		return NewGCRA(cfg)
+	}
+	return nil, fmt.Errorf("%w: unknown algorithm %d", ErrInvalidConfig, int(cfg.Algorithm))
+}
