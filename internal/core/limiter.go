@@ -63,27 +63,15 @@ const (
 // omits Retry-After for it.
 const Never = time.Duration(math.MaxInt64)
 
-// Algorithm names one of the four rate-limiting algorithms. Its zero value is
-// not a valid algorithm: New requires Config.Algorithm to be set.
+// Algorithm names one of the four rate-limiting algorithms, as package
+// shardlimit's Algorithm (documented there) of the same value.
 type Algorithm int
 
-// The algorithms. See the README for accuracy, memory and cost side by side.
+// The algorithms.
 const (
-	// FixedWindow counts units per window aligned to Unix time: window k is
-	// [k*W, (k+1)*W). Cheapest (24 bytes of state per key) but admits up to
-	// twice the limit across a window boundary.
 	FixedWindow Algorithm = iota + 1
-	// SlidingLog keeps the timestamp of every admitted unit of the last
-	// window in a ring buffer of capacity limit: exact, never more than
-	// limit in any window of length W, at 4 bytes per admitted unit.
 	SlidingLog
-	// SlidingCounter splits the window into Config.Buckets sub-windows and
-	// weights the oldest one by its remaining overlap with the window (the
-	// approach Cloudflare described in 2017, generalised to n buckets).
 	SlidingCounter
-	// GCRA is the generic cell rate algorithm (ATM Forum TM 4.0, as in
-	// go-redis/redis_rate and throttled): a token bucket of capacity limit
-	// refilled at limit per window, O(1) state per key.
 	GCRA
 )
 
@@ -140,30 +128,13 @@ func (a *Algorithm) UnmarshalText(b []byte) error {
 }
 
 // FullPolicy says what a limiter does with a new key when it already holds
-// Config.MaxKeys keys. Either way it first evicts a key whose state equals
-// a fresh key's (an idle key), if one is among the 16 keys it looks at:
-// each shard keeps a hand that walks its table, passing 16 stored keys per
-// new key that finds the shard full, so the work per new key is bounded
-// and every stored key is looked at about once per MaxKeys/16 new keys.
-// A key is judged idle at the new key's instant, but no later than the
-// limiter's Clock reads (so one request's far-future instant cannot make
-// busy keys look idle): with a Clock that stands behind the instants you
-// pass (a ManualClock not advanced), no key looks idle.
+// Config.MaxKeys keys: package shardlimit's FullPolicy (documented there),
+// carried out by table.makeRoom.
 type FullPolicy int
 
+// The full policies, as package shardlimit's.
 const (
-	// RejectNewKeys denies a new key (Result.Err wraps ErrTooManyKeys) while
-	// the table is full and none of the 16 keys looked at is idle, so no
-	// stored client ever loses its count. An idle key elsewhere is found by
-	// a later new key (or by the janitor). An attacker flooding distinct
-	// keys can deny service to new clients until the janitor frees room.
 	RejectNewKeys FullPolicy = iota
-	// EvictLeastRecent evicts, to make room, the least recently used of the
-	// 16 keys looked at (an approximate LRU, as Redis's maxmemory-policy
-	// allkeys-lru samples keys). Keys with their own limit (SetLimit) are
-	// never evicted.
-	// An evicted key that returns starts fresh, so a flood of distinct keys
-	// can hand some clients a fresh budget early.
 	EvictLeastRecent
 )
 
@@ -174,88 +145,21 @@ type Rate struct {
 	Window time.Duration // as Config.Window
 }
 
-// Config configures a limiter. The zero value is not usable: Window (with
-// Limit) or Rates is required. Construction validates every field and
-// returns an error wrapping ErrInvalidConfig for any value out of range.
+// Config configures a limiter: package shardlimit's Config, field for
+// field, where each field's range and default are documented; the root
+// converts one to the other at construction. withDefaults validates it.
 type Config struct {
-	// Algorithm selects the algorithm for New; the NewFixedWindow,
-	// NewSlidingLog, NewSlidingCounter and NewGCRA constructors ignore it.
-	Algorithm Algorithm
-
-	// Limit is the default number of requests (cost units) admitted per
-	// window for keys without a limit of their own, in [0, MaxLimit]
-	// ([0, MaxSlidingLogLimit] for SlidingLog). 0 blocks every key. Leave it
-	// and Window zero when Rates is set.
-	Limit int
-
-	// Window is the period the limit applies to, in [1ns, MaxWindow].
-	// Windows and buckets are aligned to Unix time, so all nodes agree.
-	Window time.Duration
-
-	// Rates, if set, gives every key several limits, each over a window of
-	// its own (say 3 per second and 100 per hour, so that a client can
-	// neither spend an hour's quota in a second nor exceed it at a steady
-	// pace): a request is admitted only if every rate admits it, and then
-	// consumes from all of them; a request any rate denies consumes from
-	// none. One record and one lock per key hold them all, so this is exact
-	// under any concurrency. At most MaxRates rates, each window at most
-	// once, each limit and window in the ranges of Limit and Window;
-	// Limit and Window must then be zero. The Result reports the binding
-	// rate, the one with the least remaining (Result.Window says which).
-	Rates []Rate
-
-	// Buckets is the number of sub-windows of SlidingCounter, in
-	// [1, MaxBuckets]; each window must be a multiple of Buckets
-	// nanoseconds. Default 10. The estimate weights the oldest bucket by
-	// its overlap, so it errs by less than that bucket's units: about
-	// Limit/Buckets for steady traffic, up to Limit-1 for bursts timed at
-	// bucket edges (see NewSlidingCounter). Ignored by the other
-	// algorithms.
-	Buckets int
-
-	// Shards is the number of lock stripes, a power of two in
-	// [1, MaxShards]. Default: the next power of two of 8*GOMAXPROCS, at
-	// least 16.
-	Shards int
-
-	// MaxKeys caps the number of stored keys (0, the default, means no cap).
-	// The cap is enforced per shard as ceil(MaxKeys/Shards) keys, so the
-	// table holds at most Shards*ceil(MaxKeys/Shards) keys. See WhenFull.
-	MaxKeys int
-
-	// WhenFull says what to do with a new key when the table is full.
-	// Default RejectNewKeys.
-	WhenFull FullPolicy
-
-	// MaxKeyBytes is the longest accepted key in bytes, in
-	// [1, MaxKeyBytesLimit]. Longer keys are rejected with ErrInvalidKey.
-	// Default 512.
-	MaxKeyBytes int
-
-	// JanitorInterval is how often the background janitor evicts idle keys
-	// (keys whose state equals a fresh key's). 0 means the default: the
-	// window (the longest of Rates), clamped to [1s, 1min]. A negative
-	// value disables the janitor; call Sweep yourself then. A positive
-	// value below MinJanitorInterval is an error. The janitor is one
-	// goroutine per process, whatever the number of limiters: it starts
-	// with the first limiter built with a janitor and ends when the last
-	// one is closed, and sweeps each limiter at the limiter's own interval
-	// and clock, one limiter and one shard at a time, so a limiter's sweep
-	// may start late while another's runs.
-	JanitorInterval time.Duration
-
-	// Clock supplies the time for the short forms (Allow, AllowNow and
-	// their byte forms) and for the janitor. Default DefaultClock(): the
-	// system's monotonic clock, read at each call, so a decision is made at
-	// its true instant under any load (see DefaultClock). The forms that take now
-	// decide at that instant as given: pass time.Now() or your server's
-	// request time (or, with a ManualClock, its readings). The janitor
-	// judges keys idle at this clock's time, and a key it evicts at
-	// instant T decides its next request no earlier than T: a clock
-	// running ahead of your instants makes new keys stand still until
-	// they catch up. Every clock of this package is wall time at its
-	// construction plus monotonic time since, the time time.Now() gives.
-	Clock Clock
+	Algorithm       Algorithm
+	Limit           int           // per Window, for keys without their own
+	Window          time.Duration // Limit's window
+	Rates           []Rate        // several rates instead of Limit and Window
+	Buckets         int           // SlidingCounter's sub-windows, default 10
+	Shards          int           // lock stripes, a power of two
+	MaxKeys         int           // cap on stored keys, 0 for none
+	WhenFull        FullPolicy    // what a full table does with a new key
+	MaxKeyBytes     int           // longest key, default 512
+	JanitorInterval time.Duration // 0: the default, < 0: no janitor
+	Clock           Clock         // default DefaultClock()
 }
 
 // Defaults of Config fields left zero.
@@ -407,143 +311,54 @@ func checkLimit(alg Algorithm, limit int) error {
 	return nil
 }
 
-// Result is one decision, returned by value. Durations are exact to the
-// nanosecond (SlidingLog: to its timestamp resolution, see NewSlidingLog);
-// HTTP headers round them up to whole seconds.
-//
-// Per key, time never goes back: a request whose now is earlier than the
-// latest instant its key has seen is decided at that latest instant, and
-// its durations are measured from its own now (so now+RetryAfter is when
-// the same request fits).
+// Result is one decision, returned by value: package shardlimit's Result,
+// field for field (the root converts one to the other for free), where its
+// fields are documented.
 type Result struct {
-	// Allowed reports whether the request was admitted (and its cost
-	// consumed). A cost of 0 is always allowed and consumes nothing.
-	Allowed bool
-	// Limit is the key's limit in requests (cost units) per Window.
-	Limit int
-	// Remaining is how many more units the key may consume now, after this
-	// decision, in [0, Limit]. For SlidingCounter it is computed from the
-	// weighted estimate, so it never promises more than will be admitted.
-	Remaining int
-	// ResetAfter is the time from now until the key's usage next drops:
-	// FixedWindow: the end of the current window; SlidingLog: the expiry of
-	// the oldest counted unit (Window if none); SlidingCounter: when the
-	// oldest non-empty bucket stops counting; GCRA: when the bucket is full
-	// again (0 if it is). Never negative.
+	Allowed    bool
+	Limit      int
+	Remaining  int
 	ResetAfter time.Duration
-	// RetryAfter is, for a denied request, the time from now until the
-	// earliest instant at which the same request would be admitted: always
-	// positive, or Never if no wait can succeed (limit 0, or cost above the
-	// limit). 0 when allowed.
 	RetryAfter time.Duration
-	// Window is the window of Limit, Remaining and ResetAfter: the
-	// limiter's, or with several Config.Rates the binding one's, the rate
-	// with the least remaining after this decision (ties: the longest window).
-	// 0 when Err is set.
-	Window time.Duration
-	// Err is non-nil when the request could not be decided: an invalid cost
-	// (ErrInvalidCost), an invalid key (ErrInvalidKey), an invalid instant
-	// (ErrInvalidTime), a full table (ErrTooManyKeys) or a closed limiter
-	// (ErrClosed). Allowed is false then and nothing was consumed.
-	Err error
+	Window     time.Duration
+	Err        error
 }
 
-// Stats are a limiter's cumulative counters since construction. Stats()
-// reads Allowed, Denied and Refused under each shard's lock in turn (they
-// are plain counters, so the hot path pays no extra atomic operation) and
-// Keys and Evicted without locks.
+// Stats are a limiter's cumulative counters since construction: package
+// shardlimit's Stats, field for field. Stats() reads Allowed, Denied and
+// Refused under each shard's lock in turn and Keys and Evicted without
+// locks.
 type Stats struct {
-	Allowed uint64 // decisions that admitted a positive cost
-	Denied  uint64 // decisions that denied a positive cost (errors excluded)
-	Keys    int    // keys stored now
-	Evicted uint64 // keys removed by the janitor, Sweep, a full table or Reset
-	Refused uint64 // decisions the limiter had no memory for (Result.Err wraps ErrTooManyKeys): a new key in a full table, or a sliding log's ring that could not grow
+	Allowed uint64
+	Denied  uint64
+	Keys    int
+	Evicted uint64
+	Refused uint64
 }
 
-// Limiter is implemented by all four algorithms, so switching algorithms is
-// a one-word change (Config.Algorithm, or the constructor's name). All
-// methods are safe for concurrent use.
+// Limiter is what every limiter of this package implements: package
+// shardlimit's Limiter with this package's Result, Stats and Config, where
+// each method is documented. All methods are safe for concurrent use.
 type Limiter interface {
-	// Allow reports whether one request for key may happen now (the
-	// limiter's Clock), consuming it if so. It is AllowAt(key, clock.Now()).
 	Allow(key string) bool
-	// AllowAt reports whether one request for key may happen at now,
-	// consuming it if so: AllowN(key, now, 1).Allowed without the Result.
-	// It is the fastest decision: no clock read (pass a time the caller
-	// already has, as time.Now() or the request's time; see Config.Clock),
-	// and no Result, which at 64 bytes
-	// costs its caller a copy through memory. It returns false too when the
-	// request cannot be decided (invalid key or instant, full table, closed
-	// limiter); AllowN's Result.Err says which.
 	AllowAt(key string, now time.Time) bool
-	// AllowN decides whether n units for key may happen at now, consuming
-	// them if so. n = 0 is a peek: always allowed, nothing consumed, no key
-	// created. Every decision of n > 0, denied ones included (a cost above
-	// the limit too), stores the key and makes now its latest instant.
 	AllowN(key string, now time.Time, n int) Result
-	// AllowNow is AllowN at the limiter's Clock: what a server without a
-	// request time of its own calls for a Result.
 	AllowNow(key string, n int) Result
-	// AllowBytes is Allow for a []byte key; it does not allocate for a key
-	// that is already stored and never retains key.
 	AllowBytes(key []byte) bool
-	// AllowBytesAt is AllowAt for a []byte key; it does not allocate for a
-	// key that is already stored and never retains key.
 	AllowBytesAt(key []byte, now time.Time) bool
-	// AllowBytesN is AllowN for a []byte key; it does not allocate for a key
-	// that is already stored and never retains key.
 	AllowBytesN(key []byte, now time.Time, n int) Result
-	// AllowBytesNow is AllowNow for a []byte key; it does not allocate for
-	// a key that is already stored and never retains key.
 	AllowBytesNow(key []byte, n int) Result
-	// Peek reports what AllowN(key, now, n) would decide, consuming nothing
-	// and creating no key.
 	Peek(key string, now time.Time, n int) Result
-	// SetLimit gives key a limit of its own, in [0, MaxLimit] ([0,
-	// MaxSlidingLogLimit] for SlidingLog; 0 blocks the key), kept until
-	// ClearLimit and never evicted. The key's history is kept: usage counted
-	// so far counts against the new limit (GCRA caps a key's debt at 20
-	// years when a limit is lowered). It is SetLimits(key, limit). It
-	// returns an error wrapping ErrInvalidConfig for a limit out of range,
-	// ErrInvalidKey for an empty or too long key, ErrTooManyKeys if the key
-	// is new and the table is full, or ErrClosed.
 	SetLimit(key string, limit int) error
-	// SetLimits gives key limits of its own, one per rate in the order of
-	// Config.Rates (one limit for a limiter of one rate), all at once: a
-	// client tier with its own numbers per window. It returns an error
-	// wrapping ErrInvalidConfig if the count of limits is not the count of
-	// rates; otherwise as SetLimit.
 	SetLimits(key string, limits ...int) error
-	// ClearLimit makes key use the default limits again.
 	ClearLimit(key string) error
-	// SetDefaultLimit changes the limit of every key without its own. It
-	// is SetDefaultLimits(limit).
 	SetDefaultLimit(limit int) error
-	// SetDefaultLimits changes the limits of every key without its own,
-	// one per rate in the order of Config.Rates.
 	SetDefaultLimits(limits ...int) error
-	// Reset forgets key's usage (not its own limit, if any): its next
-	// request is decided as a new key's. It returns ErrInvalidKey for an
-	// empty or too long key, ErrClosed after Close.
 	Reset(key string) error
-	// Len returns the number of keys stored.
 	Len() int
-	// Stats returns the cumulative counters.
 	Stats() Stats
-	// Sweep evicts, one shard at a time, every key whose state at now equals
-	// a fresh key's, and returns how many it evicted. The janitor calls it
-	// with the limiter's Clock. A key whose latest instant is after now is
-	// not idle. Every new key of a shard Sweep evicted from at now decides
-	// its first request no earlier than now, so a now ahead of your
-	// instants holds new keys back until they catch up.
 	Sweep(now time.Time) int
-	// Config returns the configuration in effect, defaults filled in.
 	Config() Config
-	// Close takes the limiter off the janitor's schedule, waiting for a
-	// sweep of its table in progress (not for another limiter's), and
-	// stops the janitor's goroutine if no other limiter needs it. It is
-	// idempotent and always returns nil; afterwards decisions return
-	// ErrClosed and the janitor never touches the limiter again.
 	Close() error
 }
 
