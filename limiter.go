@@ -2,6 +2,7 @@ package shardlimit
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/shardlimit/shardlimit/internal/core"
@@ -34,30 +35,30 @@ var (
 const (
 	// MaxLimit is the largest limit (requests or cost units per window),
 	// 1,073,741,823.
-	MaxLimit = core.MaxLimit
+	MaxLimit = 1<<30 - 1
 	// MaxSlidingLogLimit is the largest limit of a SlidingLog key: its ring
 	// buffer holds one 4-byte timestamp per admitted unit, 64 MiB at most.
-	MaxSlidingLogLimit = core.MaxSlidingLogLimit
+	MaxSlidingLogLimit = 1 << 24
 	// MaxWindow is the longest window: ten years of 365 days.
-	MaxWindow = core.MaxWindow
+	MaxWindow = 10 * 365 * 24 * time.Hour
 	// MaxKeyBytesLimit is the largest value Config.MaxKeyBytes accepts.
-	MaxKeyBytesLimit = core.MaxKeyBytesLimit
+	MaxKeyBytesLimit = 1<<16 - 1
 	// MinJanitorInterval is the shortest Config.JanitorInterval: each
 	// sweep visits every key, so a shorter one would keep a processor busy.
-	MinJanitorInterval = core.MinJanitorInterval
+	MinJanitorInterval = time.Millisecond
 	// MaxShards is the largest shard count.
-	MaxShards = core.MaxShards
+	MaxShards = 1 << 16
 	// MaxBuckets is the largest bucket count of a sliding window counter.
-	MaxBuckets = core.MaxBuckets
+	MaxBuckets = 1 << 16
 	// MaxRates is the most rates (limit and window pairs) one limiter
 	// holds per key (Config.Rates).
-	MaxRates = core.MaxRates
+	MaxRates = 4
 )
 
 // Never is Result.RetryAfter when no wait can make the request succeed: the
 // key's limit is 0 (a ban) or the cost n exceeds the limit. HTTP middleware
 // omits Retry-After for it.
-const Never = core.Never
+const Never = time.Duration(math.MaxInt64)
 
 // Algorithm names one of the four rate-limiting algorithms. Its zero value is
 // not a valid algorithm: New requires Config.Algorithm to be set.
@@ -230,8 +231,8 @@ type Config struct {
 
 // Defaults of Config fields left zero.
 const (
-	DefaultBuckets     = core.DefaultBuckets
-	DefaultMaxKeyBytes = core.DefaultMaxKeyBytes
+	DefaultBuckets     = 10
+	DefaultMaxKeyBytes = 512
 )
 
 // Result is one decision, returned by value. Durations are exact to the
