@@ -111,11 +111,13 @@ func (a *gcra) decide(s *shard[gcraRec], r *gcraRec, slot uint32, t int64, n int
 	case int64(n) > int64(lim):
 		retry = Never
 	default:
-		q, rr := a.intervals(s, k, n, lim) // whole ns and 1/lim ns
-		ntat, nrem := r.tat+int64(q), uint32(uint64(r.rem)+rr)
-		if uint64(r.rem)+rr >= uint64(lim) {
-			ntat, nrem = ntat+1, uint32(uint64(r.rem)+rr-uint64(lim))
+		var q, rr uint64 // n emission intervals, whole ns and 1/lim ns
+		if n == 1 {
+			q, rr = s.emission(k, lim, w) // inlined: the hot path
+		} else {
+			q, rr = mulDiv(uint64(n), uint64(w), uint64(lim))
 		}
+		ntat, nrem := addTAT(r.tat, r.rem, q, rr, lim)
 		if d := ntat - te; d < w || (d == w && nrem == 0) {
 			allowed = true
 			tat, rem = ntat, nrem
@@ -144,6 +146,15 @@ func (a *gcra) intervals(s *shard[gcraRec], k, n int, lim uint32) (q, rr uint64)
 		return s.emission(k, lim, a.window[k])
 	}
 	return mulDiv(uint64(n), uint64(a.window[k]), uint64(lim))
+}
+
+// addTAT returns the TAT tat + rem/lim plus q + rr/lim nanoseconds, for
+// rem, rr < lim, as whole nanoseconds and a remainder below lim.
+func addTAT(tat int64, rem uint32, q, rr uint64, lim uint32) (int64, uint32) {
+	if sum := uint64(rem) + rr; sum >= uint64(lim) {
+		return tat + int64(q) + 1, uint32(sum - uint64(lim))
+	}
+	return tat + int64(q), rem + uint32(rr)
 }
 
 // refilled reports whether the TAT of p, a rate's state, is not after t:

@@ -186,10 +186,6 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, slot uint32, t int64, n
 	if k > 0 {
 		key = s.keyRec(slot)
 	}
-	var side []uint32
-	if a.sync != nil {
-		side = s.sideWords(slot, key.side)
-	}
 	te := max(t, key.last) // per key, time never goes back
 	if te != key.last {
 		// The first decision at te, of whichever rate: every rate's
@@ -197,25 +193,34 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, slot uint32, t int64, n
 		// ring was last brought to).
 		a.advance(s, key, slot, te)
 	}
-	lim0 := a.ringLimit(s, key, mode&consume != 0)
-	d := logCall{k: k, t: t, te: te, n: n, lim: lim0}
-	if k > 0 {
-		d.lim = effectiveLimit(r.lim, s.defLimits[k])
-		if d.lim != 0 {
-			r.lim = r.lim&^limitMask | d.lim
-		}
-		d.skip = r.head
-	}
-	used := int64(key.count - d.skip)
-	var bucket int64 // id of te's sync bucket of rate k, when shared
+	var side []uint32 // a shared key's sync state
+	var bucket, remote int64
 	if a.sync != nil {
 		// The other nodes' units in rate k's window, by its own buckets.
-		bucket = a.syncBucket(s, side, k, te)
-		used += a.sync.rate[k].estimate(side, te)
+		side = s.sideWords(slot, key.side)
+		bucket, remote = a.syncBucket(s, side, k, te), a.sync.rate[k].estimate(side, te)
 	}
-	d.allowed = n == 0 || int64(n) <= int64(d.lim) && used+int64(n) <= int64(d.lim)
-	if d.allowed && n > 0 && mode&consume != 0 && !a.keep(s, key, side, bucket, &d) {
-		return verdict{word: verdictFull} // no memory for the timestamps
+	lim0 := effectiveLimit(key.lim, s.defLimits[0]) // the ring's capacity
+	if lim0 != 0 {
+		key.lim = key.lim&^limitMask | lim0
+		if mode&consume != 0 && key.cap > lim0 {
+			a.shrink(s, key, lim0) // the limit shrank: give memory back
+		}
+	}
+	d := logCall{k: k, t: t, te: te, n: n, lim: lim0}
+	if k > 0 {
+		d.lim, d.skip = a.rateLimit(s, r, k)
+	}
+	used := int64(key.count-d.skip) + remote
+	d.allowed = fits(n, d.lim, used)
+	if d.allowed && n > 0 && mode&consume != 0 {
+		if k == 0 && !a.push(s, key, te, uint32(n), lim0) {
+			return verdict{word: verdictFull} // no memory for the timestamps
+		}
+		d.pushed = k == 0
+		if a.sync != nil {
+			a.share(side, bucket, &d)
+		}
 	}
 	if mode&full == 0 {
 		return verdict{word: b2u(d.allowed)}
@@ -224,21 +229,21 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, slot uint32, t int64, n
 	return makeVerdict(d.allowed, k, d.lim, int(max(0, rem)), reset, retry)
 }
 
-// keep consumes the units decision d admitted on the key whose record is
-// r: rate 0 pushes them to the ring (limited to d.lim), and a shared key
-// adds them to its sync bucket of rate d.k, side words side. It reports
-// false, keeping nothing, if the shard has no memory for the timestamps.
-func (a *slidingLog) keep(s *shard[logRec], r *logRec, side []uint32, bucket int64, d *logCall) bool {
-	if d.k == 0 {
-		if !a.push(s, r, d.te, uint32(d.n), d.lim) {
-			return false
-		}
-		d.pushed = true
+// rateLimit returns the limit in force for rate k > 0 of a key, whose
+// extra record is r, recording it in r's lim word, and how many of the
+// ring's oldest entries no longer count in the rate's window.
+func (a *slidingLog) rateLimit(s *shard[logRec], r *logRec, k int) (lim, skip uint32) {
+	lim = effectiveLimit(r.lim, s.defLimits[k])
+	if lim != 0 {
+		r.lim = r.lim&^limitMask | lim
 	}
-	if a.sync != nil {
-		a.sync.rate[d.k].add(side, bucket, uint32(d.n))
-	}
-	return true
+	return lim, r.head
+}
+
+// share adds the units decision d admitted to a shared key's sync bucket
+// of rate d.k, side words side.
+func (a *slidingLog) share(side []uint32, bucket int64, d *logCall) {
+	a.sync.rate[d.k].add(side, bucket, uint32(d.n))
 }
 
 // logCall is one decision of a sliding log's rate k: n units at t,
@@ -252,19 +257,12 @@ type logCall struct {
 	allowed, pushed bool
 }
 
-// ringLimit returns the limit in force for the key's first rate (record
-// r), the ring's capacity, recording it in r's lim word; a decision that
-// consumes gives ring memory back if the limit shrank and enough units
-// expired.
-func (a *slidingLog) ringLimit(s *shard[logRec], r *logRec, consumed bool) uint32 {
-	lim := effectiveLimit(r.lim, s.defLimits[0])
-	if lim != 0 {
-		r.lim = r.lim&^limitMask | lim
-		if consumed && r.cap > lim && r.count <= lim {
-			a.resize(s, r, max(lim, r.count))
-		}
+// shrink gives back the memory of r's ring above capacity lim, if its
+// units fit.
+func (a *slidingLog) shrink(s *shard[logRec], r *logRec, lim uint32) {
+	if r.count <= lim {
+		a.resize(s, r, max(lim, r.count))
 	}
-	return lim
 }
 
 // syncBucket returns the id of rate k's sync bucket of instant te, the
