@@ -31,7 +31,7 @@ func (l *fixedLimiter) AllowAt(key string, now time.Time) bool {
 func (l *fixedLimiter) AllowN(key string, now time.Time, n int) Result {
 	h, t := l.Hash(key), l.Instant(now)
 	if v, ok := l.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
-		return Result(l.Result(v))
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
 	return Result(l.DecideKey(key, h, t, n, core.Consume))
 }
@@ -39,7 +39,7 @@ func (l *fixedLimiter) AllowN(key string, now time.Time, n int) Result {
 func (l *fixedLimiter) AllowNow(key string, n int) Result {
 	h, t := l.Hash(key), l.Now()
 	if v, ok := l.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
-		return Result(l.Result(v))
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
 	return Result(l.DecideKey(key, h, t, n, core.Consume))
 }
@@ -63,7 +63,7 @@ func (l *fixedLimiter) AllowBytesAt(key []byte, now time.Time) bool {
 func (l *fixedLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 	h, t := l.HashBytes(key), l.Instant(now)
 	if v, ok := l.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
-		return Result(l.Result(v))
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
 	return Result(l.DecideKeyBytes(key, h, t, n, core.Consume))
 }
@@ -71,7 +71,7 @@ func (l *fixedLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 func (l *fixedLimiter) AllowBytesNow(key []byte, n int) Result {
 	h, t := l.HashBytes(key), l.Now()
 	if v, ok := l.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
-		return Result(l.Result(v))
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
 	return Result(l.DecideKeyBytes(key, h, t, n, core.Consume))
 }
@@ -107,7 +107,7 @@ func (l *logLimiter) AllowAt(key string, now time.Time) bool {
 func (l *logLimiter) AllowN(key string, now time.Time, n int) Result {
 	h, t := l.Hash(key), l.Instant(now)
 	if v, ok := l.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
-		return Result(l.Result(v))
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
 	return Result(l.DecideKey(key, h, t, n, core.Consume))
 }
@@ -115,7 +115,7 @@ func (l *logLimiter) AllowN(key string, now time.Time, n int) Result {
 func (l *logLimiter) AllowNow(key string, n int) Result {
 	h, t := l.Hash(key), l.Now()
 	if v, ok := l.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
-		return Result(l.Result(v))
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
 	return Result(l.DecideKey(key, h, t, n, core.Consume))
 }
@@ -139,7 +139,7 @@ func (l *logLimiter) AllowBytesAt(key []byte, now time.Time) bool {
 func (l *logLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 	h, t := l.HashBytes(key), l.Instant(now)
 	if v, ok := l.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
-		return Result(l.Result(v))
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
 	return Result(l.DecideKeyBytes(key, h, t, n, core.Consume))
 }
@@ -147,7 +147,7 @@ func (l *logLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 func (l *logLimiter) AllowBytesNow(key []byte, n int) Result {
 	h, t := l.HashBytes(key), l.Now()
 	if v, ok := l.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
-		return Result(l.Result(v))
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
 	return Result(l.DecideKeyBytes(key, h, t, n, core.Consume))
 }
@@ -183,7 +183,7 @@ func (l *counterLimiter) AllowAt(key string, now time.Time) bool {
 func (l *counterLimiter) AllowN(key string, now time.Time, n int) Result {
 	h, t := l.Hash(key), l.Instant(now)
 	if v, ok := l.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
-		return Result(l.Result(v))
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
 	return Result(l.DecideKey(key, h, t, n, core.Consume))
 }
@@ -191,7 +191,7 @@ func (l *counterLimiter) AllowN(key string, now time.Time, n int) Result {
 func (l *counterLimiter) AllowNow(key string, n int) Result {
 	h, t := l.Hash(key), l.Now()
 	if v, ok := l.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
-		return Result(l.Result(v))
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
 	return Result(l.DecideKey(key, h, t, n, core.Consume))
 }
@@ -215,7 +215,7 @@ func (l *counterLimiter) AllowBytesAt(key []byte, now time.Time) bool {
 func (l *counterLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 	h, t := l.HashBytes(key), l.Instant(now)
 	if v, ok := l.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
-		return Result(l.Result(v))
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
 	return Result(l.DecideKeyBytes(key, h, t, n, core.Consume))
 }
@@ -223,7 +223,7 @@ func (l *counterLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 func (l *counterLimiter) AllowBytesNow(key []byte, n int) Result {
 	h, t := l.HashBytes(key), l.Now()
 	if v, ok := l.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
-		return Result(l.Result(v))
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
 	return Result(l.DecideKeyBytes(key, h, t, n, core.Consume))
 }
@@ -259,7 +259,7 @@ func (l *gcraLimiter) AllowAt(key string, now time.Time) bool {
 func (l *gcraLimiter) AllowN(key string, now time.Time, n int) Result {
 	h, t := l.Hash(key), l.Instant(now)
 	if v, ok := l.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
-		return Result(l.Result(v))
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
 	return Result(l.DecideKey(key, h, t, n, core.Consume))
 }
@@ -267,7 +267,7 @@ func (l *gcraLimiter) AllowN(key string, now time.Time, n int) Result {
 func (l *gcraLimiter) AllowNow(key string, n int) Result {
 	h, t := l.Hash(key), l.Now()
 	if v, ok := l.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
-		return Result(l.Result(v))
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
 	return Result(l.DecideKey(key, h, t, n, core.Consume))
 }
@@ -291,7 +291,7 @@ func (l *gcraLimiter) AllowBytesAt(key []byte, now time.Time) bool {
 func (l *gcraLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 	h, t := l.HashBytes(key), l.Instant(now)
 	if v, ok := l.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
-		return Result(l.Result(v))
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
 	return Result(l.DecideKeyBytes(key, h, t, n, core.Consume))
 }
@@ -299,7 +299,7 @@ func (l *gcraLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
 func (l *gcraLimiter) AllowBytesNow(key []byte, n int) Result {
 	h, t := l.HashBytes(key), l.Now()
 	if v, ok := l.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
-		return Result(l.Result(v))
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
 	return Result(l.DecideKeyBytes(key, h, t, n, core.Consume))
 }

@@ -254,5 +254,8 @@ func (l *limiter[E]) DecideKeyBytes(key []byte, h uint64, t int64, n int, mode d
 	return decideKey(l, key, h, t, n, mode)
 }
 
-// Result unpacks v, a verdict of DecideStored.
-func (l *limiter[E]) Result(v verdict) Result { return l.result(v) }
+// Window returns Result.Window of v, a verdict of DecideStored: the
+// window of the rate that decided.
+func (l *limiter[E]) Window(v verdict) time.Duration {
+	return time.Duration(l.rates.window[v.rate()])
+}

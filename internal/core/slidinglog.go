@@ -207,26 +207,27 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, slot uint32, t int64, n
 			a.shrink(s, key, lim0) // the limit shrank: give memory back
 		}
 	}
-	d := logCall{k: k, t: t, te: te, n: n, lim: lim0}
+	lim, skip := lim0, uint32(0)
 	if k > 0 {
-		d.lim, d.skip = a.rateLimit(s, r, k)
+		lim, skip = a.rateLimit(s, r, k)
 	}
-	used := int64(key.count-d.skip) + remote
-	d.allowed = fits(n, d.lim, used)
-	if d.allowed && n > 0 && mode&consume != 0 {
+	allowed := fits(n, lim, int64(key.count-skip)+remote)
+	pushed := false // this decision's units are in the ring
+	if allowed && n > 0 && mode&consume != 0 {
 		if k == 0 && !a.push(s, key, te, uint32(n), lim0) {
 			return verdict{word: verdictFull} // no memory for the timestamps
 		}
-		d.pushed = k == 0
+		pushed = k == 0
 		if a.sync != nil {
-			a.share(side, bucket, &d)
+			a.sync.rate[k].add(side, bucket, uint32(n))
 		}
 	}
 	if mode&full == 0 {
-		return verdict{word: b2u(d.allowed)}
+		return verdict{word: b2u(allowed)}
 	}
+	d := logCall{k: k, n: n, t: t, te: te, lim: lim, skip: skip, allowed: allowed, pushed: pushed}
 	rem, reset, retry := a.numbers(s, key, side, &d)
-	return makeVerdict(d.allowed, k, d.lim, int(max(0, rem)), reset, retry)
+	return makeVerdict(allowed, k, lim, int(max(0, rem)), reset, retry)
 }
 
 // rateLimit returns the limit in force for rate k > 0 of a key, whose
@@ -238,12 +239,6 @@ func (a *slidingLog) rateLimit(s *shard[logRec], r *logRec, k int) (lim, skip ui
 		r.lim = r.lim&^limitMask | lim
 	}
 	return lim, r.head
-}
-
-// share adds the units decision d admitted to a shared key's sync bucket
-// of rate d.k, side words side.
-func (a *slidingLog) share(side []uint32, bucket int64, d *logCall) {
-	a.sync.rate[d.k].add(side, bucket, uint32(d.n))
 }
 
 // logCall is one decision of a sliding log's rate k: n units at t,

@@ -66,6 +66,24 @@ func bind(b, v verdict, k, rates int) verdict {
 	return b
 }
 
-// Allowed reports whether the cost was admitted: allowed, for package
-// shardlimit's generated methods.
+// The verdict's fields for package shardlimit's generated methods, which
+// build their Result from them in place (a Result built here and converted
+// there is copied once more, through memory: a quarter of a decision).
+
+// Allowed is Result.Allowed.
 func (v verdict) Allowed() bool { return v.allowed() }
+
+// Limit is Result.Limit.
+func (v verdict) Limit() int { return v.limit() }
+
+// Remaining is Result.Remaining.
+func (v verdict) Remaining() int { return v.remaining() }
+
+// ResetAfter is Result.ResetAfter.
+func (v verdict) ResetAfter() time.Duration { return v.reset }
+
+// RetryAfter is Result.RetryAfter.
+func (v verdict) RetryAfter() time.Duration { return v.retry }
+
+// Err is Result.Err.
+func (v verdict) Err() error { return v.err() }

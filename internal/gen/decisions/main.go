@@ -90,7 +90,7 @@ func (l *{{$t}}) {{.Name}}({{.Params}}) {{if .Result}}Result{{else}}bool{{end}} 
 	h, t := l.{{if eq .Hash "hash"}}Hash{{else}}HashBytes{{end}}(key), {{if eq .Now "l.now()"}}l.Now(){{else}}l.Instant(now){{end}}
 {{- if .Result}}
 	if v, ok := l.DecideStored{{if eq .Hash "hashBytes"}}Bytes{{end}}(key, h, t, n, core.Consume|core.Full); ok {
-		return Result(l.Result(v))
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
 	return Result(l.DecideKey{{if eq .Hash "hashBytes"}}Bytes{{end}}(key, h, t, n, core.Consume))
 {{- else}}
