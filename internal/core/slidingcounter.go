@@ -190,7 +190,7 @@ func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, slot uint32
 	if mode&full == 0 {
 		return verdict{word: b2u(allowed)}
 	}
-	return a.explain(r, c, remote, counterCall{k: k, t: t, n: n, lim: lim, allowed: allowed, consumed: mode&consume != 0})
+	return a.explain(r, c, remote, k, t, n, lim, allowed, mode&consume != 0)
 }
 
 // advance moves rate k of a key (record r, counters c, side words side)
@@ -256,22 +256,14 @@ func (a *slidingCounter) refund(s *shard[counterRec], r *counterRec, slot uint32
 	}
 }
 
-// counterCall is one decision of a sliding counter's rate k: n units at
-// t under limit lim, admitted or not, kept (consumed) or not.
-type counterCall struct {
-	k, n              int
-	t                 int64
-	lim               uint32
-	allowed, consumed bool
-}
-
-// explain returns the full verdict of decision d on its rate (record r,
-// counters c, the other nodes' units remote when shared) from the rate's
-// state after it: Remaining from the weighted estimate, ResetAfter and
-// RetryAfter measured from d.t. Admitted units not kept count as if they
-// were.
-func (a *slidingCounter) explain(r *counterRec, c, remote []uint32, d counterCall) verdict {
-	g, j, hi, kt := a.bucket[d.k], r.head, int(r.hidx), r.last
+// explain returns the full verdict of a decision of n units at t on rate
+// k (record r, counters c, the other nodes' units remote when shared)
+// under limit lim, which admitted them or not, from the rate's state after
+// it: Remaining from the weighted estimate, ResetAfter and RetryAfter
+// measured from t. Admitted units not kept (consumed false) count as if
+// they were.
+func (a *slidingCounter) explain(r *counterRec, c, remote []uint32, k int, t int64, n int, lim uint32, allowed, consumed bool) verdict {
+	g, j, hi, kt := a.bucket[k], r.head, int(r.hidx), r.last
 	sum := int64(r.sum)
 	for _, v := range remote {
 		sum += int64(v)
@@ -283,17 +275,17 @@ func (a *slidingCounter) explain(r *counterRec, c, remote []uint32, d counterCal
 	}
 	var retry time.Duration
 	switch {
-	case d.allowed && !d.consumed:
-		est += int64(d.n)
-	case d.allowed:
-	case int64(d.n) > int64(d.lim):
+	case allowed && !consumed:
+		est += int64(n)
+	case allowed:
+	case int64(n) > int64(lim):
 		retry = Never
 	default:
-		retry = time.Duration(a.admitAt(r, c, remote, sum, d) - d.t)
+		retry = time.Duration(a.admitAt(g, j, hi, c, remote, sum, kt, int64(n), int64(lim)) - t)
 	}
 	// Units admitted now are in bucket j, which never makes it the oldest.
-	reset := time.Duration(a.resetAt(g, r, c, remote, sum) - d.t)
-	return makeVerdict(d.allowed, d.k, d.lim, int(max(0, int64(d.lim)-est)), reset, retry)
+	reset := time.Duration(a.resetAt(g, j, hi, c, remote, sum) - t)
+	return makeVerdict(allowed, k, lim, int(max(0, int64(lim)-est)), reset, retry)
 }
 
 // count returns the units of the bucket at counter index i: local, plus
@@ -305,12 +297,11 @@ func (a *slidingCounter) count(c, remote []uint32, i int) int64 {
 	return int64(c[i])
 }
 
-// resetAt returns the instant at which the oldest non-empty bucket of a
-// rate (buckets of g, record r, counters c and remote) stops counting
-// (bucket b counts until (b+n+1)*g), or at which the newest bucket r.head
-// would if all are empty; sum is the units of all buckets.
-func (a *slidingCounter) resetAt(g int64, r *counterRec, c, remote []uint32, sum int64) int64 {
-	j, hi := r.head, int(r.hidx)
+// resetAt returns the instant at which the oldest non-empty bucket stops
+// counting (bucket b counts until (b+n+1)*g), or at which the newest bucket
+// j (counter index hi) would if all are empty; sum is the units of all
+// buckets.
+func (a *slidingCounter) resetAt(g, j int64, hi int, c, remote []uint32, sum int64) int64 {
 	oldest := j
 	if sum > 0 && sum != a.count(c, remote, hi) {
 		for k, i := int64(0), a.next(hi); k < a.buckets; k, i = k+1, a.next(i) {
@@ -323,15 +314,12 @@ func (a *slidingCounter) resetAt(g int64, r *counterRec, c, remote []uint32, sum
 	return (oldest + a.buckets + 1) * g
 }
 
-// admitAt returns the earliest instant >= kt, the rate's latest (r.last),
-// at which decision d's units would be admitted, walking forward bucket by
-// bucket: with j = r.head and hi = r.hidx, in bucket j+k the straddling
+// admitAt returns the earliest instant >= kt at which n units would be
+// admitted, walking forward bucket by bucket: in bucket j+k the straddling
 // bucket is j+k-n (counter index hi+1+k) and only buckets up to j hold
-// units. sum is the units of all buckets. Requires d.n <= d.lim.
-func (a *slidingCounter) admitAt(r *counterRec, c, remote []uint32, sum int64, d counterCall) int64 {
-	g, j, kt := a.bucket[d.k], r.head, r.last
-	n, lim := int64(d.n), int64(d.lim)
-	si := a.next(int(r.hidx))
+// units. sum is the units of all buckets. Requires n <= lim.
+func (a *slidingCounter) admitAt(g, j int64, hi int, c, remote []uint32, sum, kt, n, lim int64) int64 {
+	si := a.next(hi)
 	straddler := a.count(c, remote, si)
 	whole := sum - straddler // units of the buckets that count in full
 	for k := int64(0); ; k++ {

@@ -225,8 +225,7 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, slot uint32, t int64, n
 	if mode&full == 0 {
 		return verdict{word: b2u(allowed)}
 	}
-	d := logCall{k: k, n: n, t: t, te: te, lim: lim, skip: skip, allowed: allowed, pushed: pushed}
-	rem, reset, retry := a.numbers(s, key, side, &d)
+	rem, reset, retry := a.numbers(s, key, k, skip, side, t, te, n, lim, allowed, pushed)
 	return makeVerdict(allowed, k, lim, int(max(0, rem)), reset, retry)
 }
 
@@ -239,17 +238,6 @@ func (a *slidingLog) rateLimit(s *shard[logRec], r *logRec, k int) (lim, skip ui
 		r.lim = r.lim&^limitMask | lim
 	}
 	return lim, r.head
-}
-
-// logCall is one decision of a sliding log's rate k: n units at t,
-// decided at te (the key's latest instant) under limit lim, of which the
-// ring's first skip entries no longer count in the rate's window; admitted
-// or not, its units pushed to the ring or not.
-type logCall struct {
-	k, n            int
-	t, te           int64
-	lim, skip       uint32
-	allowed, pushed bool
 }
 
 // shrink gives back the memory of r's ring above capacity lim, if its
@@ -287,55 +275,55 @@ func (a *slidingLog) refund(s *shard[logRec], r *logRec, slot uint32, n int, k i
 	}
 }
 
-// numbers returns the verdict numbers of decision d on the key whose
-// record is r after it: the rate counts the ring's entries after d.skip,
-// plus the other nodes' units when side holds a shared key's sync state.
-// Admitted units not pushed (a peek, or a rate after the first) count as
-// if stamped at d.te.
-func (a *slidingLog) numbers(s *shard[logRec], r *logRec, side []uint32, d *logCall) (rem int64, reset, retry time.Duration) {
+// numbers returns rate k's verdict numbers for a decision of n units at t,
+// decided at te, on the key whose record is r after the decision (which
+// admitted the request or not) under limit lim: the rate counts the ring's
+// entries after its first skip, plus the other nodes' units when side
+// holds a shared key's sync state. Admitted units not pushed (a peek, or a
+// rate after the first) count as if stamped at te.
+func (a *slidingLog) numbers(s *shard[logRec], r *logRec, k int, skip uint32, side []uint32, t, te int64, n int, lim uint32, allowed, pushed bool) (rem int64, reset, retry time.Duration) {
 	// ResetAfter is measured from t rounded up to the timestamp resolution,
 	// the instant a unit admitted at t is stamped with, so a fresh unit's
 	// reset is exactly W and a whole-second window reads as whole seconds.
 	// RetryAfter is measured from t itself: t+RetryAfter is the first
 	// instant the request fits.
-	t, te, n, lim := d.t, d.te, int64(d.n), int64(d.lim)
 	tu := (t + a.unit - 1) / a.unit * a.unit
-	w := a.window[d.k]
+	w := a.window[k]
 	var buf []uint32
 	if r.count > 0 {
 		buf = s.rings.ring(r.ref, r.cap)
 	}
-	used := int64(r.count - d.skip)
-	if d.allowed && !d.pushed {
-		used += n
+	used := int64(r.count - skip)
+	if allowed && !pushed {
+		used += int64(n)
 	}
 	var remote int64
 	if a.sync != nil && side != nil {
-		remote = a.sync.rate[d.k].estimate(side, te)
+		remote = a.sync.rate[k].estimate(side, te)
 		used += remote
 	}
 	switch {
-	case d.allowed || n == 0:
-	case n > lim:
+	case allowed || n == 0:
+	case int64(n) > int64(lim):
 		retry = Never
-	case used+n <= lim: // this rate admits it
+	case used+int64(n) <= int64(lim): // this rate admits it
 	case remote > 0:
-		retry = time.Duration(a.admitAtShared(s, r, side, d) - t)
+		retry = time.Duration(a.admitAtShared(s, r, k, side, te, int64(n), int64(lim)) - t)
 	default:
 		// The (used+n-lim)-th oldest counted timestamp must expire first.
-		i := wrap(r.head+d.skip+uint32(used+n-lim)-1, r.cap)
+		i := wrap(r.head+skip+uint32(used+int64(n)-int64(lim))-1, r.cap)
 		retry = time.Duration(a.expiry(te, buf[i], w) - t)
 	}
 	// ResetAfter: the expiry of the oldest unit counted; of a unit admitted
 	// now if none; W from te if none at all.
 	reset = time.Duration(te + w - t)
 	switch {
-	case d.skip < r.count:
-		reset = until(a.expiry(te, buf[wrap(r.head+d.skip, r.cap)], w), t, tu)
-	case d.allowed && n > 0:
+	case skip < r.count:
+		reset = until(a.expiry(te, buf[wrap(r.head+skip, r.cap)], w), t, tu)
+	case allowed && n > 0:
 		reset = until(a.expiry(te, a.stamp(te), w), t, tu)
 	}
-	return lim - used, reset, retry
+	return int64(lim) - used, reset, retry
 }
 
 // wrap returns i modulo c for i < 2c, without a division.
@@ -356,15 +344,14 @@ func until(x, t, tu int64) time.Duration {
 	return time.Duration(x - t)
 }
 
-// admitAtShared returns the earliest instant >= d.te at which d.n units
-// fit rate d.k with the other nodes' units of a shared key (side words
-// side): local units in the rate's window plus its remote estimate, both
-// non-increasing in time, so a binary search over (te, te+W+G] finds it.
-// r is the key's record (the ring): entries that no longer count in the
-// rate's window are counted expired with the rest.
-func (a *slidingLog) admitAtShared(s *shard[logRec], r *logRec, side []uint32, d *logCall) int64 {
-	y, w := &a.sync.rate[d.k], a.window[d.k]
-	te, n, lim := d.te, int64(d.n), int64(d.lim)
+// admitAtShared returns the earliest instant >= te at which n units fit
+// rate k with the other nodes' units of a shared key: local units in the
+// rate's window plus its remote estimate, both non-increasing in time, so
+// a binary search over (te, te+W+G] finds it. r is the key's record (the
+// ring): entries that no longer count in rate k's window are counted
+// expired with the rest.
+func (a *slidingLog) admitAtShared(s *shard[logRec], r *logRec, k int, side []uint32, te, n, lim int64) int64 {
+	y, w := &a.sync.rate[k], a.window[k]
 	var buf []uint32
 	if r.count > 0 {
 		buf = s.rings.ring(r.ref, r.cap)
