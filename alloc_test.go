@@ -10,6 +10,34 @@ import (
 // Allocation counts are deterministic, so they are asserted here (the race
 // detector allocates, hence the build tag).
 
+// t0 is the instant the tests' times count from.
+var t0 = time.Unix(1_700_000_000, 0)
+
+// at returns t0 plus sec seconds.
+func at(sec float64) time.Time { return t0.Add(time.Duration(sec * 1e9)) }
+
+// mustNew returns cfg's limiter without a janitor, closed at the end of
+// the test.
+func mustNew(tb testing.TB, cfg Config) Limiter {
+	tb.Helper()
+	cfg.JanitorInterval = -1
+	l, err := New(cfg)
+	if err != nil {
+		tb.Fatalf("New(%+v): %v", cfg, err)
+	}
+	tb.Cleanup(func() { l.Close() })
+	return l
+}
+
+// cfgFor returns a Config of alg with buckets of g (0: the default).
+func cfgFor(alg Algorithm, limit int, window, g time.Duration) Config {
+	cfg := Config{Algorithm: alg, Limit: limit, Window: window}
+	if g > 0 {
+		cfg.Buckets = int(window / g)
+	}
+	return cfg
+}
+
 func TestNoAllocationsOnHotPath(t *testing.T) {
 	for _, alg := range allAlgorithms {
 		t.Run(alg.String(), func(t *testing.T) {
@@ -55,23 +83,5 @@ func TestNoAllocationsOnHotPath(t *testing.T) {
 				t.Errorf("window rotation: %v allocations per call, want 0", n)
 			}
 		})
-	}
-}
-
-func TestSystemClockDoesNotAllocate(t *testing.T) {
-	c := SystemClock()
-	if n := testing.AllocsPerRun(100, func() { c.Now() }); n != 0 {
-		t.Fatalf("%v allocations", n)
-	}
-}
-
-func TestSharedHotPathDoesNotAllocate(t *testing.T) {
-	for _, alg := range []Algorithm{FixedWindow, SlidingCounter, SlidingLog} {
-		l, tab := newSharedT(t, Config{Algorithm: alg, Limit: 1 << 20, Window: time.Minute})
-		l.AllowN("k", at(0), 1)
-		collectAll(tab) // the dirty list keeps its capacity
-		if n := testing.AllocsPerRun(1000, func() { l.AllowN("k", at(1), 1) }); n != 0 {
-			t.Errorf("%v: %v allocations per call, want 0", alg, n)
-		}
 	}
 }

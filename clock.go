@@ -1,8 +1,9 @@
 package shardlimit
 
 import (
-	"sync"
 	"time"
+
+	"github.com/shardlimit/shardlimit/internal/core"
 )
 
 // Clock supplies the current time to Allow, the janitor and the Redis
@@ -11,37 +12,13 @@ type Clock interface {
 	Now() time.Time
 }
 
-// nanoClock is implemented by clocks that can return Unix nanoseconds without
-// building a time.Time; Allow uses it when available.
-type nanoClock interface {
-	unixNano() int64
-}
-
-// systemClock is wall time at construction plus monotonic time since: one
-// monotonic clock read per call (about half the cost of time.Now), and
-// immune to wall-clock steps (NTP slews, manual resets) after construction.
-type systemClock struct {
-	tl timeline
-}
-
 // SystemClock returns a Clock that reads the system clock at each call
 // (DefaultClock is one shared by the process): the wall-clock time at
 // the call to SystemClock plus the monotonic time elapsed since. Unlike
 // time.Now it never steps backwards or forwards when the system clock is
 // set; it drifts from the wall clock only as fast as the monotonic clock
 // does (parts per million). Safe for concurrent use.
-func SystemClock() Clock {
-	return &systemClock{tl: newTimeline()}
-}
-
-// Now returns the wall time at construction plus the monotonic time since.
-func (c *systemClock) Now() time.Time {
-	return time.Unix(0, c.unixNano())
-}
-
-func (c *systemClock) unixNano() int64 {
-	return c.tl.wall + int64(time.Since(c.tl.start))
-}
+func SystemClock() Clock { return core.SystemClock() }
 
 // DefaultClock returns the Clock limiters use when Config.Clock is nil: one
 // SystemClock shared by the whole process, so that limiters built without
@@ -59,9 +36,7 @@ func (c *systemClock) unixNano() int64 {
 // offers no coarse clock. A server that already holds the time of a
 // request (time.Now() read once per request) passes it to AllowN instead
 // of reading a clock twice.
-func DefaultClock() Clock { return defaultClock }
-
-var defaultClock = &systemClock{tl: newTimeline()}
+func DefaultClock() Clock { return core.DefaultClock() }
 
 // ManualClock is a Clock that only moves when told to, for tests and
 // simulations. The zero value reads as the Unix epoch. Its readings carry no
@@ -69,101 +44,24 @@ var defaultClock = &systemClock{tl: newTimeline()}
 // instants back (keys then stand still until it catches up). Safe for
 // concurrent use.
 type ManualClock struct {
-	mu  sync.Mutex
-	now time.Time
+	c core.ManualClock
 }
 
 // NewManualClock returns a ManualClock reading t (its monotonic clock
 // reading, if any, stripped).
 func NewManualClock(t time.Time) *ManualClock {
-	return &ManualClock{now: t.Round(0)}
+	c := &ManualClock{}
+	c.c.Set(t)
+	return c
 }
 
 // Now returns the clock's current reading.
-func (c *ManualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.now.IsZero() {
-		return time.Unix(0, 0)
-	}
-	return c.now
-}
+func (c *ManualClock) Now() time.Time { return c.c.Now() }
 
 // Set moves the clock to t, which may be earlier than its current reading
 // (a clock stepping backwards).
-func (c *ManualClock) Set(t time.Time) {
-	c.mu.Lock()
-	c.now = t.Round(0)
-	c.mu.Unlock()
-}
+func (c *ManualClock) Set(t time.Time) { c.c.Set(t) }
 
 // Advance moves the clock by d (negative d steps it back) and returns the
 // new reading.
-func (c *ManualClock) Advance(d time.Duration) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.now.IsZero() {
-		c.now = time.Unix(0, 0)
-	}
-	c.now = c.now.Add(d)
-	return c.now
-}
-
-// maxInstant bounds the instants the limiters accept, in Unix nanoseconds
-// (about the year 2222), so that an instant plus four windows never
-// overflows int64.
-const maxInstant = int64(1<<63-1) - 4*int64(MaxWindow)
-
-// invalidInstant is what timeline.instant returns for an instant outside
-// [Unix epoch, maxInstant].
-const invalidInstant = -1
-
-// timeline places instants on a limiter's time axis, in Unix nanoseconds:
-// wall, the wall-clock reading of start, plus now.Sub(start). For an instant
-// that carries Go's monotonic clock reading (every time.Time from
-// time.Now()), Sub is the monotonic difference, so a wall clock set back or
-// forward after start never reaches the limiter; for one without (time.Unix,
-// a parsed time, a ManualClock) it is the wall difference, and the result is
-// exactly now.UnixNano().
-type timeline struct {
-	start time.Time // carries a monotonic reading
-	wall  int64     // start.UnixNano()
-}
-
-func newTimeline() timeline {
-	now := time.Now()
-	return timeline{start: now, wall: now.UnixNano()}
-}
-
-// instant returns now on the timeline, or invalidInstant if it falls before
-// the Unix epoch (the zero time.Time included, a caller's bug) or after
-// maxInstant.
-func (tl *timeline) instant(now time.Time) int64 {
-	if now == now.In(now.Location()) {
-		// No monotonic reading (In strips one, keeping the location):
-		// the wall difference, which Sub would compute with an overflow
-		// check costing three times a whole decision, is the Unix time.
-		return unixNanos(now)
-	}
-	// Both carry a monotonic reading: Sub is their difference, far
-	// inside its ±292 years for any start in the accepted range.
-	d := int64(now.Sub(tl.start))
-	if d < -tl.wall || d > maxInstant-tl.wall {
-		return invalidInstant
-	}
-	return tl.wall + d
-}
-
-// unixNanos returns t's Unix time in nanoseconds, or invalidInstant if t is
-// before the Unix epoch or after maxInstant.
-func unixNanos(t time.Time) int64 {
-	// time.Time.UnixNano is undefined outside years 1678-2262; test the
-	// seconds first.
-	if s := t.Unix(); s < 0 || s > maxInstant/1e9 {
-		return invalidInstant
-	}
-	if ns := t.UnixNano(); ns <= maxInstant {
-		return ns
-	}
-	return invalidInstant
-}
+func (c *ManualClock) Advance(d time.Duration) time.Time { return c.c.Advance(d) }

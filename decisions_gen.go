@@ -2,260 +2,312 @@
 
 package shardlimit
 
-import "time"
+import (
+	"time"
+
+	"github.com/shardlimit/shardlimit/internal/core"
+)
+
+// fixedLimiter is core.FixedLimiter with this package's Result, Stats
+// and Config.
+type fixedLimiter struct{ core.FixedLimiter }
 
 func (l *fixedLimiter) Allow(key string) bool {
-	h, t := l.tab.hash(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
-		return v.allowed()
+	h, t := l.Hash(key), l.Now()
+	if v, ok := l.DecideStored(key, h, t, 1, core.Consume); ok {
+		return v.Allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
+	return l.DecideKey(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *fixedLimiter) AllowAt(key string, now time.Time) bool {
-	h, t := l.tab.hash(key), l.tl.instant(now)
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
-		return v.allowed()
+	h, t := l.Hash(key), l.Instant(now)
+	if v, ok := l.DecideStored(key, h, t, 1, core.Consume); ok {
+		return v.Allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
+	return l.DecideKey(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *fixedLimiter) AllowN(key string, now time.Time, n int) Result {
-	h, t := l.tab.hash(key), l.tl.instant(now)
-	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
-		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
+	h, t := l.Hash(key), l.Instant(now)
+	if v, ok := l.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
-	return decideKey(&l.limiter, key, h, t, n, consume)
+	return Result(l.DecideKey(key, h, t, n, core.Consume))
 }
 
 func (l *fixedLimiter) AllowNow(key string, n int) Result {
-	h, t := l.tab.hash(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
-		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
+	h, t := l.Hash(key), l.Now()
+	if v, ok := l.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
-	return decideKey(&l.limiter, key, h, t, n, consume)
+	return Result(l.DecideKey(key, h, t, n, core.Consume))
 }
 
 func (l *fixedLimiter) AllowBytes(key []byte) bool {
-	h, t := l.tab.hashBytes(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
-		return v.allowed()
+	h, t := l.HashBytes(key), l.Now()
+	if v, ok := l.DecideStoredBytes(key, h, t, 1, core.Consume); ok {
+		return v.Allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
+	return l.DecideKeyBytes(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *fixedLimiter) AllowBytesAt(key []byte, now time.Time) bool {
-	h, t := l.tab.hashBytes(key), l.tl.instant(now)
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
-		return v.allowed()
+	h, t := l.HashBytes(key), l.Instant(now)
+	if v, ok := l.DecideStoredBytes(key, h, t, 1, core.Consume); ok {
+		return v.Allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
+	return l.DecideKeyBytes(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *fixedLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
-	h, t := l.tab.hashBytes(key), l.tl.instant(now)
-	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
-		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
+	h, t := l.HashBytes(key), l.Instant(now)
+	if v, ok := l.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
-	return decideKey(&l.limiter, key, h, t, n, consume)
+	return Result(l.DecideKeyBytes(key, h, t, n, core.Consume))
 }
 
 func (l *fixedLimiter) AllowBytesNow(key []byte, n int) Result {
-	h, t := l.tab.hashBytes(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
-		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
+	h, t := l.HashBytes(key), l.Now()
+	if v, ok := l.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
-	return decideKey(&l.limiter, key, h, t, n, consume)
+	return Result(l.DecideKeyBytes(key, h, t, n, core.Consume))
 }
 
+func (l *fixedLimiter) Peek(key string, now time.Time, n int) Result {
+	return Result(l.FixedLimiter.Peek(key, now, n))
+}
+
+func (l *fixedLimiter) Stats() Stats { return Stats(l.FixedLimiter.Stats()) }
+
+func (l *fixedLimiter) Config() Config { return fromCore(l.FixedLimiter.Config()) }
+
+// logLimiter is core.LogLimiter with this package's Result, Stats
+// and Config.
+type logLimiter struct{ core.LogLimiter }
+
 func (l *logLimiter) Allow(key string) bool {
-	h, t := l.tab.hash(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
-		return v.allowed()
+	h, t := l.Hash(key), l.Now()
+	if v, ok := l.DecideStored(key, h, t, 1, core.Consume); ok {
+		return v.Allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
+	return l.DecideKey(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *logLimiter) AllowAt(key string, now time.Time) bool {
-	h, t := l.tab.hash(key), l.tl.instant(now)
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
-		return v.allowed()
+	h, t := l.Hash(key), l.Instant(now)
+	if v, ok := l.DecideStored(key, h, t, 1, core.Consume); ok {
+		return v.Allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
+	return l.DecideKey(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *logLimiter) AllowN(key string, now time.Time, n int) Result {
-	h, t := l.tab.hash(key), l.tl.instant(now)
-	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
-		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
+	h, t := l.Hash(key), l.Instant(now)
+	if v, ok := l.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
-	return decideKey(&l.limiter, key, h, t, n, consume)
+	return Result(l.DecideKey(key, h, t, n, core.Consume))
 }
 
 func (l *logLimiter) AllowNow(key string, n int) Result {
-	h, t := l.tab.hash(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
-		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
+	h, t := l.Hash(key), l.Now()
+	if v, ok := l.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
-	return decideKey(&l.limiter, key, h, t, n, consume)
+	return Result(l.DecideKey(key, h, t, n, core.Consume))
 }
 
 func (l *logLimiter) AllowBytes(key []byte) bool {
-	h, t := l.tab.hashBytes(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
-		return v.allowed()
+	h, t := l.HashBytes(key), l.Now()
+	if v, ok := l.DecideStoredBytes(key, h, t, 1, core.Consume); ok {
+		return v.Allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
+	return l.DecideKeyBytes(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *logLimiter) AllowBytesAt(key []byte, now time.Time) bool {
-	h, t := l.tab.hashBytes(key), l.tl.instant(now)
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
-		return v.allowed()
+	h, t := l.HashBytes(key), l.Instant(now)
+	if v, ok := l.DecideStoredBytes(key, h, t, 1, core.Consume); ok {
+		return v.Allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
+	return l.DecideKeyBytes(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *logLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
-	h, t := l.tab.hashBytes(key), l.tl.instant(now)
-	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
-		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
+	h, t := l.HashBytes(key), l.Instant(now)
+	if v, ok := l.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
-	return decideKey(&l.limiter, key, h, t, n, consume)
+	return Result(l.DecideKeyBytes(key, h, t, n, core.Consume))
 }
 
 func (l *logLimiter) AllowBytesNow(key []byte, n int) Result {
-	h, t := l.tab.hashBytes(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
-		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
+	h, t := l.HashBytes(key), l.Now()
+	if v, ok := l.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
-	return decideKey(&l.limiter, key, h, t, n, consume)
+	return Result(l.DecideKeyBytes(key, h, t, n, core.Consume))
 }
 
+func (l *logLimiter) Peek(key string, now time.Time, n int) Result {
+	return Result(l.LogLimiter.Peek(key, now, n))
+}
+
+func (l *logLimiter) Stats() Stats { return Stats(l.LogLimiter.Stats()) }
+
+func (l *logLimiter) Config() Config { return fromCore(l.LogLimiter.Config()) }
+
+// counterLimiter is core.CounterLimiter with this package's Result, Stats
+// and Config.
+type counterLimiter struct{ core.CounterLimiter }
+
 func (l *counterLimiter) Allow(key string) bool {
-	h, t := l.tab.hash(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
-		return v.allowed()
+	h, t := l.Hash(key), l.Now()
+	if v, ok := l.DecideStored(key, h, t, 1, core.Consume); ok {
+		return v.Allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
+	return l.DecideKey(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *counterLimiter) AllowAt(key string, now time.Time) bool {
-	h, t := l.tab.hash(key), l.tl.instant(now)
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
-		return v.allowed()
+	h, t := l.Hash(key), l.Instant(now)
+	if v, ok := l.DecideStored(key, h, t, 1, core.Consume); ok {
+		return v.Allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
+	return l.DecideKey(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *counterLimiter) AllowN(key string, now time.Time, n int) Result {
-	h, t := l.tab.hash(key), l.tl.instant(now)
-	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
-		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
+	h, t := l.Hash(key), l.Instant(now)
+	if v, ok := l.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
-	return decideKey(&l.limiter, key, h, t, n, consume)
+	return Result(l.DecideKey(key, h, t, n, core.Consume))
 }
 
 func (l *counterLimiter) AllowNow(key string, n int) Result {
-	h, t := l.tab.hash(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
-		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
+	h, t := l.Hash(key), l.Now()
+	if v, ok := l.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
-	return decideKey(&l.limiter, key, h, t, n, consume)
+	return Result(l.DecideKey(key, h, t, n, core.Consume))
 }
 
 func (l *counterLimiter) AllowBytes(key []byte) bool {
-	h, t := l.tab.hashBytes(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
-		return v.allowed()
+	h, t := l.HashBytes(key), l.Now()
+	if v, ok := l.DecideStoredBytes(key, h, t, 1, core.Consume); ok {
+		return v.Allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
+	return l.DecideKeyBytes(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *counterLimiter) AllowBytesAt(key []byte, now time.Time) bool {
-	h, t := l.tab.hashBytes(key), l.tl.instant(now)
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
-		return v.allowed()
+	h, t := l.HashBytes(key), l.Instant(now)
+	if v, ok := l.DecideStoredBytes(key, h, t, 1, core.Consume); ok {
+		return v.Allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
+	return l.DecideKeyBytes(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *counterLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
-	h, t := l.tab.hashBytes(key), l.tl.instant(now)
-	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
-		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
+	h, t := l.HashBytes(key), l.Instant(now)
+	if v, ok := l.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
-	return decideKey(&l.limiter, key, h, t, n, consume)
+	return Result(l.DecideKeyBytes(key, h, t, n, core.Consume))
 }
 
 func (l *counterLimiter) AllowBytesNow(key []byte, n int) Result {
-	h, t := l.tab.hashBytes(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
-		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
+	h, t := l.HashBytes(key), l.Now()
+	if v, ok := l.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
-	return decideKey(&l.limiter, key, h, t, n, consume)
+	return Result(l.DecideKeyBytes(key, h, t, n, core.Consume))
 }
 
+func (l *counterLimiter) Peek(key string, now time.Time, n int) Result {
+	return Result(l.CounterLimiter.Peek(key, now, n))
+}
+
+func (l *counterLimiter) Stats() Stats { return Stats(l.CounterLimiter.Stats()) }
+
+func (l *counterLimiter) Config() Config { return fromCore(l.CounterLimiter.Config()) }
+
+// gcraLimiter is core.GCRALimiter with this package's Result, Stats
+// and Config.
+type gcraLimiter struct{ core.GCRALimiter }
+
 func (l *gcraLimiter) Allow(key string) bool {
-	h, t := l.tab.hash(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
-		return v.allowed()
+	h, t := l.Hash(key), l.Now()
+	if v, ok := l.DecideStored(key, h, t, 1, core.Consume); ok {
+		return v.Allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
+	return l.DecideKey(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *gcraLimiter) AllowAt(key string, now time.Time) bool {
-	h, t := l.tab.hash(key), l.tl.instant(now)
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
-		return v.allowed()
+	h, t := l.Hash(key), l.Instant(now)
+	if v, ok := l.DecideStored(key, h, t, 1, core.Consume); ok {
+		return v.Allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
+	return l.DecideKey(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *gcraLimiter) AllowN(key string, now time.Time, n int) Result {
-	h, t := l.tab.hash(key), l.tl.instant(now)
-	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
-		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
+	h, t := l.Hash(key), l.Instant(now)
+	if v, ok := l.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
-	return decideKey(&l.limiter, key, h, t, n, consume)
+	return Result(l.DecideKey(key, h, t, n, core.Consume))
 }
 
 func (l *gcraLimiter) AllowNow(key string, n int) Result {
-	h, t := l.tab.hash(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
-		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
+	h, t := l.Hash(key), l.Now()
+	if v, ok := l.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
-	return decideKey(&l.limiter, key, h, t, n, consume)
+	return Result(l.DecideKey(key, h, t, n, core.Consume))
 }
 
 func (l *gcraLimiter) AllowBytes(key []byte) bool {
-	h, t := l.tab.hashBytes(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
-		return v.allowed()
+	h, t := l.HashBytes(key), l.Now()
+	if v, ok := l.DecideStoredBytes(key, h, t, 1, core.Consume); ok {
+		return v.Allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
+	return l.DecideKeyBytes(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *gcraLimiter) AllowBytesAt(key []byte, now time.Time) bool {
-	h, t := l.tab.hashBytes(key), l.tl.instant(now)
-	if v, ok := decideStored(&l.limiter, key, h, t, 1, consume); ok {
-		return v.allowed()
+	h, t := l.HashBytes(key), l.Instant(now)
+	if v, ok := l.DecideStoredBytes(key, h, t, 1, core.Consume); ok {
+		return v.Allowed()
 	}
-	return decideKey(&l.limiter, key, h, t, 1, consume).Allowed
+	return l.DecideKeyBytes(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *gcraLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
-	h, t := l.tab.hashBytes(key), l.tl.instant(now)
-	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
-		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
+	h, t := l.HashBytes(key), l.Instant(now)
+	if v, ok := l.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
-	return decideKey(&l.limiter, key, h, t, n, consume)
+	return Result(l.DecideKeyBytes(key, h, t, n, core.Consume))
 }
 
 func (l *gcraLimiter) AllowBytesNow(key []byte, n int) Result {
-	h, t := l.tab.hashBytes(key), l.now()
-	if v, ok := decideStored(&l.limiter, key, h, t, n, consume|full); ok {
-		return Result{Allowed: v.allowed(), Limit: v.limit(), Remaining: v.remaining(), ResetAfter: v.reset, RetryAfter: v.retry, Err: v.err(), Window: time.Duration(l.rates.window[v.rate()])}
+	h, t := l.HashBytes(key), l.Now()
+	if v, ok := l.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
 	}
-	return decideKey(&l.limiter, key, h, t, n, consume)
+	return Result(l.DecideKeyBytes(key, h, t, n, core.Consume))
 }
+
+func (l *gcraLimiter) Peek(key string, now time.Time, n int) Result {
+	return Result(l.GCRALimiter.Peek(key, now, n))
+}
+
+func (l *gcraLimiter) Stats() Stats { return Stats(l.GCRALimiter.Stats()) }
+
+func (l *gcraLimiter) Config() Config { return fromCore(l.GCRALimiter.Config()) }

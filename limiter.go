@@ -1,14 +1,11 @@
 package shardlimit
 
 import (
-	"cmp"
-	"errors"
 	"fmt"
 	"math"
-	"math/bits"
-	"runtime"
-	"slices"
 	"time"
+
+	"github.com/shardlimit/shardlimit/internal/core"
 )
 
 // Sentinel errors. Every error returned by this package wraps one of them, so
@@ -16,20 +13,20 @@ import (
 var (
 	// ErrInvalidConfig reports a Config field out of range, a limit below 0
 	// or above MaxLimit, or a window out of [1ns, MaxWindow].
-	ErrInvalidConfig = errors.New("shardlimit: invalid config")
+	ErrInvalidConfig = core.ErrInvalidConfig
 	// ErrInvalidCost reports a negative cost n.
-	ErrInvalidCost = errors.New("shardlimit: invalid cost")
+	ErrInvalidCost = core.ErrInvalidCost
 	// ErrInvalidKey reports an empty key or one longer than Config.MaxKeyBytes.
-	ErrInvalidKey = errors.New("shardlimit: invalid key")
+	ErrInvalidKey = core.ErrInvalidKey
 	// ErrTooManyKeys reports that a new key could not be stored because the
 	// table holds Config.MaxKeys keys and none could be evicted under the
 	// configured FullPolicy.
-	ErrTooManyKeys = errors.New("shardlimit: too many keys")
+	ErrTooManyKeys = core.ErrTooManyKeys
 	// ErrClosed reports a call on a limiter after Close.
-	ErrClosed = errors.New("shardlimit: limiter closed")
+	ErrClosed = core.ErrClosed
 	// ErrInvalidTime reports an instant before the Unix epoch (the zero
 	// time.Time included) or after the year 2222.
-	ErrInvalidTime = errors.New("shardlimit: invalid time")
+	ErrInvalidTime = core.ErrInvalidTime
 )
 
 // Limits of the configuration. They keep every product of a limit, a cost and
@@ -89,45 +86,19 @@ const (
 
 // String returns the algorithm's name as used in rule files:
 // "fixed_window", "sliding_log", "sliding_counter" or "gcra".
-func (a Algorithm) String() string {
-	switch a {
-	case FixedWindow:
-		return "fixed_window"
-	case SlidingLog:
-		return "sliding_log"
-	case SlidingCounter:
-		return "sliding_counter"
-	case GCRA:
-		return "gcra"
-	}
-	return fmt.Sprintf("Algorithm(%d)", int(a))
-}
+func (a Algorithm) String() string { return core.Algorithm(a).String() }
 
 // ParseAlgorithm returns the Algorithm named s ("fixed_window",
 // "sliding_log", "sliding_counter" or "gcra"; "fixed", "log", "counter" and
 // "token_bucket" are accepted as aliases). It returns an error wrapping
 // ErrInvalidConfig for any other string.
 func ParseAlgorithm(s string) (Algorithm, error) {
-	switch s {
-	case "fixed_window", "fixed":
-		return FixedWindow, nil
-	case "sliding_log", "log":
-		return SlidingLog, nil
-	case "sliding_counter", "counter":
-		return SlidingCounter, nil
-	case "gcra", "token_bucket":
-		return GCRA, nil
-	}
-	return 0, fmt.Errorf("%w: unknown algorithm %q", ErrInvalidConfig, s)
+	a, err := core.ParseAlgorithm(s)
+	return Algorithm(a), err
 }
 
 // MarshalText implements encoding.TextMarshaler with the names of String.
-func (a Algorithm) MarshalText() ([]byte, error) {
-	if a < FixedWindow || a > GCRA {
-		return nil, fmt.Errorf("%w: unknown algorithm %d", ErrInvalidConfig, int(a))
-	}
-	return []byte(a.String()), nil
-}
+func (a Algorithm) MarshalText() ([]byte, error) { return core.Algorithm(a).MarshalText() }
 
 // UnmarshalText implements encoding.TextUnmarshaler with ParseAlgorithm.
 func (a *Algorithm) UnmarshalText(b []byte) error {
@@ -263,122 +234,6 @@ const (
 	DefaultBuckets     = 10
 	DefaultMaxKeyBytes = 512
 )
-
-// withDefaults returns cfg with zero fields replaced by their defaults and
-// validates the result.
-func (cfg Config) withDefaults(alg Algorithm) (Config, error) {
-	cfg.Algorithm = alg
-	if alg < FixedWindow || alg > GCRA {
-		return cfg, fmt.Errorf("%w: unknown algorithm %d", ErrInvalidConfig, int(alg))
-	}
-	if cfg.Buckets == 0 {
-		cfg.Buckets = DefaultBuckets
-	}
-	if alg == SlidingCounter && (cfg.Buckets < 1 || cfg.Buckets > MaxBuckets) {
-		return cfg, fmt.Errorf("%w: buckets %d outside [1, %d]", ErrInvalidConfig, cfg.Buckets, MaxBuckets)
-	}
-	if len(cfg.Rates) > 0 {
-		if cfg.Limit != 0 || cfg.Window != 0 {
-			return cfg, fmt.Errorf("%w: both Rates and Limit or Window set", ErrInvalidConfig)
-		}
-		if len(cfg.Rates) > MaxRates {
-			return cfg, fmt.Errorf("%w: %d rates, at most %d", ErrInvalidConfig, len(cfg.Rates), MaxRates)
-		}
-		cfg.Rates = slices.Clone(cfg.Rates)
-	}
-	for i, r := range cfg.rates() {
-		if err := checkLimit(alg, r.Limit); err != nil {
-			return cfg, err
-		}
-		if r.Window <= 0 || r.Window > MaxWindow {
-			return cfg, fmt.Errorf("%w: window %v outside [1ns, %v]", ErrInvalidConfig, r.Window, MaxWindow)
-		}
-		if alg == SlidingCounter && int64(r.Window)%int64(cfg.Buckets) != 0 {
-			return cfg, fmt.Errorf("%w: window %v is not a multiple of %d buckets in nanoseconds", ErrInvalidConfig, r.Window, cfg.Buckets)
-		}
-		for _, o := range cfg.Rates[:i] {
-			if o.Window == r.Window {
-				return cfg, fmt.Errorf("%w: window %v given twice in Rates", ErrInvalidConfig, r.Window)
-			}
-		}
-	}
-	if cfg.Shards == 0 {
-		cfg.Shards = 1 << bits.Len(uint(8*runtime.GOMAXPROCS(0)-1))
-		cfg.Shards = max(cfg.Shards, 16)
-		cfg.Shards = min(cfg.Shards, MaxShards)
-	}
-	if cfg.Shards < 1 || cfg.Shards > MaxShards || cfg.Shards&(cfg.Shards-1) != 0 {
-		return cfg, fmt.Errorf("%w: shards %d is not a power of two in [1, %d]", ErrInvalidConfig, cfg.Shards, MaxShards)
-	}
-	if cfg.MaxKeys < 0 {
-		return cfg, fmt.Errorf("%w: max keys %d is negative", ErrInvalidConfig, cfg.MaxKeys)
-	}
-	if cfg.WhenFull != RejectNewKeys && cfg.WhenFull != EvictLeastRecent {
-		return cfg, fmt.Errorf("%w: unknown full policy %d", ErrInvalidConfig, int(cfg.WhenFull))
-	}
-	if cfg.MaxKeyBytes == 0 {
-		cfg.MaxKeyBytes = DefaultMaxKeyBytes
-	}
-	if cfg.MaxKeyBytes < 1 || cfg.MaxKeyBytes > MaxKeyBytesLimit {
-		return cfg, fmt.Errorf("%w: max key bytes %d outside [1, %d]", ErrInvalidConfig, cfg.MaxKeyBytes, MaxKeyBytesLimit)
-	}
-	if cfg.JanitorInterval == 0 {
-		longest := time.Duration(0) // a key is idle once every window passed
-		for _, r := range cfg.rates() {
-			longest = max(longest, r.Window)
-		}
-		cfg.JanitorInterval = min(max(longest, time.Second), time.Minute)
-	}
-	if cfg.JanitorInterval > 0 && cfg.JanitorInterval < MinJanitorInterval {
-		return cfg, fmt.Errorf("%w: janitor interval %v below %v", ErrInvalidConfig, cfg.JanitorInterval, MinJanitorInterval)
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = DefaultClock()
-	}
-	return cfg, nil
-}
-
-// rates returns cfg's rates: Rates, or the one of Limit and Window.
-func (cfg Config) rates() []Rate {
-	if len(cfg.Rates) > 0 {
-		return cfg.Rates
-	}
-	return []Rate{{cfg.Limit, cfg.Window}}
-}
-
-// rateSet is a limiter's rates as its keys keep them, longest window first
-// (the sliding log's ring covers the longest).
-type rateSet struct {
-	n      int
-	window [MaxRates]int64
-	order  [MaxRates]int // order[k]: rate k's index in Config.rates()
-}
-
-func newRateSet(cfg Config) rateSet {
-	rs := cfg.rates()
-	idx := make([]int, len(rs))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(rs[b].Window, rs[a].Window) })
-	set := rateSet{n: len(rs)}
-	for k, i := range idx {
-		set.window[k], set.order[k] = int64(rs[i].Window), i
-	}
-	return set
-}
-
-// checkLimit reports whether limit is a valid limit for alg.
-func checkLimit(alg Algorithm, limit int) error {
-	hi := MaxLimit
-	if alg == SlidingLog {
-		hi = MaxSlidingLogLimit
-	}
-	if limit < 0 || limit > hi {
-		return fmt.Errorf("%w: limit %d outside [0, %d]", ErrInvalidConfig, limit, hi)
-	}
-	return nil
-}
 
 // Result is one decision, returned by value. Durations are exact to the
 // nanosecond (SlidingLog: to its timestamp resolution, see NewSlidingLog);

@@ -86,7 +86,7 @@ func TestRedisClusterShared(t *testing.T) {
 	// twoCounters reads the counters of every rate of two in the bucket of
 	// now, or returns what is wrong.
 	twoCounters := func(want int64) string {
-		for _, r := range two.tab.Rates() {
+		for _, r := range two.tab.SyncRates() {
 			got, err := readRateCounters(t, client, two, keys, time.Duration(r.Window), now.UnixNano()/r.Size)
 			if err != nil {
 				return err.Error()

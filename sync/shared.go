@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/shardlimit/shardlimit"
-	"github.com/shardlimit/shardlimit/internal/shared"
+	"github.com/shardlimit/shardlimit/internal/core"
 )
 
 // Defaults of SharedConfig fields left zero.
@@ -171,8 +171,8 @@ type SharedStats struct {
 // All methods are safe for concurrent use. Close (or Shutdown with a
 // deadline) flushes once, stops the reconciler and closes the local limiter.
 type Shared struct {
-	core     shardlimit.Limiter
-	tab      shared.Table
+	core     core.Synced // the local limiter, with the sync state
+	tab      core.Synced // core, as the reconciler uses it
 	backend  Backend
 	clock    shardlimit.Clock
 	interval time.Duration
@@ -183,7 +183,7 @@ type Shared struct {
 	fbLimits []int // the default limits while Degraded (FallbackLocal), nil for none
 	onChange func(StateChange)
 	alg      shardlimit.Algorithm
-	rates    []shared.Rate // the limiter's rates, longest window first
+	rates    []core.SyncRate // the limiter's rates, longest window first
 	watch    *evictionWatch
 
 	defMu     stdsync.Mutex
@@ -199,7 +199,7 @@ type Shared struct {
 	near []string
 
 	// scratch, reused by flushes under flushMu
-	flushes []shared.Flush
+	flushes []core.Flush
 	items   []Item
 	owners  []owner
 	results []ItemResult
@@ -313,12 +313,12 @@ func NewShared(client RedisClient, cfg SharedConfig) (*Shared, error) {
 		why = errNoInfo
 	}
 	s.watch = newEvictionWatch(every, why)
-	tab, err := shared.NewTable(cfg.Config)
+	tab, err := core.NewSynced(coreConfig(cfg.Config))
 	if err != nil {
 		return nil, err
 	}
 	s.tab = tab
-	s.core = tab.(shardlimit.Limiter)
+	s.core = tab
 	full := s.core.Config()
 	s.clock = full.Clock
 	for _, r := range full.Rates {
@@ -327,7 +327,7 @@ func NewShared(client RedisClient, cfg SharedConfig) (*Shared, error) {
 	if len(full.Rates) == 0 {
 		s.defLimits = []int{full.Limit}
 	}
-	s.rates = tab.Rates()
+	s.rates = tab.SyncRates()
 	s.stop = make(chan struct{})
 	s.done = make(chan struct{})
 	s.loopCtx, s.loopCancel = context.WithCancel(context.Background())
@@ -358,7 +358,7 @@ func (s *Shared) degraded() bool {
 
 // byPolicy decides n units under FailOpen or FailClosed.
 func (s *Shared) byPolicy(key string, now time.Time, n int) shardlimit.Result {
-	r := s.core.Peek(key, now, 0)
+	r := shardlimit.Result(s.core.Peek(key, now, 0))
 	if r.Err != nil {
 		return r
 	}
@@ -411,7 +411,7 @@ func (s *Shared) AllowN(key string, now time.Time, n int) shardlimit.Result {
 	if s.degraded() {
 		return s.byPolicy(key, now, n)
 	}
-	return s.core.AllowN(key, now, n)
+	return shardlimit.Result(s.core.AllowN(key, now, n))
 }
 
 // AllowBytes is Allow for a []byte key; it does not allocate for a stored
@@ -429,7 +429,7 @@ func (s *Shared) AllowBytesN(key []byte, now time.Time, n int) shardlimit.Result
 	if s.degraded() {
 		return s.byPolicy(string(key), now, n)
 	}
-	return s.core.AllowBytesN(key, now, n)
+	return shardlimit.Result(s.core.AllowBytesN(key, now, n))
 }
 
 // AllowNow is AllowN at the limiter's Clock. See shardlimit.Limiter.
@@ -437,7 +437,7 @@ func (s *Shared) AllowNow(key string, n int) shardlimit.Result {
 	if s.degraded() {
 		return s.byPolicy(key, s.clock.Now(), n)
 	}
-	return s.core.AllowNow(key, n)
+	return shardlimit.Result(s.core.AllowNow(key, n))
 }
 
 // AllowBytesNow is AllowNow for a []byte key; it does not allocate for a
@@ -446,12 +446,12 @@ func (s *Shared) AllowBytesNow(key []byte, n int) shardlimit.Result {
 	if s.degraded() {
 		return s.byPolicy(string(key), s.clock.Now(), n)
 	}
-	return s.core.AllowBytesNow(key, n)
+	return shardlimit.Result(s.core.AllowBytesNow(key, n))
 }
 
 // Peek reports what AllowN(key, now, n) would decide, consuming nothing.
 func (s *Shared) Peek(key string, now time.Time, n int) shardlimit.Result {
-	return s.core.Peek(key, now, n)
+	return shardlimit.Result(s.core.Peek(key, now, n))
 }
 
 // SetLimit gives key a limit of its own in this process; set it on every
@@ -504,13 +504,13 @@ func (s *Shared) Reset(key string) error { return s.core.Reset(key) }
 func (s *Shared) Len() int { return s.core.Len() }
 
 // Stats returns the local limiter's counters.
-func (s *Shared) Stats() shardlimit.Stats { return s.core.Stats() }
+func (s *Shared) Stats() shardlimit.Stats { return shardlimit.Stats(s.core.Stats()) }
 
 // Sweep evicts idle keys of the local limiter; see shardlimit.Limiter.
 func (s *Shared) Sweep(now time.Time) int { return s.core.Sweep(now) }
 
 // Config returns the configuration of the local limiter.
-func (s *Shared) Config() shardlimit.Config { return s.core.Config() }
+func (s *Shared) Config() shardlimit.Config { return publicConfig(s.core.Config()) }
 
 // State returns the health of the link to the store.
 func (s *Shared) State() State { return State(s.state.Load()) }
@@ -732,7 +732,7 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 					// Collect counted them sent: take them out of the
 					// floor, or a later flush of the bucket (the clock
 					// came back) would write what was counted dropped.
-					s.tab.Forget(&shared.Flush{Key: f.Key, Rate: f.Rate, Newest: id, Deltas: []uint32{f.Deltas[k]}})
+					s.tab.Forget(&core.Flush{Key: f.Key, Rate: f.Rate, Newest: id, Deltas: []uint32{f.Deltas[k]}})
 				}
 				continue
 			}
@@ -782,7 +782,7 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 						s.near = append(s.near, f.Key)
 					}
 				} else {
-					s.tab.Apply(&shared.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID}, []int64{res.Total})
+					s.tab.Apply(&core.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID}, []int64{res.Total})
 				}
 			case NotApplied:
 				s.itemErrs.Add(1)
@@ -793,12 +793,12 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 				}
 				if it.Delta > 0 {
 					s.retried.Add(uint64(it.Delta))
-					s.tab.Restore(&shared.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID, Deltas: []uint32{it.Delta}})
+					s.tab.Restore(&core.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID, Deltas: []uint32{it.Delta}})
 				} else {
 					// A read or a heal (floor only) that did not run: the
 					// key is collected again, or a counter an earlier lost
 					// reply left short would never be healed.
-					s.tab.Restore(&shared.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID, Deltas: zeroDelta[:]})
+					s.tab.Restore(&core.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID, Deltas: zeroDelta[:]})
 				}
 			default:
 				s.itemErrs.Add(1)
@@ -813,7 +813,7 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 				// floor (all this node sent for its newest bucket) heals
 				// the counter if they were lost, even if the key sees no
 				// further traffic.
-				s.tab.Restore(&shared.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID, Deltas: zeroDelta[:]})
+				s.tab.Restore(&core.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID, Deltas: zeroDelta[:]})
 			}
 		}
 	}
@@ -847,7 +847,7 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 // it, with all its rates), so a node that decides it seldom never decides
 // it on a view older than two flushes: without that its view is as old as
 // its last decision.
-func (s *Shared) nearLimit(f *shared.Flush, totals []int64, now int64) bool {
+func (s *Shared) nearLimit(f *core.Flush, totals []int64, now int64) bool {
 	if len(totals) != len(f.Sent) {
 		return false
 	}
@@ -929,4 +929,46 @@ func (s *Shared) notify(c StateChange) {
 	if s.onChange != nil {
 		s.onChange(c)
 	}
+}
+
+// coreConfig returns cfg as internal/core's Config, the same fields, for
+// core.NewSynced.
+func coreConfig(cfg shardlimit.Config) core.Config {
+	c := core.Config{
+		Algorithm:       core.Algorithm(cfg.Algorithm),
+		Limit:           cfg.Limit,
+		Window:          cfg.Window,
+		Buckets:         cfg.Buckets,
+		Shards:          cfg.Shards,
+		MaxKeys:         cfg.MaxKeys,
+		WhenFull:        core.FullPolicy(cfg.WhenFull),
+		MaxKeyBytes:     cfg.MaxKeyBytes,
+		JanitorInterval: cfg.JanitorInterval,
+		Clock:           cfg.Clock,
+	}
+	for _, r := range cfg.Rates {
+		c.Rates = append(c.Rates, core.Rate(r))
+	}
+	return c
+}
+
+// publicConfig returns c, the local limiter's configuration, as a
+// shardlimit.Config.
+func publicConfig(c core.Config) shardlimit.Config {
+	cfg := shardlimit.Config{
+		Algorithm:       shardlimit.Algorithm(c.Algorithm),
+		Limit:           c.Limit,
+		Window:          c.Window,
+		Buckets:         c.Buckets,
+		Shards:          c.Shards,
+		MaxKeys:         c.MaxKeys,
+		WhenFull:        shardlimit.FullPolicy(c.WhenFull),
+		MaxKeyBytes:     c.MaxKeyBytes,
+		JanitorInterval: c.JanitorInterval,
+		Clock:           c.Clock,
+	}
+	for _, r := range c.Rates {
+		cfg.Rates = append(cfg.Rates, shardlimit.Rate(r))
+	}
+	return cfg
 }

@@ -94,7 +94,7 @@ func TestSharedRatesRedisHoldsWhatWasAdmitted(t *testing.T) {
 					}
 				}
 			}
-			rates := nodes[0].tab.Rates()
+			rates := nodes[0].tab.SyncRates()
 			rng := rand.New(rand.NewPCG(1, uint64(alg)))
 			denied := 0
 			for step := range 300 {

@@ -72,7 +72,7 @@ func TestSharedRatesTwoNodes(t *testing.T) {
 
 			be := a.backend.(*RedisBackend)
 			ctx := ctxT(t, 5*time.Second)
-			for _, rate := range a.tab.Rates() {
+			for _, rate := range a.tab.SyncRates() {
 				w := time.Duration(rate.Window)
 				want := map[int64]int64{} // bucket id -> units admitted in it
 				want[t1.UnixNano()/rate.Size] += 5

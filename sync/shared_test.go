@@ -78,7 +78,7 @@ func TestSharedDroppedUnitsNeverReachTheStore(t *testing.T) {
 			clock.Set(at(1500 * time.Millisecond)) // and comes back
 			s.AllowN("k", at(1500*time.Millisecond), 1)
 			mustFlush(t, s)
-			size := s.tab.Rates()[0].Size
+			size := s.tab.SyncRates()[0].Size
 			if got := counters(t, c, s, []string{"k"}, at(time.Second).UnixNano()/size)[0]; got != 1 {
 				t.Fatalf("Redis holds %d units, want 1 (3 more were counted dropped)", got)
 			}

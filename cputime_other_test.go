@@ -1,7 +1,0 @@
-//go:build !unix
-
-package shardlimit
-
-// cpuTime returns 0 where getrusage is not available: the cpu-ns/op metric
-// of benchmarks then reads 0.
-func cpuTime() int64 { return 0 }

@@ -1,0 +1,135 @@
+package core
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigValidation(t *testing.T) {
+	ok := Config{Limit: 10, Window: time.Second}
+	bad := []struct {
+		name string
+		alg  Algorithm
+		mod  func(*Config)
+	}{
+		{"negative limit", FixedWindow, func(c *Config) { c.Limit = -1 }},
+		{"limit above max", GCRA, func(c *Config) { c.Limit = MaxLimit + 1 }},
+		{"log limit above max", SlidingLog, func(c *Config) { c.Limit = MaxSlidingLogLimit + 1 }},
+		{"zero window", FixedWindow, func(c *Config) { c.Window = 0 }},
+		{"negative window", GCRA, func(c *Config) { c.Window = -time.Second }},
+		{"window too long", SlidingLog, func(c *Config) { c.Window = MaxWindow + 1 }},
+		{"negative buckets", SlidingCounter, func(c *Config) { c.Buckets = -1 }},
+		{"buckets not dividing", SlidingCounter, func(c *Config) { c.Window = 7; c.Buckets = 2 }},
+		{"buckets above max", SlidingCounter, func(c *Config) { c.Buckets = MaxBuckets + 1; c.Window = time.Duration(MaxBuckets+1) * time.Second }},
+		{"shards not a power of two", FixedWindow, func(c *Config) { c.Shards = 3 }},
+		{"negative shards", FixedWindow, func(c *Config) { c.Shards = -4 }},
+		{"too many shards", FixedWindow, func(c *Config) { c.Shards = MaxShards * 2 }},
+		{"negative max keys", FixedWindow, func(c *Config) { c.MaxKeys = -1 }},
+		{"unknown full policy", FixedWindow, func(c *Config) { c.WhenFull = 7 }},
+		{"key bytes above max", FixedWindow, func(c *Config) { c.MaxKeyBytes = MaxKeyBytesLimit + 1 }},
+		{"negative key bytes", FixedWindow, func(c *Config) { c.MaxKeyBytes = -1 }},
+		{"janitor interval below the minimum", GCRA, func(c *Config) { c.JanitorInterval = MinJanitorInterval - 1 }},
+		{"unknown algorithm", Algorithm(9), func(c *Config) {}},
+		{"zero algorithm", 0, func(c *Config) {}},
+	}
+	for _, b := range bad {
+		cfg := ok
+		cfg.Algorithm = b.alg
+		b.mod(&cfg)
+		l, err := New(cfg)
+		if !errors.Is(err, ErrInvalidConfig) || l != nil {
+			t.Errorf("%s: New(%+v) = %v, %v; want ErrInvalidConfig", b.name, cfg, l, err)
+		}
+	}
+	for _, alg := range allAlgorithms {
+		cfg := ok
+		cfg.Algorithm = alg
+		l := mustNew(t, cfg)
+		got := l.Config()
+		if got.Shards < 16 || got.Shards&(got.Shards-1) != 0 || got.MaxKeyBytes != DefaultMaxKeyBytes ||
+			got.JanitorInterval != -1 || got.Clock == nil || got.Algorithm != alg || got.Buckets != DefaultBuckets {
+			t.Errorf("%v defaults: %+v", alg, got)
+		}
+		wantErr(t, l.SetDefaultLimit(-1), ErrInvalidConfig)
+		if err := l.SetDefaultLimit(3); err != nil || l.Config().Limit != 3 {
+			t.Errorf("SetDefaultLimit: %v %+v", err, l.Config())
+		}
+	}
+}
+
+func TestKeyValidation(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		l := mustNew(t, Config{Algorithm: alg, Limit: 5, Window: time.Second, MaxKeyBytes: 8})
+		for _, key := range []string{"", "123456789", strings.Repeat("x", 1<<20)} {
+			r := l.AllowN(key, at(0), 1)
+			wantErr(t, r.Err, ErrInvalidKey)
+			if r.Allowed || l.Allow(key) || l.AllowBytes([]byte(key)) {
+				t.Fatalf("%v: invalid key %.10q admitted", alg, key)
+			}
+			wantErr(t, l.SetLimit(key, 1), ErrInvalidKey)
+			wantErr(t, l.Reset(key), ErrInvalidKey)
+			wantErr(t, l.ClearLimit(key), ErrInvalidKey)
+		}
+		if r := l.AllowN("12345678", at(0), 1); !r.Allowed {
+			t.Fatalf("%v: key of exactly MaxKeyBytes: %+v", alg, r)
+		}
+		if l.Len() != 1 {
+			t.Fatalf("%v: invalid keys were stored: len %d", alg, l.Len())
+		}
+	}
+}
+
+func TestCostAboveLimitIsNever(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		l := mustNew(t, cfgFor(alg, 5, time.Second, 0))
+		for _, key := range []string{"new", "new"} {
+			r := l.AllowN(key, at(0), 6)
+			if r.Allowed || r.RetryAfter != Never || r.Err != nil || r.Remaining != 5 {
+				t.Fatalf("%v: %+v", alg, r)
+			}
+		}
+		if l.Len() != 1 {
+			// Stored with its instant, the key's latest from then on.
+			t.Fatalf("%v: a request that can never succeed left %d keys, want 1", alg, l.Len())
+		}
+		l.AllowN("k", at(0), 1)
+		if r := l.AllowN("k", at(0), math.MaxInt); r.RetryAfter != Never || r.Remaining != 4 {
+			t.Fatalf("%v: huge cost on a stored key: %+v", alg, r)
+		}
+	}
+}
+
+func TestZeroTimeAndFarFuture(t *testing.T) {
+	// The zero time.Time and instants far outside Unix nanoseconds are
+	// clamped, never overflowing.
+	for _, alg := range allAlgorithms {
+		l := mustNew(t, cfgFor(alg, 2, time.Minute, time.Second))
+		for _, now := range []time.Time{{}, time.Unix(-1e12, 0), time.Unix(1e15, 0), time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), {}} {
+			checkResultSane(t, l.AllowN("k", now, 1))
+			checkResultSane(t, l.Peek("k", now, 2))
+		}
+	}
+}
+
+func TestAlgorithmNames(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		b, err := json.Marshal(alg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Algorithm
+		if err := json.Unmarshal(b, &back); err != nil || back != alg {
+			t.Fatalf("%v round trip: %s %v %v", alg, b, back, err)
+		}
+	}
+	if _, err := ParseAlgorithm("leaky"); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatal(err)
+	}
+	if Algorithm(0).String() != "Algorithm(0)" {
+		t.Fatal(Algorithm(0).String())
+	}
+}

@@ -1,0 +1,158 @@
+package core
+
+import "time"
+
+// fixedRec is a FixedWindow key's state: 24 bytes. With several rates, the
+// key's record holds the first (the longest window's) and extra records
+// the others, whose last only follows the key's.
+type fixedRec struct {
+	lim   uint32 // lim word, see ownLimit
+	count uint32 // units admitted in the current window
+	last  int64  // the key's latest instant seen, Unix ns
+	start int64  // start of the current window, Unix ns (0: none yet)
+}
+
+// fixedWindow is the fixed window counter: window k is [k*W, (k+1)*W) in
+// Unix time, and a key may consume limit units per window, for each of its
+// rates.
+type fixedWindow struct {
+	rates  int
+	window [MaxRates]int64 // W of each rate, ns, longest first
+	sync   *syncSet        // nil unless shared (per rate, one bucket: the window)
+}
+
+// NewFixedWindow returns a fixed window limiter: each key may consume
+// cfg.Limit units in each window [k*W, (k+1)*W) of Unix time (for each of
+// cfg.Rates). It is the cheapest algorithm (24 bytes of state per key and
+// rate) and the least accurate: a client can consume the limit at the end
+// of one window and again at the start of the next, up to twice the limit
+// within one window's length.
+//
+// It returns an error wrapping ErrInvalidConfig if cfg is invalid. The
+// limiter is safe for concurrent use; Close ends its sweeps by the janitor.
+func NewFixedWindow(cfg Config) (Limiter, error) {
+	l := &FixedLimiter{}
+	if err := l.Init(cfg); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// FixedLimiter is the fixed window's Limiter.
+type FixedLimiter struct{ limiter[fixedRec] }
+
+// Init sets up l, whose zero value it requires, as NewFixedWindow(cfg)
+// would, and returns NewFixedWindow's errors.
+func (l *FixedLimiter) Init(cfg Config) error {
+	cfg, err := cfg.withDefaults(FixedWindow)
+	if err != nil {
+		return err
+	}
+	rs := newRateSet(cfg)
+	l.init(cfg, &rs, &fixedWindow{rates: rs.n, window: rs.window}, 0, rs.n-1, nil)
+	return nil
+}
+
+func (a *fixedWindow) init(s *shard[fixedRec], r *fixedRec, slot uint32, t int64) {
+	r.count, r.start, r.last = 0, 0, t
+	if a.rates > 1 {
+		_, extra := s.keyState(slot, 0)
+		for k := range extra {
+			extra[k].count, extra[k].start, extra[k].last = 0, 0, t
+		}
+	}
+}
+
+func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, slot uint32, t int64, n int, mode decideMode) verdict {
+	k := mode.rate()
+	key := r // the key's record; r is that of its rate k
+	if k > 0 {
+		key = s.keyRec(slot)
+	}
+	te := max(t, key.last) // per key, time never goes back
+	r.last = te
+	w := a.window[k]
+	if te-r.start >= w {
+		r.start, r.count = te-te%w, 0
+	}
+	lim := effectiveLimit(r.lim, s.defLimits[k])
+	if lim != 0 {
+		r.lim = r.lim&^limitMask | lim
+	}
+	reset := time.Duration(r.start + w - t) // from the caller's t
+	used := int64(r.count)
+	var side []uint32
+	if a.sync != nil {
+		// Other nodes' units of this rate's window count too.
+		side, _ = s.keyState(slot, 0)
+		used += a.remote(s, &a.sync.rate[k], side, r.start)
+	}
+	var allowed bool
+	var retry time.Duration
+	switch {
+	case n == 0:
+		allowed = true
+	case int64(n) > int64(lim):
+		retry = Never
+	case used+int64(n) <= int64(lim):
+		allowed = true
+		used += int64(n)
+		if mode&consume != 0 {
+			r.count += uint32(n)
+			if a.sync != nil {
+				y := &a.sync.rate[k]
+				y.add(side, y.head(side), uint32(n))
+			}
+		}
+	default:
+		retry = reset
+	}
+	if mode&full == 0 {
+		return verdict{word: b2u(allowed)}
+	}
+	return makeVerdict(allowed, k, lim, int(max(0, int64(lim)-used)), reset, retry)
+}
+
+func (a *fixedWindow) refund(s *shard[fixedRec], r *fixedRec, slot uint32, n int, k int) {
+	r.count -= uint32(n)
+	if a.sync != nil {
+		side, _ := s.keyState(slot, 0)
+		a.sync.rate[k].takeBack(side, uint32(n))
+	}
+}
+
+// remote rotates a shared key's sync state of one rate (layout y) to the
+// window that starts at start and returns the other nodes' units in it.
+// Units the rotation dropped unsent are counted (see peekCopy).
+func (a *fixedWindow) remote(s *shard[fixedRec], y *syncLayout, side []uint32, start int64) int64 {
+	id := y.bucketOf(side, start)
+	if d := y.rotate(side, id); d != 0 && !s.peekCopy(side) {
+		s.syncDropped.Add(uint64(d))
+	}
+	return int64(y.remote(side, id))
+}
+
+func (a *fixedWindow) idle(s *shard[fixedRec], r *fixedRec, slot uint32, t int64) bool {
+	if r.lim&ownLimit != 0 {
+		return false
+	}
+	var side []uint32
+	var extra []fixedRec
+	if a.sync != nil || a.rates > 1 {
+		side, extra = s.keyState(slot, 0)
+	}
+	if a.sync != nil && a.sync.holds(side, t) {
+		return false
+	}
+	for k, p := 0, r; ; p = &extra[k-1] {
+		if p.count != 0 && t-p.start < a.window[k] {
+			return false
+		}
+		if k++; k == a.rates {
+			return true
+		}
+	}
+}
+
+func (a *fixedWindow) limitWord(r *fixedRec) *uint32 { return &r.lim }
+func (a *fixedWindow) lastSeen(r *fixedRec) int64    { return r.last }

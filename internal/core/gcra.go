@@ -1,0 +1,240 @@
+package core
+
+import (
+	"math/bits"
+	"time"
+)
+
+// gcraRec is a GCRA key's state: 24 bytes. The theoretical arrival time
+// (TAT) is tat + rem/L nanoseconds, L the limit the state is encoded for, so
+// the emission interval W/L is kept exactly even when L does not divide W.
+type gcraRec struct {
+	lim  uint32 // lim word, see ownLimit
+	rem  uint32 // TAT's fraction of a nanosecond, in units of 1/L ns
+	last int64  // latest instant seen, Unix ns
+	tat  int64  // TAT's whole nanoseconds, Unix ns
+}
+
+// gcra is the generic cell rate algorithm with emission interval T = W/L
+// and burst L: a request of n units at t is admitted iff
+// max(TAT, t) + n*T - t <= W, which then becomes the new TAT. It is a token
+// bucket of capacity L refilled at L per W, in O(1) state per rate.
+type gcra struct {
+	rates  int
+	window [MaxRates]int64 // W of each rate, ns, longest first
+}
+
+// maxDebt caps how far a key's TAT may run ahead of its last instant after
+// its limit is lowered (usage above a new, smaller limit drains at the new
+// rate); it keeps every instant inside int64.
+const maxDebt = 2 * int64(MaxWindow)
+
+// NewGCRA returns a GCRA limiter (generic cell rate algorithm, ATM Forum
+// Traffic Management 4.0; the algorithm of go-redis/redis_rate and
+// throttled): a token bucket of capacity cfg.Limit refilled smoothly at
+// cfg.Limit units per cfg.Window, so a key may burst cfg.Limit units and then
+// one unit every Window/Limit. Arithmetic is exact: the emission interval is
+// kept as a fraction, never rounded.
+//
+// It returns an error wrapping ErrInvalidConfig if cfg is invalid. The
+// limiter is safe for concurrent use; Close ends its sweeps by the janitor.
+func NewGCRA(cfg Config) (Limiter, error) {
+	l := &GCRALimiter{}
+	if err := l.Init(cfg); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// GCRALimiter is GCRA's Limiter.
+type GCRALimiter struct{ limiter[gcraRec] }
+
+// Init sets up l, whose zero value it requires, as NewGCRA(cfg) would, and
+// returns NewGCRA's errors.
+func (l *GCRALimiter) Init(cfg Config) error {
+	cfg, err := cfg.withDefaults(GCRA)
+	if err != nil {
+		return err
+	}
+	rs := newRateSet(cfg)
+	l.init(cfg, &rs, &gcra{rates: rs.n, window: rs.window}, 0, rs.n-1, nil)
+	return nil
+}
+
+func (a *gcra) init(s *shard[gcraRec], r *gcraRec, slot uint32, t int64) {
+	r.rem, r.last, r.tat = 0, t, t
+	if a.rates > 1 {
+		_, extra := s.keyState(slot, 0)
+		for k := range extra {
+			extra[k].rem, extra[k].last, extra[k].tat = 0, t, t
+		}
+	}
+}
+
+// remaining returns floor((W - D) * L / W), D = TAT - t, the units that fit
+// now in a bucket whose TAT is tat + rem/L; 0 if D >= W.
+func (a *gcra) remaining(w, tat int64, rem uint32, t int64, lim uint32) int64 {
+	d := tat - t
+	if d >= w {
+		return 0
+	}
+	hi, lo := bits.Mul64(uint64(w-d), uint64(lim))
+	lo, borrow := bits.Sub64(lo, uint64(rem), 0)
+	hi -= borrow
+	q, _ := bits.Div64(hi, lo, uint64(w))
+	return int64(q)
+}
+
+func (a *gcra) decide(s *shard[gcraRec], r *gcraRec, slot uint32, t int64, n int, mode decideMode) verdict {
+	k := mode.rate()
+	key := r // the key's record; r is that of its rate k
+	if k > 0 {
+		key = s.keyRec(slot)
+	}
+	te := max(t, key.last) // per key, time never goes back
+	r.last = te
+	if r.refilled(te) {
+		r.tat, r.rem = te, 0 // a TAT in the past is a full bucket
+	}
+	w := a.window[k]
+	lim := effectiveLimit(r.lim, s.defLimits[k])
+	if old := r.lim & limitMask; lim != 0 && lim != old {
+		a.rescale(r, te, old, lim)
+		r.lim = r.lim&^limitMask | lim
+	}
+	var allowed bool
+	var retry time.Duration
+	tat, rem := r.tat, r.rem
+	switch {
+	case n == 0:
+		allowed = true
+	case int64(n) > int64(lim):
+		retry = Never
+	default:
+		var q, rr uint64 // n emission intervals, whole ns and 1/lim ns
+		if n == 1 {
+			q, rr = s.emission(k, lim, w) // inlined: the hot path
+		} else {
+			q, rr = mulDiv(uint64(n), uint64(w), uint64(lim))
+		}
+		ntat, nrem := addTAT(r.tat, r.rem, q, rr, lim)
+		if d := ntat - te; d < w || (d == w && nrem == 0) {
+			allowed = true
+			tat, rem = ntat, nrem
+			if mode&consume != 0 {
+				r.tat, r.rem = tat, rem
+			}
+		} else {
+			retryAt := ntat - w
+			if nrem > 0 {
+				retryAt++
+			}
+			retry = time.Duration(retryAt - t)
+		}
+	}
+	remaining := int64(0)
+	if lim != 0 && mode&full != 0 {
+		remaining = a.remaining(w, tat, rem, te, lim)
+	}
+	return makeVerdict(allowed, k, lim, int(remaining), a.until(tat, rem, t), retry)
+}
+
+// intervals returns n > 0 emission intervals of rate k under limit
+// lim > 0, W*n/lim, in whole nanoseconds and 1/lim ns. Requires s.mu held.
+func (a *gcra) intervals(s *shard[gcraRec], k, n int, lim uint32) (q, rr uint64) {
+	if n == 1 {
+		return s.emission(k, lim, a.window[k])
+	}
+	return mulDiv(uint64(n), uint64(a.window[k]), uint64(lim))
+}
+
+// addTAT returns the TAT tat + rem/lim plus q + rr/lim nanoseconds, for
+// rem, rr < lim, as whole nanoseconds and a remainder below lim.
+func addTAT(tat int64, rem uint32, q, rr uint64, lim uint32) (int64, uint32) {
+	if sum := uint64(rem) + rr; sum >= uint64(lim) {
+		return tat + int64(q) + 1, uint32(sum - uint64(lim))
+	}
+	return tat + int64(q), rem + uint32(rr)
+}
+
+// refilled reports whether the TAT of p, a rate's state, is not after t:
+// its bucket is full at t.
+func (p *gcraRec) refilled(t int64) bool {
+	return p.tat < t || p.tat == t && p.rem == 0
+}
+
+// refund takes n emission intervals off the TAT the decision moved, in the
+// limit its state is encoded for (the decision set it).
+func (a *gcra) refund(s *shard[gcraRec], r *gcraRec, _ uint32, n int, k int) {
+	lim := r.lim & limitMask
+	q, rr := a.intervals(s, k, n, lim)
+	r.tat -= int64(q)
+	if uint64(r.rem) < rr {
+		r.tat--
+		r.rem += lim
+	}
+	r.rem -= uint32(rr)
+}
+
+func (a *gcra) idle(s *shard[gcraRec], r *gcraRec, slot uint32, t int64) bool {
+	if r.lim&ownLimit != 0 {
+		return false
+	}
+	var extra []gcraRec
+	if a.rates > 1 {
+		_, extra = s.keyState(slot, 0)
+	}
+	for k, p := 0, r; ; p = &extra[k-1] {
+		if !p.refilled(t) {
+			return false
+		}
+		if k++; k == a.rates {
+			return true
+		}
+	}
+}
+
+// until returns the time from t until the TAT tat + rem/L, rounded up.
+func (a *gcra) until(tat int64, rem uint32, t int64) time.Duration {
+	d := time.Duration(tat - t)
+	if rem > 0 {
+		d++
+	}
+	return d
+}
+
+// relimit re-encodes rate k's state for a new limit (see rescale).
+func (a *gcra) relimit(s *shard[gcraRec], r *gcraRec, slot uint32, k int, old, lim uint32) {
+	p := r
+	if k > 0 {
+		_, extra := s.keyState(slot, 0)
+		p = &extra[k-1]
+	}
+	a.rescale(p, r.last, old, lim)
+}
+
+// rescale keeps a rate's usage, D*L/W units for debt D = TAT - last, by
+// scaling the debt to D*old/lim, for the key whose latest instant is last.
+func (a *gcra) rescale(p *gcraRec, last int64, old, lim uint32) {
+	if old == 0 || p.refilled(last) {
+		p.tat, p.rem = max(p.tat, last), 0
+		return
+	}
+	hi, lo := bits.Mul64(uint64(p.tat-last), uint64(old))
+	var carry uint64
+	lo, carry = bits.Add64(lo, uint64(p.rem), 0)
+	hi += carry
+	if hi >= uint64(lim) {
+		p.tat, p.rem = last+maxDebt, 0
+		return
+	}
+	q, rr := bits.Div64(hi, lo, uint64(lim))
+	if q >= uint64(maxDebt) {
+		p.tat, p.rem = last+maxDebt, 0
+		return
+	}
+	p.tat, p.rem = last+int64(q), uint32(rr)
+}
+
+func (a *gcra) limitWord(r *gcraRec) *uint32 { return &r.lim }
+func (a *gcra) lastSeen(r *gcraRec) int64    { return r.last }

@@ -1,0 +1,150 @@
+package core
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+)
+
+// t0 is the origin of the step tables: a Unix instant that is a
+// multiple of every window used (60 s, 1 h, 1 day, 365 days).
+const t0Unix = 1_734_480_000
+
+var t0 = time.Unix(t0Unix, 0)
+
+// at returns the instant sec seconds after t0 (negative: before), exact to
+// the nanosecond for values with at most nine decimals.
+func at(sec float64) time.Time {
+	return t0.Add(time.Duration(math.Round(sec * 1e9)))
+}
+
+// never marks an expected Retry-After of Never in step tables; dontCare
+// skips a check.
+const (
+	never    = -1
+	dontCare = -2
+)
+
+// step is one call in a step table: at seconds after t0, cost n, and the
+// expected outcome. rem and retry (whole seconds, rounded up as in
+// Retry-After) may be dontCare; retry is 0 for an admitted call.
+type step struct {
+	at      float64
+	n       int
+	allowed bool
+	rem     int
+	retry   int64
+}
+
+// ceilSeconds rounds d up to whole seconds, as HTTP headers do.
+func ceilSeconds(d time.Duration) int64 {
+	if d == Never {
+		return never
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// mustNew builds a limiter with no janitor that the test closes.
+func mustNew(tb testing.TB, cfg Config) Limiter {
+	tb.Helper()
+	if cfg.JanitorInterval == 0 {
+		cfg.JanitorInterval = -1
+	}
+	l, err := New(cfg)
+	if err != nil {
+		tb.Fatalf("New(%+v): %v", cfg, err)
+	}
+	tb.Cleanup(func() { l.Close() })
+	return l
+}
+
+// cfgFor returns a config of alg with limit, window and, for the counter,
+// buckets of size g (0: default).
+func cfgFor(alg Algorithm, limit int, window, g time.Duration) Config {
+	cfg := Config{Algorithm: alg, Limit: limit, Window: window}
+	if g > 0 {
+		cfg.Buckets = int(window / g)
+	}
+	return cfg
+}
+
+// runSteps applies steps to key in order and checks each outcome.
+func runSteps(t *testing.T, l Limiter, key string, steps []step) {
+	t.Helper()
+	for i, s := range steps {
+		checkStep(t, i, l.AllowN(key, at(s.at), s.n), s)
+	}
+}
+
+func checkStep(t *testing.T, i int, r Result, s step) {
+	t.Helper()
+	if r.Err != nil {
+		t.Fatalf("step %d (t=%v n=%d): unexpected error %v", i, s.at, s.n, r.Err)
+	}
+	if r.Allowed != s.allowed {
+		t.Fatalf("step %d (t=%v n=%d): allowed=%v, want %v (%+v)", i, s.at, s.n, r.Allowed, s.allowed, r)
+	}
+	if s.rem != dontCare && r.Remaining != s.rem {
+		t.Fatalf("step %d (t=%v n=%d): remaining=%d, want %d (%+v)", i, s.at, s.n, r.Remaining, s.rem, r)
+	}
+	if s.retry != dontCare {
+		if got := ceilSeconds(r.RetryAfter); got != s.retry {
+			t.Fatalf("step %d (t=%v n=%d): retry-after=%ds (%v), want %ds (%+v)", i, s.at, s.n, got, r.RetryAfter, s.retry, r)
+		}
+	}
+	checkResultSane(t, r)
+}
+
+// checkResultSane checks the invariants every result keeps.
+func checkResultSane(t testing.TB, r Result) {
+	t.Helper()
+	if r.Remaining < 0 || r.Remaining > r.Limit {
+		t.Fatalf("remaining %d outside [0, %d]: %+v", r.Remaining, r.Limit, r)
+	}
+	if r.ResetAfter < 0 {
+		t.Fatalf("negative reset-after: %+v", r)
+	}
+	if r.Allowed && r.RetryAfter != 0 {
+		t.Fatalf("allowed with retry-after: %+v", r)
+	}
+	if !r.Allowed && r.Err == nil && r.RetryAfter <= 0 {
+		t.Fatalf("denied without a positive retry-after: %+v", r)
+	}
+}
+
+// repeat returns k copies of s.
+func repeat(k int, s step) []step {
+	out := make([]step, k)
+	for i := range out {
+		out[i] = s
+	}
+	return out
+}
+
+// countdown returns k admitted steps at sec with remaining from k-1+extra
+// down to extra.
+func countdown(sec float64, k, extra int) []step {
+	out := make([]step, k)
+	for i := range out {
+		out[i] = step{at: sec, n: 1, allowed: true, rem: k - 1 - i + extra}
+	}
+	return out
+}
+
+func concat(parts ...[]step) []step {
+	var out []step
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func wantErr(t *testing.T, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("error %v, want %v", err, target)
+	}
+}
+
+var allAlgorithms = []Algorithm{FixedWindow, SlidingLog, SlidingCounter, GCRA}

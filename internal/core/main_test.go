@@ -1,0 +1,13 @@
+package core
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package's tests if any goroutine (a janitor) outlives
+// them.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}

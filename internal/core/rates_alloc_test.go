@@ -1,0 +1,55 @@
+//go:build !race
+
+package core
+
+import (
+	"testing"
+	"time"
+)
+
+// TestRatesNoAllocationsOnHotPath: with two rates, as with one, no decision on a stored key allocates, denied ones and peeks
+// included, nor does window rotation.
+func TestRatesNoAllocationsOnHotPath(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			clock := NewManualClock(at(0))
+			cfg := rateCfg(alg, []Rate{{1000, time.Minute}, {500, time.Second}})
+			cfg.Clock = clock
+			l := mustNew(t, cfg)
+			key, bkey := "192.0.2.1", []byte("192.0.2.1")
+			l.AllowN(key, at(0), 1)
+			l.AllowN("denied", at(0), 500)
+			now := at(1)
+			cases := map[string]func(){
+				"AllowN":          func() { l.AllowN(key, now, 1) },
+				"AllowN(3)":       func() { l.AllowN(key, now, 3) },
+				"AllowBytesN":     func() { l.AllowBytesN(bkey, now, 1) },
+				"Allow":           func() { l.Allow(key) },
+				"AllowAt":         func() { l.AllowAt(key, now) },
+				"AllowBytesAt":    func() { l.AllowBytesAt(bkey, now) },
+				"Peek":            func() { l.Peek(key, now, 1) },
+				"AllowN denied":   func() { l.AllowN("denied", now, 1) },
+				"AllowAt denied":  func() { l.AllowAt("denied", now) },
+				"AllowN(0) new":   func() { l.AllowN("missing", now, 0) },
+				"above the limit": func() { l.AllowN(key, now, 501) },
+			}
+			for name, f := range cases {
+				for range 3000 { // fill rings and buckets first
+					f()
+				}
+				if n := testing.AllocsPerRun(1000, f); n != 0 {
+					t.Errorf("%s: %v allocations per call, want 0", name, n)
+				}
+			}
+			rot := mustNew(t, rateCfg(alg, []Rate{{5, time.Second}, {3, 100 * time.Millisecond}}))
+			w := at(0)
+			rot.AllowN("r", w, 3)
+			if n := testing.AllocsPerRun(1000, func() {
+				w = w.Add(time.Second)
+				rot.AllowN("r", w, 3)
+			}); n != 0 {
+				t.Errorf("window rotation: %v allocations per call, want 0", n)
+			}
+		})
+	}
+}

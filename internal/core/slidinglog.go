@@ -1,0 +1,502 @@
+package core
+
+import (
+	"math/bits"
+	"time"
+)
+
+// logRec is a SlidingLog key's state: 32 bytes plus its ring buffer. With
+// several rates, the key's record holds the ring, which covers the longest
+// window, and extra records the others, of which only lim and head are
+// used: head counts the ring's oldest entries that no longer count in
+// that rate's window.
+type logRec struct {
+	lim   uint32 // lim word, see ownLimit
+	ref   uint32 // the ring's location in the shard's ringPool
+	cap   uint32 // the ring's capacity, 0 if it has none
+	head  uint32 // ring index of the oldest timestamp
+	count uint32 // timestamps in the ring
+	side  uint32 // the key's entry in the shard's slab (shared or several rates only)
+	last  int64  // the key's latest instant seen, Unix ns
+}
+
+// slidingLog keeps one timestamp per admitted unit for the longest window
+// and admits n units at t iff, for every rate, fewer than limit-n+1
+// timestamps lie in (t-W, t].
+//
+// Timestamps are 4 bytes: ceil(t/unit) modulo 2^32, unit the smallest power
+// of ten nanoseconds with unit*2^31 > 2W for the longest window W. Every
+// stored timestamp lies within 2W of the key's current instant, so the age
+// of an entry is the int32 difference of the two. Rounding timestamps up
+// keeps every unit counted for at least W (never admits early) and at most
+// one unit longer.
+type slidingLog struct {
+	rates  int
+	window [MaxRates]int64 // W of each rate, ns, longest first
+	unit   int64           // timestamp resolution, ns
+	sync   *syncSet        // nil unless shared: other nodes' units by bucket, per rate
+	stride int             // side words per key: the sync state's, 0 unless shared
+}
+
+// NewSlidingLog returns a sliding window log limiter: exact, it admits at
+// most cfg.Limit units in any interval of length cfg.Window (a unit admitted
+// at s counts for decisions at t with s <= t < s+W), for each of cfg.Rates.
+// Each key keeps a ring buffer of 4-byte timestamps, grown on demand up to
+// the limit of the longest window (with several rates, that one ring
+// serves every window).
+//
+// Timestamps have a resolution of the smallest power of ten nanoseconds
+// that is at least W/2^30 for the longest window: 1 ns for windows up to
+// about 1 s, 100 ns for a minute, 10 µs for an hour, 100 ms for a year.
+// They are rounded up, so a unit counts at least W and at most one
+// resolution step longer: the log never admits early. RetryAfter is exact:
+// the same request made RetryAfter after now is admitted, and one made a
+// nanosecond sooner is not. It includes the part of a step a stamp was
+// rounded up by, so for instants between two steps a wait of whole seconds
+// can read as the next second in a Retry-After header. ResetAfter is
+// measured from now rounded up to the resolution, so a unit admitted now
+// reports a reset of exactly W.
+//
+// It returns an error wrapping ErrInvalidConfig if cfg is invalid (each
+// limit may be at most MaxSlidingLogLimit). The limiter is safe for
+// concurrent use; Close ends its sweeps by the janitor.
+func NewSlidingLog(cfg Config) (Limiter, error) {
+	l := &LogLimiter{}
+	if err := l.Init(cfg); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Init sets up l, whose zero value it requires, as NewSlidingLog(cfg)
+// would, and returns NewSlidingLog's errors.
+func (l *LogLimiter) Init(cfg Config) error {
+	cfg, err := cfg.withDefaults(SlidingLog)
+	if err != nil {
+		return err
+	}
+	rs := newRateSet(cfg)
+	l.init(cfg, &rs, newSlidingLog(&rs, nil), 0, rs.n-1, nil)
+	return nil
+}
+
+// newSlidingLog returns the log of rs's rates, shared through y if y is
+// not nil.
+func newSlidingLog(rs *rateSet, y *syncSet) *slidingLog {
+	a := &slidingLog{rates: rs.n, window: rs.window, unit: logUnit(rs.window[0]), sync: y}
+	if y != nil {
+		a.stride = y.words()
+	}
+	return a
+}
+
+// LogLimiter is the sliding log's Limiter.
+type LogLimiter struct{ limiter[logRec] }
+
+// logUnit returns the timestamp resolution for window w: the smallest power
+// of ten nanoseconds u with u*2^31 > 2w.
+func logUnit(w int64) int64 {
+	u := int64(1)
+	for u*(1<<31) <= 2*w {
+		u *= 10
+	}
+	return u
+}
+
+func (a *slidingLog) init(s *shard[logRec], r *logRec, slot uint32, t int64) {
+	r.head, r.count, r.last = 0, 0, t
+	if a.rates > 1 {
+		_, extra := s.keyState(slot, r.side)
+		for k := range extra {
+			extra[k].head = 0
+		}
+	}
+}
+
+// stamp returns the stored form of instant t, rounded up.
+func (a *slidingLog) stamp(t int64) uint32 {
+	return uint32((t + a.unit - 1) / a.unit)
+}
+
+// age returns how many units before tq (= t/unit, rounded down) the entry
+// e was stamped; -1 for an entry stamped in the current unit but rounded up.
+func age(tq int64, e uint32) int32 {
+	return int32(uint32(tq) - e)
+}
+
+// expiry returns the instant at which entry e stops counting in window w,
+// seen from t: its stamp plus w, so a unit counts less than one step past
+// its own instant plus w, whatever w's remainder modulo the resolution.
+func (a *slidingLog) expiry(t int64, e uint32, w int64) int64 {
+	tq := t / a.unit
+	return (tq-int64(age(tq, e)))*a.unit + w
+}
+
+// expiredUpTo returns the newest stamp, in stored units, that no longer
+// counts at t in window w: entry e has expired at t iff
+// age(expiredUpTo(t, w), e) >= 0, that is iff e*unit + w <= t (see expiry).
+func (a *slidingLog) expiredUpTo(t, w int64) int64 {
+	return floorDiv(t-w, a.unit)
+}
+
+// advance brings the key in slot, record r, to instant te, its latest,
+// dropping the timestamps that have expired in the longest window, and
+// moves the other rates' skips (in its extra records) past those expired
+// in theirs. Every stamp is below r.last+unit, so all have expired from
+// r.last+W+unit on: no scan then.
+func (a *slidingLog) advance(s *shard[logRec], r *logRec, slot uint32, te int64) {
+	count := r.count
+	switch {
+	case r.count == 0:
+	case te-r.last >= a.window[0]+a.unit:
+		r.head, r.count = 0, 0
+	default:
+		buf := s.rings.ring(r.ref, r.cap)
+		tx := a.expiredUpTo(te, a.window[0])
+		for r.count > 0 && age(tx, buf[r.head]) >= 0 {
+			r.head++
+			if r.head == r.cap {
+				r.head = 0
+			}
+			r.count--
+		}
+	}
+	r.last = te
+	if a.rates == 1 {
+		return
+	}
+	_, extra := s.keyState(slot, r.side)
+	dropped := count - r.count
+	for k := range extra {
+		p := &extra[k]
+		p.head -= min(p.head, dropped)
+		if p.head < r.count {
+			buf := s.rings.ring(r.ref, r.cap)
+			tx := a.expiredUpTo(te, a.window[k+1])
+			for p.head < r.count && age(tx, buf[wrap(r.head+p.head, r.cap)]) >= 0 {
+				p.head++
+			}
+		}
+	}
+}
+
+func (a *slidingLog) decide(s *shard[logRec], r *logRec, slot uint32, t int64, n int, mode decideMode) verdict {
+	k := mode.rate()
+	key := r // the key's record; r is that of its rate k
+	if k > 0 {
+		key = s.keyRec(slot)
+	}
+	te := max(t, key.last) // per key, time never goes back
+	if te != key.last {
+		// The first decision at te, of whichever rate: every rate's
+		// expired timestamps go (the key's latest instant is the one its
+		// ring was last brought to).
+		a.advance(s, key, slot, te)
+	}
+	var side []uint32 // a shared key's sync state
+	var bucket, remote int64
+	if a.sync != nil {
+		// The other nodes' units in rate k's window, by its own buckets.
+		side = s.sideWords(slot, key.side)
+		bucket, remote = a.syncBucket(s, side, k, te), a.sync.rate[k].estimate(side, te)
+	}
+	lim0 := effectiveLimit(key.lim, s.defLimits[0]) // the ring's capacity
+	if lim0 != 0 {
+		key.lim = key.lim&^limitMask | lim0
+		if mode&consume != 0 && key.cap > lim0 {
+			a.shrink(s, key, lim0) // the limit shrank: give memory back
+		}
+	}
+	lim, skip := lim0, uint32(0)
+	if k > 0 {
+		lim, skip = a.rateLimit(s, r, k)
+	}
+	allowed := fits(n, lim, int64(key.count-skip)+remote)
+	pushed := false // this decision's units are in the ring
+	if allowed && n > 0 && mode&consume != 0 {
+		if k == 0 && !a.push(s, key, te, uint32(n), lim0) {
+			return verdict{word: verdictFull} // no memory for the timestamps
+		}
+		pushed = k == 0
+		if a.sync != nil {
+			a.sync.rate[k].add(side, bucket, uint32(n))
+		}
+	}
+	if mode&full == 0 {
+		return verdict{word: b2u(allowed)}
+	}
+	rem, reset, retry := a.numbers(s, key, k, skip, side, t, te, n, lim, allowed, pushed)
+	return makeVerdict(allowed, k, lim, int(max(0, rem)), reset, retry)
+}
+
+// rateLimit returns the limit in force for rate k > 0 of a key, whose
+// extra record is r, recording it in r's lim word, and how many of the
+// ring's oldest entries no longer count in the rate's window.
+func (a *slidingLog) rateLimit(s *shard[logRec], r *logRec, k int) (lim, skip uint32) {
+	lim = effectiveLimit(r.lim, s.defLimits[k])
+	if lim != 0 {
+		r.lim = r.lim&^limitMask | lim
+	}
+	return lim, r.head
+}
+
+// shrink gives back the memory of r's ring above capacity lim, if its
+// units fit.
+func (a *slidingLog) shrink(s *shard[logRec], r *logRec, lim uint32) {
+	if r.count <= lim {
+		a.resize(s, r, max(lim, r.count))
+	}
+}
+
+// syncBucket returns the id of rate k's sync bucket of instant te, the
+// key's latest, rotating the key's sync state (side) to it: units its
+// rotation dropped unsent are counted (see peekCopy).
+func (a *slidingLog) syncBucket(s *shard[logRec], side []uint32, k int, te int64) int64 {
+	y := &a.sync.rate[k]
+	bucket := y.bucketOf(side, te)
+	if d := y.rotate(side, bucket); d != 0 && !s.peekCopy(side) {
+		s.syncDropped.Add(uint64(d))
+	}
+	return bucket
+}
+
+// refund drops the n newest timestamps for the ring's rate (its push);
+// the other rates keep theirs in the ring.
+func (a *slidingLog) refund(s *shard[logRec], r *logRec, slot uint32, n int, k int) {
+	key := r // the key's record; r is that of its rate k
+	if k > 0 {
+		key = s.keyRec(slot)
+	} else {
+		key.count -= uint32(n)
+	}
+	if a.sync != nil {
+		side, _ := s.keyState(slot, key.side)
+		a.sync.rate[k].takeBack(side, uint32(n))
+	}
+}
+
+// numbers returns rate k's verdict numbers for a decision of n units at t,
+// decided at te, on the key whose record is r after the decision (which
+// admitted the request or not) under limit lim: the rate counts the ring's
+// entries after its first skip, plus the other nodes' units when side
+// holds a shared key's sync state. Admitted units not pushed (a peek, or a
+// rate after the first) count as if stamped at te.
+func (a *slidingLog) numbers(s *shard[logRec], r *logRec, k int, skip uint32, side []uint32, t, te int64, n int, lim uint32, allowed, pushed bool) (rem int64, reset, retry time.Duration) {
+	// ResetAfter is measured from t rounded up to the timestamp resolution,
+	// the instant a unit admitted at t is stamped with, so a fresh unit's
+	// reset is exactly W and a whole-second window reads as whole seconds.
+	// RetryAfter is measured from t itself: t+RetryAfter is the first
+	// instant the request fits.
+	tu := (t + a.unit - 1) / a.unit * a.unit
+	w := a.window[k]
+	var buf []uint32
+	if r.count > 0 {
+		buf = s.rings.ring(r.ref, r.cap)
+	}
+	used := int64(r.count - skip)
+	if allowed && !pushed {
+		used += int64(n)
+	}
+	var remote int64
+	if a.sync != nil && side != nil {
+		remote = a.sync.rate[k].estimate(side, te)
+		used += remote
+	}
+	switch {
+	case allowed || n == 0:
+	case int64(n) > int64(lim):
+		retry = Never
+	case used+int64(n) <= int64(lim): // this rate admits it
+	case remote > 0:
+		retry = time.Duration(a.admitAtShared(s, r, k, side, te, int64(n), int64(lim)) - t)
+	default:
+		// The (used+n-lim)-th oldest counted timestamp must expire first.
+		i := wrap(r.head+skip+uint32(used+int64(n)-int64(lim))-1, r.cap)
+		retry = time.Duration(a.expiry(te, buf[i], w) - t)
+	}
+	// ResetAfter: the expiry of the oldest unit counted; of a unit admitted
+	// now if none; W from te if none at all.
+	reset = time.Duration(te + w - t)
+	switch {
+	case skip < r.count:
+		reset = until(a.expiry(te, buf[wrap(r.head+skip, r.cap)], w), t, tu)
+	case allowed && n > 0:
+		reset = until(a.expiry(te, a.stamp(te), w), t, tu)
+	}
+	return int64(lim) - used, reset, retry
+}
+
+// wrap returns i modulo c for i < 2c, without a division.
+func wrap(i, c uint32) uint32 {
+	if i >= c {
+		i -= c
+	}
+	return i
+}
+
+// until returns the time from tu (t rounded up to the resolution) until
+// instant x, or from t if x is not after tu, so it is always positive for
+// x > t.
+func until(x, t, tu int64) time.Duration {
+	if x > tu {
+		return time.Duration(x - tu)
+	}
+	return time.Duration(x - t)
+}
+
+// admitAtShared returns the earliest instant >= te at which n units fit
+// rate k with the other nodes' units of a shared key: local units in the
+// rate's window plus its remote estimate, both non-increasing in time, so
+// a binary search over (te, te+W+G] finds it. r is the key's record (the
+// ring): entries that no longer count in rate k's window are counted
+// expired with the rest.
+func (a *slidingLog) admitAtShared(s *shard[logRec], r *logRec, k int, side []uint32, te, n, lim int64) int64 {
+	y, w := &a.sync.rate[k], a.window[k]
+	var buf []uint32
+	if r.count > 0 {
+		buf = s.rings.ring(r.ref, r.cap)
+	}
+	fits := func(at int64) bool {
+		// Local units still counted at instant at: the ring is in time
+		// order, so count the expired prefix by binary search.
+		lo, hi := uint32(0), r.count
+		for lo < hi {
+			mid := lo + (hi-lo)/2
+			if a.expiry(te, buf[(r.head+mid)%r.cap], w) <= at {
+				lo = mid + 1
+			} else {
+				hi = mid
+			}
+		}
+		return int64(r.count-lo)+y.estimate(side, at)+n <= lim
+	}
+	lo, hi := te, te+w+2*y.bucket // fits(lo) is false, fits(hi) true
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if fits(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
+}
+
+// push appends n copies of t's stamp, growing the ring if needed; false if
+// the shard's ring memory is exhausted.
+func (a *slidingLog) push(s *shard[logRec], r *logRec, t int64, n, lim uint32) bool {
+	if need := r.count + n; need > r.cap {
+		c := max(4, uint32(1)<<bits.Len32(need-1))
+		if !a.resize(s, r, min(c, lim)) {
+			return false
+		}
+	}
+	buf := s.rings.ring(r.ref, r.cap)
+	e := a.stamp(t)
+	i := wrap(r.head+r.count, r.cap)
+	for range n {
+		buf[i] = e
+		i++
+		if i == r.cap {
+			i = 0
+		}
+	}
+	r.count += n
+	return true
+}
+
+// resize moves r's newest min(count, c) timestamps into a ring of capacity
+// c (0 frees the ring).
+func (a *slidingLog) resize(s *shard[logRec], r *logRec, c uint32) bool {
+	var ref uint32
+	if c > 0 {
+		var ok bool
+		if ref, ok = s.rings.alloc(c); !ok {
+			return false
+		}
+	}
+	keep := min(r.count, c)
+	if keep > 0 {
+		src, dst := s.rings.ring(r.ref, r.cap), s.rings.ring(ref, c)
+		first := r.head + r.count - keep
+		for i := range keep {
+			dst[i] = src[(first+i)%r.cap]
+		}
+	}
+	if r.cap > 0 {
+		s.rings.free(r.ref, r.cap)
+	}
+	r.ref, r.cap, r.head, r.count = ref, c, 0, keep
+	return true
+}
+
+func (a *slidingLog) idle(s *shard[logRec], r *logRec, slot uint32, t int64) bool {
+	if r.lim&ownLimit != 0 {
+		return false
+	}
+	if a.sync != nil {
+		if side, _ := s.keyState(slot, r.side); a.sync.holds(side, t) {
+			return false
+		}
+	}
+	if r.count == 0 || t-r.last >= a.window[0]+a.unit {
+		return true
+	}
+	newest := s.rings.ring(r.ref, r.cap)[wrap(r.head+r.count-1, r.cap)]
+	return age(a.expiredUpTo(t, a.window[0]), newest) >= 0
+}
+
+// readState reads what idle reads: the newest timestamp, and a shared
+// key's sync state (see prefetchState).
+func (a *slidingLog) readState(s *shard[logRec], r *logRec, slot uint32, _ int64) uint32 {
+	var x uint32
+	if a.sync != nil {
+		x = s.sideWords(slot, r.side)[0]
+	}
+	if r.count == 0 {
+		return x
+	}
+	return x + s.rings.ring(r.ref, r.cap)[wrap(r.head+r.count-1, r.cap)]
+}
+
+// relimit keeps every timestamp: a key whose limit shrank below its usage
+// waits for enough of them to expire, so shrinking and growing a limit again
+// never loses a count. The ring, sized for the longest window's limit,
+// shrinks once the usage fits that rate's new limit.
+func (a *slidingLog) relimit(s *shard[logRec], r *logRec, _ uint32, k int, _, lim uint32) {
+	if k == 0 && r.cap > lim && r.count <= lim {
+		a.resize(s, r, max(lim, r.count))
+	}
+}
+
+func (a *slidingLog) limitWord(r *logRec) *uint32 { return &r.lim }
+func (a *slidingLog) lastSeen(r *logRec) int64    { return r.last }
+func (a *slidingLog) sideRef(r *logRec) *uint32   { return &r.side }
+
+func (a *slidingLog) release(s *shard[logRec], r *logRec) {
+	if r.cap > 0 {
+		s.rings.free(r.ref, r.cap)
+		r.cap, r.count = 0, 0
+	}
+}
+
+// compact rebuilds the shard's ring pool when it is empty or mostly free.
+func (a *slidingLog) compact(s *shard[logRec]) {
+	switch {
+	case s.rings.liveWords == 0:
+		s.rings = ringPool{cur: -1}
+	case s.rings.wasteful():
+		var p ringPool
+		p.cur = -1
+		for slot := range s.recs {
+			r := s.rec(uint32(slot))
+			if !s.stored(slot) || r.cap == 0 {
+				continue
+			}
+			ref, _ := p.alloc(r.cap) // never fails: fewer pages than before
+			copy(p.ring(ref, r.cap), s.rings.ring(r.ref, r.cap))
+			r.ref = ref
+		}
+		s.rings = p
+	}
+}

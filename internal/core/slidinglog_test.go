@@ -1,0 +1,131 @@
+package core
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// Tests of the sliding window log: its timestamp resolution, durations and
+// memory.
+
+func TestSlidingLogDurationsOffTheResolutionGrid(t *testing.T) {
+	// A one-minute log stamps in 100 ns steps; a unit admitted between two
+	// steps still reports a reset of exactly one minute.
+	l := mustNew(t, cfgFor(SlidingLog, 2, time.Minute, 0))
+	now := at(0.123456789)
+	if r := l.AllowN("k", now, 1); r.ResetAfter != time.Minute {
+		t.Fatalf("reset after %v, want 1m", r.ResetAfter)
+	}
+	l.AllowN("k", now.Add(time.Second), 1)
+	// The first unit is stamped 0.1234568 s and counts until 60.1234568 s:
+	// RetryAfter from 2.123456789 s is 58 s and 11 ns, not the 58 s the
+	// rounded-up now would give, which was 11 ns early.
+	r := l.AllowN("k", now.Add(2*time.Second), 1)
+	if r.Allowed || r.RetryAfter != 58*time.Second+11*time.Nanosecond {
+		t.Fatalf("%+v", r)
+	}
+	// Never early: the unit counts until its stamp plus W.
+	if l.Peek("k", now.Add(time.Minute-time.Nanosecond), 1).Allowed {
+		t.Fatal("admitted before the oldest unit's minute was over")
+	}
+	if !l.Peek("k", now.Add(time.Minute+100*time.Nanosecond), 1).Allowed {
+		t.Fatal("still denied one resolution step after the minute")
+	}
+}
+
+// TestSlidingLogCountsUnderOneStepPastW: a unit counts from its instant s
+// until s+W plus less than one resolution step, also for a window that is
+// not a whole number of steps (where rounding the stamp and the window
+// separately made it almost two).
+func TestSlidingLogCountsUnderOneStepPastW(t *testing.T) {
+	for _, tc := range []struct {
+		w, unit time.Duration
+	}{{61*time.Second + 3, 100}, {1500*time.Millisecond + 7, 10}, {time.Hour + 13, 10 * time.Microsecond}} {
+		for _, off := range []time.Duration{1, tc.unit / 2, tc.unit - 1, tc.unit} {
+			l := mustNew(t, Config{Algorithm: SlidingLog, Limit: 2, Window: tc.w, JanitorInterval: -1})
+			s := at(10).Add(off)
+			l.AllowN("k", s, 1)
+			l.AllowN("k", s.Add(time.Second), 1) // the key is not cleared at s+W
+			if l.Peek("k", s.Add(tc.w-1), 1).Allowed {
+				t.Fatalf("W=%v: admitted before s+W", tc.w)
+			}
+			if r := l.Peek("k", s.Add(tc.w+tc.unit-1), 1); !r.Allowed {
+				t.Fatalf("W=%v, s %v past a step: still counted a step past s+W: %+v", tc.w, off, r)
+			}
+		}
+	}
+}
+
+// A small sliding log table stays small: ring pages start at 1 KiB per
+// shard, not 256 KiB (the middleware builds one limiter per rule).
+func TestSlidingLogSmallTableMemory(t *testing.T) {
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	l := mustNew(t, Config{Algorithm: SlidingLog, Limit: 10, Window: time.Minute, Shards: 64})
+	for i := range 256 {
+		l.AllowN(fmt.Sprint("k", i), at(0), 1)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	perKey := (int64(m1.HeapAlloc) - int64(m0.HeapAlloc)) / int64(l.Len())
+	if perKey > 1024 {
+		t.Errorf("%d keys holding one unit each cost %d B/key", l.Len(), perKey)
+	}
+	runtime.KeepAlive(l)
+}
+
+func TestSlidingLogMemoryFollowsLimit(t *testing.T) {
+	l := mustNew(t, Config{Algorithm: SlidingLog, Limit: 100, Window: time.Second, Shards: 1}).(*LogLimiter)
+	l.AllowN("k", at(0), 1)
+	s := &l.tab.shards[0]
+	rec := func() *logRec { // the key's record: it may move as the table grows
+		slot, ok := find(s, l.tab.hash("k"), "k")
+		if !ok {
+			t.Fatal("key not stored")
+		}
+		return s.rec(slot)
+	}
+	if c := rec().cap; c != 4 {
+		t.Fatalf("first ring capacity %d, want 4", c)
+	}
+	l.AllowN("k", at(0), 99)
+	if c := rec().cap; c != 100 {
+		t.Fatalf("full ring capacity %d, want exactly the limit", c)
+	}
+	l.SetLimit("k", 10) // usage 100 stays counted
+	if r := l.AllowN("k", at(0.5), 1); r.Allowed {
+		t.Fatal("shrunk limit admitted")
+	}
+	l.AllowN("k", at(1), 1) // all expired: the ring shrinks to the limit
+	if c := rec().cap; c != 10 {
+		t.Fatalf("ring capacity %d after shrink, want 10", c)
+	}
+}
+
+// TestSlidingLogRetryAfterBehindTheLatest: a denied request behind the
+// key's latest instant gets a RetryAfter after which, from its own now, it
+// is admitted, and not a nanosecond sooner.
+func TestSlidingLogRetryAfterBehindTheLatest(t *testing.T) {
+	l := mustNew(t, Config{Algorithm: SlidingLog, Limit: 3, Window: time.Minute}) // 100 ns stamps
+	last := at(100).Add(50)
+	back := last.Add(-(2*time.Second + 90))
+	for _, tt := range []time.Time{last, back, back} {
+		if !l.AllowN("k", tt, 1).Allowed {
+			t.Fatal("denied under the limit")
+		}
+	}
+	now := back.Add(time.Second)
+	r := l.AllowN("k", now, 3)
+	if r.Allowed || r.RetryAfter <= 0 {
+		t.Fatalf("%+v", r)
+	}
+	if p := l.Peek("k", now.Add(r.RetryAfter-1), 3); p.Allowed {
+		t.Fatalf("admitted before RetryAfter %v", r.RetryAfter)
+	}
+	if p := l.Peek("k", now.Add(r.RetryAfter), 3); !p.Allowed {
+		t.Fatalf("denied RetryAfter %v later: %+v", r.RetryAfter, p)
+	}
+}

@@ -1,0 +1,230 @@
+package core
+
+// Sync state: what a limiter built by NewSynced (for package sync) keeps per key to share
+// its counts with other nodes through a store, in the key's side words after
+// the algorithm's own:
+//
+//	[off]             flags (syncTouched: a decision since the last Collect)
+//	then, per rate k (longest window first), from o_0 = off+1:
+//	[o_k, o_k+1]      id of the newest bucket rate k's arrays describe (int64)
+//	[o_k+2, ...]      delta[m_k], sent[m_k], remote[m_k]
+//	                  (o_{k+1} = o_k + 2 + 3*m_k)
+//
+// Bucket id b of rate k holds the units of [b*G_k, (b+1)*G_k); the arrays
+// are rings indexed b mod m_k and cover the m_k newest buckets: for a fixed
+// window m_k = 1 and G_k = W_k, for the sliding counter and log m_k = n+1
+// and G_k = W_k/n. delta is what this node admitted and has not sent, sent
+// what it sent in total, remote the other nodes' units as last read from
+// the store. Every admitted unit counts in every rate's delta, so each rate
+// shares its own units with its own bound. One flags word serves all rates:
+// a key is collected with all of them.
+
+const syncTouched = 1
+
+// syncSet is the sync state's layout: the flags word and one syncLayout
+// per rate.
+type syncSet struct {
+	flags int // side word of the flags
+	rates int
+	rate  [MaxRates]syncLayout // per rate, longest window first
+}
+
+// newSyncSet lays out the sync state of alg's rates rs from side word off,
+// with n buckets per window for the sliding counter and log.
+func newSyncSet(off int, alg Algorithm, rs *rateSet, n int64) *syncSet {
+	y := &syncSet{flags: off, rates: rs.n}
+	o := off + 1
+	for k := range rs.n {
+		l := syncLayout{off: o, m: int(n) + 1, bucket: rs.window[k] / n}
+		if alg == FixedWindow {
+			l.m, l.bucket = 1, rs.window[k]
+		}
+		y.rate[k] = l
+		o += l.words()
+	}
+	return y
+}
+
+// words returns the side words of the sync state.
+func (y *syncSet) words() int {
+	w := 1
+	for k := range y.rates {
+		w += y.rate[k].words()
+	}
+	return w
+}
+
+// holds reports whether the sync words of any rate still matter at key
+// time t (see syncLayout.holds).
+func (y *syncSet) holds(side []uint32, t int64) bool {
+	for k := range y.rates {
+		if y.rate[k].holds(side, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// unsent returns the units of every rate not yet sent.
+func (y *syncSet) unsent(side []uint32) uint64 {
+	var sum uint64
+	for k := range y.rates {
+		delta, _, _ := y.rate[k].arrays(side)
+		for _, d := range delta {
+			sum += uint64(d)
+		}
+	}
+	return sum
+}
+
+// syncLayout is one rate's sync state: its head and rings.
+type syncLayout struct {
+	off    int   // first side word of the rate's state (its head)
+	m      int   // buckets kept
+	bucket int64 // G, ns
+}
+
+func (y *syncLayout) words() int { return 2 + 3*y.m }
+
+func (y *syncLayout) idx(id int64) int {
+	i := id % int64(y.m)
+	if i < 0 {
+		i += int64(y.m)
+	}
+	return int(i)
+}
+
+func (y *syncLayout) head(side []uint32) int64 {
+	return int64(uint64(side[y.off]) | uint64(side[y.off+1])<<32)
+}
+
+func (y *syncLayout) setHead(side []uint32, id int64) {
+	side[y.off], side[y.off+1] = uint32(id), uint32(uint64(id)>>32)
+}
+
+func (y *syncLayout) arrays(side []uint32) (delta, sent, remote []uint32) {
+	a := y.off + 2
+	return side[a : a+y.m], side[a+y.m : a+2*y.m], side[a+2*y.m : a+3*y.m]
+}
+
+// rotate moves the rings to newest bucket j, clearing the buckets that
+// leave, and returns the unsent units it dropped with them.
+func (y *syncLayout) rotate(side []uint32, j int64) (dropped uint32) {
+	h := y.head(side)
+	if j <= h {
+		return 0
+	}
+	delta, sent, remote := y.arrays(side)
+	if j-h >= int64(y.m) {
+		for i := range delta {
+			dropped += delta[i]
+		}
+		clear(delta)
+		clear(sent)
+		clear(remote)
+	} else {
+		for id := h + 1; id <= j; id++ {
+			i := y.idx(id)
+			dropped += delta[i]
+			delta[i], sent[i], remote[i] = 0, 0, 0
+		}
+	}
+	y.setHead(side, j)
+	return dropped
+}
+
+// bucketOf returns the id of the bucket holding instant t: the rings'
+// newest bucket without a division when t is still in it.
+func (y *syncLayout) bucketOf(side []uint32, t int64) int64 {
+	h := y.head(side)
+	if d := t - h*y.bucket; d >= 0 && d < y.bucket {
+		return h
+	}
+	return floorDiv(t, y.bucket)
+}
+
+// kept returns the ring index of bucket id, and false if the rings no
+// longer (or not yet) keep it.
+func (y *syncLayout) kept(side []uint32, id int64) (int, bool) {
+	h := y.head(side)
+	if id > h || id <= h-int64(y.m) {
+		return 0, false
+	}
+	return y.idx(id), true
+}
+
+// remote returns the other nodes' units in bucket id, 0 if the rings do
+// not cover it.
+func (y *syncLayout) remote(side []uint32, id int64) uint32 {
+	i, ok := y.kept(side, id)
+	if !ok {
+		return 0
+	}
+	_, _, remote := y.arrays(side)
+	return remote[i]
+}
+
+// estimate returns the other nodes' units in the window ending at key time
+// t (over the remote ring): the m-1 newest buckets in full and
+// the one straddling t-W weighted by its overlap, rounded up.
+func (y *syncLayout) estimate(side []uint32, t int64) int64 {
+	j := y.bucketOf(side, t)
+	n := int64(y.m - 1)
+	var sum int64
+	for id := j - n + 1; id <= j; id++ {
+		sum += int64(y.remote(side, id))
+	}
+	straddler := uint64(y.remote(side, j-n))
+	return sum + int64(mulDivCeil(straddler, uint64(y.bucket-(t-j*y.bucket)), uint64(y.bucket)))
+}
+
+// holds reports whether a key's sync words still matter at key time t:
+// units not yet sent, or other nodes' units still counted. Such a key is
+// not idle (the janitor must not evict it): its units would be lost to the
+// other nodes, or this node would forget theirs.
+func (y *syncLayout) holds(side []uint32, t int64) bool {
+	delta, _, _ := y.arrays(side)
+	h := y.head(side)
+	for id := h - int64(y.m) + 1; id <= h; id++ {
+		// A flush still sends a bucket's units until (id+m)*G (Shared's
+		// flush drops them from then on).
+		if delta[y.idx(id)] != 0 && (id+int64(y.m))*y.bucket > t {
+			return true
+		}
+	}
+	if y.m == 1 {
+		return y.remote(side, floorDiv(t, y.bucket)) != 0
+	}
+	return y.estimate(side, t) != 0
+}
+
+// add records n units admitted locally in bucket id.
+func (y *syncLayout) add(side []uint32, id int64, n uint32) {
+	delta, _, _ := y.arrays(side)
+	delta[y.idx(id)] += n
+}
+
+// takeBack takes back the n units the decision just made added to the
+// newest bucket (see refund).
+func (y *syncLayout) takeBack(side []uint32, n uint32) {
+	delta, _, _ := y.arrays(side)
+	delta[y.idx(y.head(side))] -= n
+}
+
+// peekCopy reports whether side, a shared key's side words, is the scratch
+// copy a peek decides on. A rotation of the sync rings counts the unsent
+// units it drops (Shared reports them) unless it rotates a peek's copy:
+// the stored key drops them again when it moves. Every decision on the
+// stored key counts them, the first pass of a key of several rates
+// included, which consumes nothing but moves the rings for good.
+func (s *shard[E]) peekCopy(side []uint32) bool {
+	return &side[0] == &s.scratchSd[0]
+}
+
+// markTouched queues slot for the next Collect. Requires s.mu held.
+func markTouched[E any](s *shard[E], y *syncSet, slot uint32, side []uint32) {
+	if side[y.flags]&syncTouched == 0 {
+		side[y.flags] |= syncTouched
+		s.dirty = append(s.dirty, slot)
+	}
+}

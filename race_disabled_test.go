@@ -1,7 +1,0 @@
-//go:build !race
-
-package shardlimit
-
-// raceEnabled reports whether the race detector is on: heavy tests and
-// benchmarks skip themselves under it.
-const raceEnabled = false
