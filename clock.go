@@ -9,6 +9,9 @@ import (
 // Clock supplies the current time to Allow, the janitor and the Redis
 // reconciler. Implementations must be safe for concurrent use.
 type Clock interface {
+	// Now returns the current time. Limiters call it from many goroutines
+	// at once. A reading before the Unix epoch or after 2222 makes the
+	// decision that read it return ErrInvalidTime.
 	Now() time.Time
 }
 

@@ -25,6 +25,8 @@ type Source interface {
 // HTTPMiddleware is what Middleware reads: *fasthttpmw.Middleware and
 // *httpmw.Middleware implement it.
 type HTTPMiddleware interface {
+	// RuleStats returns each rule in force with its counters (see
+	// httplimit.RuleStats); Collect calls it at each reading.
 	RuleStats() []httplimit.RuleStats
 }
 

@@ -126,10 +126,16 @@ type Backend interface {
 // *redis.Client (single node or Sentinel failover), *redis.ClusterClient,
 // *redis.Ring and every redis.UniversalClient satisfy it.
 type RedisClient interface {
+	// Scripter runs the Lua scripts: EVALSHA, then EVAL when the store
+	// does not hold the script.
 	redis.Scripter
+	// Pipeline returns a pipeline: each batch's scripts are sent in one.
 	Pipeline() redis.Pipeliner
+	// Ping checks that the store answers (Exact's health probe).
 	Ping(ctx context.Context) *redis.StatusCmd
+	// Time returns the store's clock (TIME), for this node's offset to it.
 	Time(ctx context.Context) *redis.TimeCmd
+	// Del deletes keys (Exact's Reset of a key's counters).
 	Del(ctx context.Context, keys ...string) *redis.IntCmd
 }
 
