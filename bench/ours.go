@@ -7,7 +7,8 @@ import (
 )
 
 // Ours adapts a shardlimit limiter. Allow and AllowBytes read the limiter's
-// clock (shardlimit.SystemClock); AllowAt and AllowBytesAt pass now to the
+// clock (the default, shardlimit.DefaultClock(): the system's monotonic
+// clock, read at each call); AllowAt and AllowBytesAt pass now to the
 // limiter's AllowAt and AllowBytesAt, or, for an adapter built by
 // OurResultFactories, to AllowN and AllowBytesN (which build a Result).
 type Ours struct {

@@ -7,7 +7,7 @@
 // Every benchmark drives a handler directly with one fasthttp.RequestCtx,
 // resetting the response between requests as the server does; no network is
 // involved. Each middleware reads its own clock per request, as it does in a
-// server: fasthttpmw its shardlimit.SystemClock (one monotonic clock read),
-// ulule's store time.Now. The server's own read of the request time is
-// excluded for all of them alike.
+// server: fasthttpmw its default, shardlimit.DefaultClock() (one monotonic
+// clock read), ulule's store time.Now. The server's own read of the request
+// time is excluded for all of them alike.
 package mw
