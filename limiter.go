@@ -381,8 +381,8 @@ type Limiter interface {
 
 // New returns a limiter running cfg.Algorithm. It returns an error wrapping
 // ErrInvalidConfig when cfg is invalid. Unless cfg.JanitorInterval < 0, the
-// limiter joins the process's janitor, one goroutine for every limiter
-// (started by the first); call Close to leave it.
+// limiter joins the process's janitor, one goroutine shared by every limiter
+// of the process (started by the first); call Close to leave it.
 func New(cfg Config) (Limiter, error) {
 	switch cfg.Algorithm {
 	case FixedWindow:
