@@ -26,11 +26,12 @@
 // Each request is matched to at most one rule; its client key (address or
 // identity, see httplimit.KeyConfig) is decided by that rule's
 // shardlimit.Limiter at the middleware clock's now, read when the
-// middleware runs: Options.Clock, else shardlimit.DefaultClock(), which the
-// limiters' janitors share. Not at ctx.Time(): that is the wall time
-// fasthttp read when the request started, stale behind slow middleware in
-// front and subject to wall-clock steps, which would let a janitor on
-// another clock evict keys mid-window (see Options.Clock).
+// middleware runs: Options.Clock, else shardlimit.DefaultClock(), the
+// limiters' Config.Clock, at which the process's janitor sweeps them. Not
+// at ctx.Time(): that is the wall time fasthttp read when the request
+// started, stale behind slow middleware in front and subject to wall-clock
+// steps, which would let the janitor, sweeping at the limiters' clock,
+// evict keys mid-window (see Options.Clock).
 //
 // The allowed path allocates nothing for a known client: the key is built in
 // a pooled buffer, header values are formatted into it and copied into the

@@ -97,18 +97,19 @@ type Options struct {
 	// Clock is the one clock of the middleware: each request is decided at
 	// the clock's reading when the middleware runs, and it is the
 	// Config.Clock of every rule's limiter (those NewLimiter builds too),
-	// whose janitor judges by it which keys are idle. Nil (the default)
-	// means shardlimit.DefaultClock(): the system's monotonic clock, read
-	// once per request, so every decision is made at its true instant
-	// however loaded the server is; like every shardlimit clock it is wall
-	// time at its start plus monotonic time since, so a wall-clock step
-	// (NTP, an operator) moves neither decisions nor janitors. Set it in
-	// tests (shardlimit.ManualClock).
+	// by which the janitor judges which of their keys are idle. Nil (the
+	// default) means shardlimit.DefaultClock(): the system's monotonic
+	// clock, read once per request, so every decision is made at its true
+	// instant however loaded the server is; like every shardlimit clock it
+	// is wall time at its start plus monotonic time since, so a wall-clock
+	// step (NTP, an operator) moves neither decisions nor the janitor's
+	// sweeps. Set it in tests (shardlimit.ManualClock).
 	//
 	// Requests are not decided at the time the server read them (fasthttp's
 	// ctx.Time()): that is a reading of another clock, wall time, which
-	// steps, and a janitor on another clock would evict keys whose window
-	// has not ended for the decisions, handing their clients fresh budgets.
+	// steps, and the janitor, sweeping at the limiters' clock, would evict
+	// keys whose window has not ended for the decisions, handing their
+	// clients fresh budgets.
 	Clock shardlimit.Clock
 
 	// DryRun (shadow mode) counts every request and writes the usual

@@ -25,9 +25,10 @@
 // Each request is matched to at most one rule; its client key (address or
 // identity, see httplimit.KeyConfig) is decided by that rule's
 // shardlimit.Limiter at the middleware clock's now, read when the
-// middleware runs: Options.Clock, else shardlimit.DefaultClock(), which the
-// limiters' janitors share, so decisions and evictions agree and
-// wall-clock steps do not matter (see Options.Clock).
+// middleware runs: Options.Clock, else shardlimit.DefaultClock(), the
+// limiters' Config.Clock, at which the process's janitor sweeps them, so
+// decisions and evictions agree and wall-clock steps do not matter (see
+// Options.Clock).
 //
 // For a known client the middleware allocates twice per limited request,
 // however many fields it writes: one string holding every field value and

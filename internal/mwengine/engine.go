@@ -148,8 +148,8 @@ func New(o httplimit.Options, keyFunc bool) (*Engine, error) {
 
 // Clock returns the clock requests are to be decided by (Request.Now):
 // Options.Clock, or shardlimit.DefaultClock(). It is
-// the Config.Clock of every rule's limiter, so their janitors judge
-// idleness by the same clock.
+// the Config.Clock of every rule's limiter, so the janitor judges their
+// keys' idleness by the same clock.
 func (e *Engine) Clock() shardlimit.Clock { return e.clock }
 
 // IdentityHeader returns the canonical name of the key header, or "".

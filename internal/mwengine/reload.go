@@ -121,7 +121,7 @@ func (l *limiter) apply(def limits, want map[string]limits) []error {
 // A rule gets the limiter of its name, algorithm, windows and buckets,
 // whether the rules in force use it or a reload set it aside, and so its
 // clients' counters; otherwise a new one. Limiters the new rules do not use
-// are set aside, their per-key limits cleared so that their janitors can
+// are set aside, their per-key limits cleared so that the janitor can
 // empty them; each Reload closes those whose every key is back to a fresh
 // key's state (Sweep), which a rule coming back could not tell from a new
 // limiter.
