@@ -218,14 +218,15 @@ type Config struct {
 	// Clock supplies the time for the short forms (Allow, AllowNow and
 	// their byte forms) and for the janitor. Default DefaultClock(): the
 	// system's monotonic clock, read at each call, so a decision is made at
-	// its true instant under any load (see DefaultClock). The forms that take now
-	// decide at that instant as given: pass time.Now() or your server's
-	// request time (or, with a ManualClock, its readings). The janitor
-	// judges keys idle at this clock's time, and a key it evicts at
+	// its true instant under any load (see DefaultClock). The forms that
+	// take now decide at that instant as given: pass time.Now() or your
+	// server's request time (or, with a ManualClock, its readings). The
+	// janitor judges keys idle at this clock's time, and a key it evicts at
 	// instant T decides its next request no earlier than T: a clock
 	// running ahead of your instants makes new keys stand still until
-	// they catch up. Every clock of this package is wall time at its
-	// construction plus monotonic time since, the time time.Now() gives.
+	// they catch up. SystemClock and DefaultClock read wall time at their
+	// construction plus monotonic time since, the time time.Now() gives; a
+	// ManualClock reads only what it is set to.
 	Clock Clock
 }
 
