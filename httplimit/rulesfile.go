@@ -34,10 +34,10 @@ const (
 	MaxRulesFileBytes = 1 << 20
 
 	// MaxRules is the most rules a rules file holds, default and tier rules
-	// together: 1,000. Each rule has a limiter of its own (its shards,
-	// a janitor, up to Options.Limiter.MaxKeys keys) and series of its own
-	// in metrics and on the demo's status page, so the count bounds memory
-	// and output; hand-written rule sets hold tens.
+	// together: 1,000. Each rule has a limiter of its own (its shards, a
+	// place on the janitor's schedule, up to Options.Limiter.MaxKeys keys)
+	// and series of its own in metrics and on the demo's status page, so
+	// the count bounds memory and output; hand-written rule sets hold tens.
 	MaxRules = 1000
 
 	// MaxNameBytes is the longest rule or tier name, and the longest
