@@ -41,14 +41,17 @@ const (
 	MaxSlidingLogLimit = 1 << 24
 	// MaxWindow is the longest window: ten years of 365 days.
 	MaxWindow = 10 * 365 * 24 * time.Hour
-	// MaxKeyBytesLimit is the largest value Config.MaxKeyBytes accepts.
+	// MaxKeyBytesLimit is the largest value Config.MaxKeyBytes accepts, in
+	// bytes: 65,535.
 	MaxKeyBytesLimit = 1<<16 - 1
 	// MinJanitorInterval is the shortest Config.JanitorInterval: each
 	// sweep visits every key, so a shorter one would keep a processor busy.
 	MinJanitorInterval = time.Millisecond
-	// MaxShards is the largest shard count.
+	// MaxShards is the largest Config.Shards, 65,536 (a shard count is a
+	// power of two).
 	MaxShards = 1 << 16
-	// MaxBuckets is the largest bucket count of a sliding window counter.
+	// MaxBuckets is the largest Config.Buckets of a sliding window
+	// counter, 65,536.
 	MaxBuckets = 1 << 16
 	// MaxRates is the most rates (limit and window pairs) one limiter
 	// holds per key (Config.Rates).
@@ -232,8 +235,8 @@ type Config struct {
 
 // Defaults of Config fields left zero.
 const (
-	DefaultBuckets     = 10
-	DefaultMaxKeyBytes = 512
+	DefaultBuckets     = 10  // Config.Buckets: sub-windows of a SlidingCounter
+	DefaultMaxKeyBytes = 512 // Config.MaxKeyBytes, in bytes
 )
 
 // Result is one decision, returned by value. Durations are exact to the
