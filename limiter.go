@@ -346,13 +346,18 @@ type Limiter interface {
 	// wrapping ErrInvalidConfig if the count of limits is not the count of
 	// rates; otherwise as SetLimit.
 	SetLimits(key string, limits ...int) error
-	// ClearLimit makes key use the default limits again.
+	// ClearLimit makes key use the default limits again (nothing for a key
+	// not stored). It returns an error wrapping ErrInvalidKey for an empty
+	// or too long key, ErrClosed after Close.
 	ClearLimit(key string) error
 	// SetDefaultLimit changes the limit of every key without its own. It
 	// is SetDefaultLimits(limit).
 	SetDefaultLimit(limit int) error
 	// SetDefaultLimits changes the limits of every key without its own,
-	// one per rate in the order of Config.Rates.
+	// one per rate in the order of Config.Rates, each in the range of
+	// SetLimit. It returns an error wrapping ErrInvalidConfig if the count
+	// of limits is not the count of rates or a limit is out of range,
+	// ErrClosed after Close.
 	SetDefaultLimits(limits ...int) error
 	// Reset forgets key's usage (not its own limits, if any, nor its
 	// latest instant): its next request is decided as a new key's, at
