@@ -56,7 +56,7 @@ func (l spyLimiter) AllowBytesNow(key []byte, n int) shardlimit.Result {
 
 // TestDecisionsUseTheLimitersClock checks that, without Options.Clock, a
 // request is decided at the instant the rule limiters' own clock (the one
-// their janitors judge idleness by) reads when the middleware runs: not at
+// the janitor judges their idleness by) reads when the middleware runs: not at
 // ctx.Time(), the wall time at which fasthttp started the request. Here the
 // request starts before the middleware even exists, as one held up by slow
 // middleware in front would; the limiters get one clock, also after Reload.
