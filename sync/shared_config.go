@@ -1,0 +1,257 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/internal/core"
+)
+
+// Defaults of SharedConfig fields left zero.
+const (
+	DefaultFlushInterval = 50 * time.Millisecond
+	DefaultFlushTimeout  = time.Second
+	DefaultMaxBatch      = 1024
+	DefaultFailAfter     = 2
+)
+
+// SharedConfig configures a Shared limiter. Its embedded Config takes the
+// fields of shardlimit.Config with their meaning and defaults; Algorithm
+// must be FixedWindow, SlidingCounter or SlidingLog (GCRA is shared in exact
+// mode only: NewExact). Config.Rates may give several rates, each shared
+// through counters of its own (see Shared); their windows must then be
+// whole microseconds, which name them in the store.
+type SharedConfig struct {
+	shardlimit.Config
+
+	// Backend is the shared store. If nil, NewShared builds a RedisBackend
+	// over its client with Prefix.
+	Backend Backend
+
+	// Prefix starts every Redis key (see the package doc). Default
+	// DefaultPrefix. Ignored when Backend is set.
+	Prefix string
+
+	// FlushInterval is how often the reconciler sends the units admitted
+	// since the last flush and reads back the cluster's totals, in
+	// [1ms, 1min]. Default 50ms. Other nodes' units reach this node's
+	// decisions at most 2*(FlushInterval + a flush's round trip) late, for
+	// keys it decides every interval or that are near their limit (see
+	// Shared).
+	FlushInterval time.Duration
+
+	// FlushTimeout bounds each flush, in [1ms, 1min]. Default 1s.
+	FlushTimeout time.Duration
+
+	// MaxBatch is the most items sent in one pipeline, in [1, 1<<20];
+	// a flush of more items sends several pipelines in turn. Default 1024.
+	MaxBatch int
+
+	// FailAfter is how many flushes in a row must fail (nothing applied) for
+	// the limiter to become Degraded, in [1, 1000]. Default 2.
+	FailAfter int
+
+	// Policy decides while Degraded. FallbackLocal (the default) keeps
+	// deciding in this process with the other nodes' last known units, which
+	// age out with their buckets: N nodes then admit up to N times the limit.
+	// FailOpen admits every request whose cost could ever be admitted;
+	// FailClosed denies every request of positive cost.
+	Policy FailurePolicy
+
+	// FallbackLimit, if positive, is the default limit while Degraded under
+	// FallbackLocal: a stricter per-node limit such as Limit/N for N nodes
+	// bounds the cluster to about the limit while the store is down. Keys
+	// with a limit of their own (SetLimit) keep it. In [0, MaxLimit]
+	// ([0, MaxSlidingLogLimit] for SlidingLog). For a limiter of several
+	// rates use FallbackLimits.
+	FallbackLimit int
+
+	// FallbackLimits, if set, are the default limits while Degraded under
+	// FallbackLocal, one per rate in the order of Config.Rates (such as
+	// each rate's limit/N), each in [1, MaxLimit] ([1, MaxSlidingLogLimit]
+	// for SlidingLog). FallbackLimit must then be 0.
+	FallbackLimits []int
+
+	// EvictionCheck is how often the reconciler reads the store's
+	// eviction state (INFO), in [1ms, 1h]; default 2s; negative: never.
+	// While the store's evicted_keys grows the limiter is Degraded, with an
+	// error wrapping ErrEvicting (see the package doc on eviction). Only a
+	// RedisBackend can be read; another Backend's eviction is not watched.
+	EvictionCheck time.Duration
+
+	// OnStateChange, if set, is called on every change between Healthy and
+	// Degraded, in order, from the reconciler goroutine. It must not block
+	// for long and must not call Close.
+	OnStateChange func(StateChange)
+}
+
+// NewShared returns a Shared limiter reaching the store through client (or
+// cfg.Backend). It does no I/O, so it returns at once whether or not the
+// store is reachable. It starts the reconciler goroutine; call Close.
+//
+// It returns an error wrapping shardlimit.ErrInvalidConfig if both client
+// and cfg.Backend are nil, cfg.Algorithm is GCRA or unknown, or any field is
+// out of range.
+func NewShared(client RedisClient, cfg SharedConfig) (*Shared, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{shardlimit.ErrInvalidConfig}, args...)...)
+	}
+	s := &Shared{backend: cfg.Backend}
+	if s.backend == nil {
+		if client == nil {
+			return nil, bad("nil redis client and no backend")
+		}
+		b, err := NewRedisBackend(client, cfg.Prefix)
+		if err != nil {
+			return nil, err
+		}
+		s.backend = b
+	}
+	s.interval = cmp0(cfg.FlushInterval, DefaultFlushInterval)
+	s.timeout = cmp0(cfg.FlushTimeout, DefaultFlushTimeout)
+	if s.interval < time.Millisecond || s.interval > time.Minute {
+		return nil, bad("flush interval %v outside [1ms, 1m]", s.interval)
+	}
+	if s.timeout < time.Millisecond || s.timeout > time.Minute {
+		return nil, bad("flush timeout %v outside [1ms, 1m]", s.timeout)
+	}
+	s.maxBatch = cmp0(cfg.MaxBatch, DefaultMaxBatch)
+	if s.maxBatch < 1 || s.maxBatch > 1<<20 {
+		return nil, bad("max batch %d outside [1, %d]", s.maxBatch, 1<<20)
+	}
+	s.failMax = cmp0(cfg.FailAfter, DefaultFailAfter)
+	if s.failMax < 1 || s.failMax > 1000 {
+		return nil, bad("fail after %d outside [1, 1000]", s.failMax)
+	}
+	if cfg.Policy < FallbackLocal || cfg.Policy > FailClosed {
+		return nil, bad("unknown failure policy %d", int(cfg.Policy))
+	}
+	s.policy = cfg.Policy
+	s.alg = cfg.Algorithm
+	rates := max(1, len(cfg.Rates))
+	switch {
+	case cfg.FallbackLimit < 0 || cfg.FallbackLimit > s.maxLimit():
+		return nil, bad("fallback limit %d outside [0, %d]", cfg.FallbackLimit, s.maxLimit())
+	case cfg.FallbackLimit > 0 && cfg.FallbackLimits != nil:
+		return nil, bad("both FallbackLimit and FallbackLimits set")
+	case cfg.FallbackLimit > 0 && rates > 1:
+		return nil, bad("FallbackLimit set for %d rates: set FallbackLimits", rates)
+	case cfg.FallbackLimit > 0:
+		s.fbLimits = []int{cfg.FallbackLimit}
+	case cfg.FallbackLimits != nil:
+		if len(cfg.FallbackLimits) != rates {
+			return nil, bad("%d fallback limits for %d rates", len(cfg.FallbackLimits), rates)
+		}
+		for _, l := range cfg.FallbackLimits {
+			if l < 1 || l > s.maxLimit() {
+				return nil, bad("fallback limit %d outside [1, %d]", l, s.maxLimit())
+			}
+		}
+		s.fbLimits = slices.Clone(cfg.FallbackLimits)
+	}
+	if rates > 1 {
+		// The Redis keys of a rate name its window in microseconds.
+		for _, r := range cfg.Rates {
+			if r.Window%time.Microsecond != 0 {
+				return nil, bad("window %v of several rates is not a whole number of microseconds", r.Window)
+			}
+		}
+	}
+	s.onChange = cfg.OnStateChange
+	every := cmp0(cfg.EvictionCheck, DefaultEvictionCheck)
+	if every > time.Hour || every >= 0 && every < time.Millisecond {
+		return nil, bad("eviction check %v outside [1ms, 1h]", every)
+	}
+	var why error
+	if _, ok := s.backend.(evictionReader); !ok {
+		why = errors.New("the Backend cannot read the store's INFO")
+	} else if rb, ok := s.backend.(*RedisBackend); ok && !canReadEviction(rb.client) {
+		why = errNoInfo
+	}
+	s.watch = newEvictionWatch(every, why)
+	tab, err := core.NewSynced(coreConfig(cfg.Config))
+	if err != nil {
+		return nil, err
+	}
+	s.tab = tab
+	s.core = tab
+	full := s.core.Config()
+	s.clock = full.Clock
+	for _, r := range full.Rates {
+		s.defLimits = append(s.defLimits, r.Limit)
+	}
+	if len(full.Rates) == 0 {
+		s.defLimits = []int{full.Limit}
+	}
+	s.rates = tab.SyncRates()
+	s.stop = make(chan struct{})
+	s.done = make(chan struct{})
+	s.loopCtx, s.loopCancel = context.WithCancel(context.Background())
+	go s.run()
+	return s, nil
+}
+
+// maxLimit returns the largest limit of the limiter's algorithm.
+func (s *Shared) maxLimit() int {
+	if s.alg == shardlimit.SlidingLog {
+		return shardlimit.MaxSlidingLogLimit
+	}
+	return shardlimit.MaxLimit
+}
+
+func cmp0[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Config returns the configuration of the local limiter.
+func (s *Shared) Config() shardlimit.Config { return publicConfig(s.core.Config()) }
+
+// coreConfig returns cfg as internal/core's Config, the same fields, for
+// core.NewSynced.
+func coreConfig(cfg shardlimit.Config) core.Config {
+	c := core.Config{
+		Algorithm:       core.Algorithm(cfg.Algorithm),
+		Limit:           cfg.Limit,
+		Window:          cfg.Window,
+		Buckets:         cfg.Buckets,
+		Shards:          cfg.Shards,
+		MaxKeys:         cfg.MaxKeys,
+		WhenFull:        core.FullPolicy(cfg.WhenFull),
+		MaxKeyBytes:     cfg.MaxKeyBytes,
+		JanitorInterval: cfg.JanitorInterval,
+		Clock:           cfg.Clock,
+	}
+	for _, r := range cfg.Rates {
+		c.Rates = append(c.Rates, core.Rate(r))
+	}
+	return c
+}
+
+// publicConfig returns c, the local limiter's configuration, as a
+// shardlimit.Config.
+func publicConfig(c core.Config) shardlimit.Config {
+	cfg := shardlimit.Config{
+		Algorithm:       shardlimit.Algorithm(c.Algorithm),
+		Limit:           c.Limit,
+		Window:          c.Window,
+		Buckets:         c.Buckets,
+		Shards:          c.Shards,
+		MaxKeys:         c.MaxKeys,
+		WhenFull:        shardlimit.FullPolicy(c.WhenFull),
+		MaxKeyBytes:     c.MaxKeyBytes,
+		JanitorInterval: c.JanitorInterval,
+		Clock:           c.Clock,
+	}
+	for _, r := range c.Rates {
+		cfg.Rates = append(cfg.Rates, shardlimit.Rate(r))
+	}
+	return cfg
+}

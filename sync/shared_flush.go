@@ -1,0 +1,269 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/shardlimit/shardlimit/internal/core"
+)
+
+// run is the reconciler: a flush every interval, with back-off while
+// Degraded, until Close.
+func (s *Shared) run() {
+	defer close(s.done)
+	timer := time.NewTimer(s.interval)
+	defer timer.Stop()
+	backoff := s.interval
+	lastOffset := time.Time{}
+	var lastStart time.Time // of the previous flush, zero unless Healthy after it
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-timer.C:
+		}
+		start := time.Now()
+		if !lastStart.IsZero() {
+			if gap := int64(start.Sub(lastStart)); gap > s.maxGap.Load() {
+				s.maxGap.Store(gap) // only this goroutine writes it
+			}
+		}
+		ctx, cancel := context.WithTimeout(s.loopCtx, s.timeout)
+		err := s.flush(ctx, false)
+		if errors.Is(err, errNothingSent) && s.failing() {
+			// Idle while degraded, or after a failed flush whose items
+			// are all gone (their buckets ended): probe the store's clock
+			// instead, so that the state follows the store without
+			// traffic.
+			err = storeError(s.measureOffset(ctx))
+			s.flushMu.Lock()
+			if err != nil {
+				s.lastErr.set(err)
+			}
+			s.record(err)
+			s.flushMu.Unlock()
+		} else if time.Since(lastOffset) > 10*time.Second && err == nil {
+			lastOffset = time.Now()
+			_ = s.measureOffset(ctx)
+		}
+		cancel()
+		if s.watch.on() && s.watch.wait(time.Now()) == 0 {
+			ctx, cancel := context.WithTimeout(s.loopCtx, s.timeout)
+			evErr := s.watch.check(ctx, s.backend.(evictionReader).evictionInfo)
+			cancel()
+			s.flushMu.Lock()
+			s.setEvicting(evErr)
+			s.flushMu.Unlock()
+		}
+		if s.down() {
+			backoff = min(2*backoff, max(s.interval, time.Second))
+			lastStart = time.Time{}
+		} else {
+			backoff = s.interval
+			lastStart = start
+		}
+		timer.Reset(backoff)
+	}
+}
+
+// zeroDelta is the Deltas of a Restore that only queues a key again.
+var zeroDelta = [1]uint32{0}
+
+// errNothingSent is flush's answer when no key had a decision.
+var errNothingSent = errors.New("nothing to send")
+
+// measureOffset reads the store's clock and records its offset to ours.
+func (s *Shared) measureOffset(ctx context.Context) error {
+	before := time.Now()
+	st, err := s.backend.Time(ctx)
+	if err != nil {
+		return err
+	}
+	after := time.Now()
+	s.offset.Store(int64(st.Sub(before.Add(after.Sub(before) / 2))))
+	return nil
+}
+
+// flush sends every pending key once. The final flush (Shutdown's) counts
+// the units it provably did not send as dropped: nothing will retry them.
+func (s *Shared) flush(ctx context.Context, final bool) error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	start := time.Now()
+	nowTime := s.clock.Now()
+	now := nowTime.UnixNano()
+	// Keys near their limit are read every flush, decided or not, in the
+	// bucket of now.
+	s.lastNear.Store(int64(len(s.near)))
+	for _, key := range s.near {
+		s.tab.Touch(key, now)
+	}
+	clear(s.near)
+	s.near = s.near[:0]
+	s.flushes = s.flushes[:0]
+	for i := range s.tab.Shards() {
+		s.flushes = s.tab.Collect(i, s.flushes)
+	}
+	s.items, s.owners = s.items[:0], s.owners[:0]
+	for fi := range s.flushes {
+		f := &s.flushes[fi]
+		rate := &s.rates[f.Rate]
+		m, size := rate.Count, rate.Size
+		var window time.Duration // names the rate's counters if there are several
+		if len(s.rates) > 1 {
+			window = time.Duration(rate.Window)
+		}
+		for k := range m {
+			id := f.Newest - int64(m-1-k)
+			newest := k == m-1
+			if f.Deltas[k] == 0 && !newest {
+				continue
+			}
+			// Bucket id counts until (id+m)*size; keep it one bucket and a
+			// second longer for nodes whose clocks lag.
+			end := (id + int64(m)) * size
+			if end <= now {
+				s.dropped.Add(uint64(f.Deltas[k]))
+				if f.Deltas[k] != 0 {
+					// Collect counted them sent: take them out of the
+					// floor, or a later flush of the bucket (the clock
+					// came back) would write what was counted dropped.
+					s.tab.Forget(&core.Flush{Key: f.Key, Rate: f.Rate, Newest: id, Deltas: []uint32{f.Deltas[k]}})
+				}
+				continue
+			}
+			span := 0
+			if newest {
+				span = m - 1
+			}
+			s.items = append(s.items, Item{
+				Key: f.Key, Window: window, ID: id, Delta: f.Deltas[k], Floor: int64(f.Sent[k]),
+				TTL:  time.Duration(end-now+size) + time.Second,
+				Span: span,
+			})
+			s.owners = append(s.owners, owner{fi, k})
+		}
+	}
+	s.lastKeys.Store(int64(len(s.flushes)))
+	if len(s.items) == 0 {
+		return errNothingSent
+	}
+	applied := 0
+	var firstErr error
+	for lo := 0; lo < len(s.items); lo += s.maxBatch {
+		hi := min(lo+s.maxBatch, len(s.items))
+		s.results = s.backend.Add(ctx, s.items[lo:hi], s.results)
+		if len(s.results) != hi-lo {
+			// A Backend breaking its contract: which result is whose is
+			// unknown, so nothing is proven applied.
+			err := fmt.Errorf("%w: backend returned %d results for %d items", ErrBadReply, len(s.results), hi-lo)
+			s.results = sizeResults(s.results, hi-lo)
+			for i := range s.results {
+				s.results[i].Err = err
+			}
+		}
+		for i := range s.results {
+			res := &s.results[i]
+			it := &s.items[lo+i]
+			o := s.owners[lo+i]
+			f := &s.flushes[o.flush]
+			switch res.Outcome {
+			case Applied:
+				applied++
+				s.sentUnits.Add(uint64(it.Delta))
+				if it.Span > 0 || s.rates[f.Rate].Count == 1 {
+					s.tab.Apply(f, res.Totals)
+					if !final && s.nearLimit(f, res.Totals, now) &&
+						(len(s.near) == 0 || s.near[len(s.near)-1] != f.Key) { // one key's rates are together
+						s.near = append(s.near, f.Key)
+					}
+				} else {
+					s.tab.Apply(&core.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID}, []int64{res.Total})
+				}
+			case NotApplied:
+				s.itemErrs.Add(1)
+				firstErr = cmpErr(firstErr, res.Err)
+				if final {
+					s.dropped.Add(uint64(it.Delta))
+					continue
+				}
+				if it.Delta > 0 {
+					s.retried.Add(uint64(it.Delta))
+					s.tab.Restore(&core.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID, Deltas: []uint32{it.Delta}})
+				} else {
+					// A read or a heal (floor only) that did not run: the
+					// key is collected again, or a counter an earlier lost
+					// reply left short would never be healed.
+					s.tab.Restore(&core.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID, Deltas: zeroDelta[:]})
+				}
+			default:
+				s.itemErrs.Add(1)
+				if errors.Is(res.Err, ErrBadReply) {
+					s.badReplies.Add(1)
+				}
+				s.unknown.Add(uint64(it.Delta))
+				firstErr = cmpErr(firstErr, res.Err)
+				// The store may or may not have these units. Sending them
+				// again could count them twice; instead the key is
+				// collected again with nothing to add, so the next flush's
+				// floor (all this node sent for its newest bucket) heals
+				// the counter if they were lost, even if the key sees no
+				// further traffic.
+				s.tab.Restore(&core.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID, Deltas: zeroDelta[:]})
+			}
+		}
+	}
+	s.flushCount.Add(1)
+	s.itemCount.Add(uint64(len(s.items)))
+	d := time.Since(start)
+	s.lastLatency.Store(int64(d))
+	if int64(d) > s.maxLatency.Load() {
+		s.maxLatency.Store(int64(d))
+	}
+	var err error
+	if firstErr != nil {
+		err = storeError(firstErr)
+		s.lastErr.set(err)
+	}
+	if applied > 0 {
+		s.record(nil)
+		return nil
+	}
+	s.failedFlushes.Add(1)
+	err = fmt.Errorf("%w (no item of %d applied)", err, len(s.items))
+	s.record(err)
+	return err
+}
+
+// nearLimit reports whether key f, whose buckets' cluster totals of rate
+// f.Rate are totals (as f.Sent, oldest first), is near that rate's limit:
+// the other nodes admitted units of it and the rate's room left is at most
+// what they admit, at their pace so far, in twice the time this node takes
+// to admit one, plus one. Such a key is read at every flush (Touch queues
+// it, with all its rates), so a node that decides it seldom never decides
+// it on a view older than two flushes: without that its view is as old as
+// its last decision.
+func (s *Shared) nearLimit(f *core.Flush, totals []int64, now int64) bool {
+	if len(totals) != len(f.Sent) {
+		return false
+	}
+	var local, remote int64
+	for i, total := range totals {
+		local += int64(f.Sent[i])
+		remote += max(0, total-int64(f.Sent[i]))
+	}
+	if local == 0 || remote == 0 {
+		return false
+	}
+	rem, ok := s.tab.Remaining(f.Key, now, f.Rate)
+	return ok && int64(rem) <= (2*remote+local-1)/local+1
+}
+
+func cmpErr(first, err error) error {
+	if first == nil {
+		return err
+	}
+	return first
+}
