@@ -97,13 +97,10 @@ type SharedConfig struct {
 // and cfg.Backend are nil, cfg.Algorithm is GCRA or unknown, or any field is
 // out of range.
 func NewShared(client RedisClient, cfg SharedConfig) (*Shared, error) {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{shardlimit.ErrInvalidConfig}, args...)...)
-	}
 	s := &Shared{backend: cfg.Backend}
 	if s.backend == nil {
 		if client == nil {
-			return nil, bad("nil redis client and no backend")
+			return nil, badConfig("nil redis client and no backend")
 		}
 		b, err := NewRedisBackend(client, cfg.Prefix)
 		if err != nil {
@@ -111,60 +108,110 @@ func NewShared(client RedisClient, cfg SharedConfig) (*Shared, error) {
 		}
 		s.backend = b
 	}
+	if err := s.setFlushes(&cfg); err != nil {
+		return nil, err
+	}
+	if err := s.setFallback(&cfg); err != nil {
+		return nil, err
+	}
+	if err := checkWindows(cfg.Rates); err != nil {
+		return nil, err
+	}
+	s.onChange = cfg.OnStateChange
+	if err := s.setWatch(cfg.EvictionCheck); err != nil {
+		return nil, err
+	}
+	if err := s.setLocal(cfg.Config); err != nil {
+		return nil, err
+	}
+	s.stop = make(chan struct{})
+	s.done = make(chan struct{})
+	s.loopCtx, s.loopCancel = context.WithCancel(context.Background())
+	go s.run()
+	return s, nil
+}
+
+// badConfig returns an error wrapping shardlimit.ErrInvalidConfig with the
+// message format makes of args.
+func badConfig(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{shardlimit.ErrInvalidConfig}, args...)...)
+}
+
+// setFlushes sets and checks the reconciler's fields of cfg (FlushInterval,
+// FlushTimeout, MaxBatch, FailAfter) and its Policy, with their defaults.
+func (s *Shared) setFlushes(cfg *SharedConfig) error {
 	s.interval = cmp0(cfg.FlushInterval, DefaultFlushInterval)
 	s.timeout = cmp0(cfg.FlushTimeout, DefaultFlushTimeout)
 	if s.interval < time.Millisecond || s.interval > time.Minute {
-		return nil, bad("flush interval %v outside [1ms, 1m]", s.interval)
+		return badConfig("flush interval %v outside [1ms, 1m]", s.interval)
 	}
 	if s.timeout < time.Millisecond || s.timeout > time.Minute {
-		return nil, bad("flush timeout %v outside [1ms, 1m]", s.timeout)
+		return badConfig("flush timeout %v outside [1ms, 1m]", s.timeout)
 	}
 	s.maxBatch = cmp0(cfg.MaxBatch, DefaultMaxBatch)
 	if s.maxBatch < 1 || s.maxBatch > 1<<20 {
-		return nil, bad("max batch %d outside [1, %d]", s.maxBatch, 1<<20)
+		return badConfig("max batch %d outside [1, %d]", s.maxBatch, 1<<20)
 	}
 	s.failMax = cmp0(cfg.FailAfter, DefaultFailAfter)
 	if s.failMax < 1 || s.failMax > 1000 {
-		return nil, bad("fail after %d outside [1, 1000]", s.failMax)
+		return badConfig("fail after %d outside [1, 1000]", s.failMax)
 	}
 	if cfg.Policy < FallbackLocal || cfg.Policy > FailClosed {
-		return nil, bad("unknown failure policy %d", int(cfg.Policy))
+		return badConfig("unknown failure policy %d", int(cfg.Policy))
 	}
 	s.policy = cfg.Policy
 	s.alg = cfg.Algorithm
+	return nil
+}
+
+// setFallback sets and checks the fallback limits of cfg (FallbackLimit or
+// FallbackLimits), which s.alg bounds.
+func (s *Shared) setFallback(cfg *SharedConfig) error {
 	rates := max(1, len(cfg.Rates))
 	switch {
 	case cfg.FallbackLimit < 0 || cfg.FallbackLimit > s.maxLimit():
-		return nil, bad("fallback limit %d outside [0, %d]", cfg.FallbackLimit, s.maxLimit())
+		return badConfig("fallback limit %d outside [0, %d]", cfg.FallbackLimit, s.maxLimit())
 	case cfg.FallbackLimit > 0 && cfg.FallbackLimits != nil:
-		return nil, bad("both FallbackLimit and FallbackLimits set")
+		return badConfig("both FallbackLimit and FallbackLimits set")
 	case cfg.FallbackLimit > 0 && rates > 1:
-		return nil, bad("FallbackLimit set for %d rates: set FallbackLimits", rates)
+		return badConfig("FallbackLimit set for %d rates: set FallbackLimits", rates)
 	case cfg.FallbackLimit > 0:
 		s.fbLimits = []int{cfg.FallbackLimit}
 	case cfg.FallbackLimits != nil:
 		if len(cfg.FallbackLimits) != rates {
-			return nil, bad("%d fallback limits for %d rates", len(cfg.FallbackLimits), rates)
+			return badConfig("%d fallback limits for %d rates", len(cfg.FallbackLimits), rates)
 		}
 		for _, l := range cfg.FallbackLimits {
 			if l < 1 || l > s.maxLimit() {
-				return nil, bad("fallback limit %d outside [1, %d]", l, s.maxLimit())
+				return badConfig("fallback limit %d outside [1, %d]", l, s.maxLimit())
 			}
 		}
 		s.fbLimits = slices.Clone(cfg.FallbackLimits)
 	}
-	if rates > 1 {
+	return nil
+}
+
+// checkWindows checks that the windows of several rates are whole
+// microseconds.
+func checkWindows(rates []shardlimit.Rate) error {
+	if len(rates) > 1 {
 		// The Redis keys of a rate name its window in microseconds.
-		for _, r := range cfg.Rates {
+		for _, r := range rates {
 			if r.Window%time.Microsecond != 0 {
-				return nil, bad("window %v of several rates is not a whole number of microseconds", r.Window)
+				return badConfig("window %v of several rates is not a whole number of microseconds", r.Window)
 			}
 		}
 	}
-	s.onChange = cfg.OnStateChange
-	every := cmp0(cfg.EvictionCheck, DefaultEvictionCheck)
+	return nil
+}
+
+// setWatch checks the eviction check's period (zero: the default) and
+// sets the watch of the store's eviction, off with the reason why if the
+// backend cannot be read.
+func (s *Shared) setWatch(check time.Duration) error {
+	every := cmp0(check, DefaultEvictionCheck)
 	if every > time.Hour || every >= 0 && every < time.Millisecond {
-		return nil, bad("eviction check %v outside [1ms, 1h]", every)
+		return badConfig("eviction check %v outside [1ms, 1h]", every)
 	}
 	var why error
 	if _, ok := s.backend.(evictionReader); !ok {
@@ -173,9 +220,15 @@ func NewShared(client RedisClient, cfg SharedConfig) (*Shared, error) {
 		why = errNoInfo
 	}
 	s.watch = newEvictionWatch(every, why)
-	tab, err := core.NewSynced(coreConfig(cfg.Config))
+	return nil
+}
+
+// setLocal builds the local limiter of cfg, with the sync state, and sets
+// the fields read from its full configuration.
+func (s *Shared) setLocal(cfg shardlimit.Config) error {
+	tab, err := core.NewSynced(coreConfig(cfg))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.tab = tab
 	s.core = tab
@@ -188,11 +241,7 @@ func NewShared(client RedisClient, cfg SharedConfig) (*Shared, error) {
 		s.defLimits = []int{full.Limit}
 	}
 	s.rates = tab.SyncRates()
-	s.stop = make(chan struct{})
-	s.done = make(chan struct{})
-	s.loopCtx, s.loopCancel = context.WithCancel(context.Background())
-	go s.run()
-	return s, nil
+	return nil
 }
 
 // maxLimit returns the largest limit of the limiter's algorithm.

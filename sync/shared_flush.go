@@ -94,57 +94,14 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 	start := time.Now()
 	nowTime := s.clock.Now()
 	now := nowTime.UnixNano()
-	// Keys near their limit are read every flush, decided or not, in the
-	// bucket of now.
-	s.lastNear.Store(int64(len(s.near)))
-	for _, key := range s.near {
-		s.tab.Touch(key, now)
-	}
-	clear(s.near)
-	s.near = s.near[:0]
+	s.touchNear(now)
 	s.flushes = s.flushes[:0]
 	for i := range s.tab.Shards() {
 		s.flushes = s.tab.Collect(i, s.flushes)
 	}
 	s.items, s.owners = s.items[:0], s.owners[:0]
 	for fi := range s.flushes {
-		f := &s.flushes[fi]
-		rate := &s.rates[f.Rate]
-		m, size := rate.Count, rate.Size
-		var window time.Duration // names the rate's counters if there are several
-		if len(s.rates) > 1 {
-			window = time.Duration(rate.Window)
-		}
-		for k := range m {
-			id := f.Newest - int64(m-1-k)
-			newest := k == m-1
-			if f.Deltas[k] == 0 && !newest {
-				continue
-			}
-			// Bucket id counts until (id+m)*size; keep it one bucket and a
-			// second longer for nodes whose clocks lag.
-			end := (id + int64(m)) * size
-			if end <= now {
-				s.dropped.Add(uint64(f.Deltas[k]))
-				if f.Deltas[k] != 0 {
-					// Collect counted them sent: take them out of the
-					// floor, or a later flush of the bucket (the clock
-					// came back) would write what was counted dropped.
-					s.tab.Forget(&core.Flush{Key: f.Key, Rate: f.Rate, Newest: id, Deltas: []uint32{f.Deltas[k]}})
-				}
-				continue
-			}
-			span := 0
-			if newest {
-				span = m - 1
-			}
-			s.items = append(s.items, Item{
-				Key: f.Key, Window: window, ID: id, Delta: f.Deltas[k], Floor: int64(f.Sent[k]),
-				TTL:  time.Duration(end-now+size) + time.Second,
-				Span: span,
-			})
-			s.owners = append(s.owners, owner{fi, k})
-		}
+		s.appendItems(fi, now)
 	}
 	s.lastKeys.Store(int64(len(s.flushes)))
 	if len(s.items) == 0 {
@@ -154,67 +111,142 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 	var firstErr error
 	for lo := 0; lo < len(s.items); lo += s.maxBatch {
 		hi := min(lo+s.maxBatch, len(s.items))
-		s.results = s.backend.Add(ctx, s.items[lo:hi], s.results)
-		if len(s.results) != hi-lo {
-			// A Backend breaking its contract: which result is whose is
-			// unknown, so nothing is proven applied.
-			err := fmt.Errorf("%w: backend returned %d results for %d items", ErrBadReply, len(s.results), hi-lo)
-			s.results = sizeResults(s.results, hi-lo)
-			for i := range s.results {
-				s.results[i].Err = err
-			}
-		}
+		s.addBatch(ctx, lo, hi)
 		for i := range s.results {
-			res := &s.results[i]
-			it := &s.items[lo+i]
-			o := s.owners[lo+i]
-			f := &s.flushes[o.flush]
-			switch res.Outcome {
-			case Applied:
+			if s.settle(&s.results[i], lo+i, now, final) {
 				applied++
-				s.sentUnits.Add(uint64(it.Delta))
-				if it.Span > 0 || s.rates[f.Rate].Count == 1 {
-					s.tab.Apply(f, res.Totals)
-					if !final && s.nearLimit(f, res.Totals, now) &&
-						(len(s.near) == 0 || s.near[len(s.near)-1] != f.Key) { // one key's rates are together
-						s.near = append(s.near, f.Key)
-					}
-				} else {
-					s.tab.Apply(&core.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID}, []int64{res.Total})
-				}
-			case NotApplied:
-				s.itemErrs.Add(1)
-				firstErr = cmpErr(firstErr, res.Err)
-				if final {
-					s.dropped.Add(uint64(it.Delta))
-					continue
-				}
-				if it.Delta > 0 {
-					s.retried.Add(uint64(it.Delta))
-					s.tab.Restore(&core.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID, Deltas: []uint32{it.Delta}})
-				} else {
-					// A read or a heal (floor only) that did not run: the
-					// key is collected again, or a counter an earlier lost
-					// reply left short would never be healed.
-					s.tab.Restore(&core.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID, Deltas: zeroDelta[:]})
-				}
-			default:
-				s.itemErrs.Add(1)
-				if errors.Is(res.Err, ErrBadReply) {
-					s.badReplies.Add(1)
-				}
-				s.unknown.Add(uint64(it.Delta))
-				firstErr = cmpErr(firstErr, res.Err)
-				// The store may or may not have these units. Sending them
-				// again could count them twice; instead the key is
-				// collected again with nothing to add, so the next flush's
-				// floor (all this node sent for its newest bucket) heals
-				// the counter if they were lost, even if the key sees no
-				// further traffic.
-				s.tab.Restore(&core.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID, Deltas: zeroDelta[:]})
+			} else {
+				firstErr = cmpErr(firstErr, s.results[i].Err)
 			}
 		}
 	}
+	return s.endFlush(start, applied, firstErr)
+}
+
+// touchNear queues the keys near their limit at the last flush, to be
+// read at this one, decided or not, in the bucket of now.
+func (s *Shared) touchNear(now int64) {
+	s.lastNear.Store(int64(len(s.near)))
+	for _, key := range s.near {
+		s.tab.Touch(key, now)
+	}
+	clear(s.near)
+	s.near = s.near[:0]
+}
+
+// appendItems appends to s.items (and s.owners) the items of flush fi:
+// one per bucket with units to send, and its newest bucket always. Units
+// of buckets that ended before now are dropped.
+func (s *Shared) appendItems(fi int, now int64) {
+	f := &s.flushes[fi]
+	rate := &s.rates[f.Rate]
+	m, size := rate.Count, rate.Size
+	var window time.Duration // names the rate's counters if there are several
+	if len(s.rates) > 1 {
+		window = time.Duration(rate.Window)
+	}
+	for k := range m {
+		id := f.Newest - int64(m-1-k)
+		newest := k == m-1
+		if f.Deltas[k] == 0 && !newest {
+			continue
+		}
+		// Bucket id counts until (id+m)*size; keep it one bucket and a
+		// second longer for nodes whose clocks lag.
+		end := (id + int64(m)) * size
+		if end <= now {
+			s.dropped.Add(uint64(f.Deltas[k]))
+			if f.Deltas[k] != 0 {
+				// Collect counted them sent: take them out of the
+				// floor, or a later flush of the bucket (the clock
+				// came back) would write what was counted dropped.
+				s.tab.Forget(&core.Flush{Key: f.Key, Rate: f.Rate, Newest: id, Deltas: []uint32{f.Deltas[k]}})
+			}
+			continue
+		}
+		span := 0
+		if newest {
+			span = m - 1
+		}
+		s.items = append(s.items, Item{
+			Key: f.Key, Window: window, ID: id, Delta: f.Deltas[k], Floor: int64(f.Sent[k]),
+			TTL:  time.Duration(end-now+size) + time.Second,
+			Span: span,
+		})
+		s.owners = append(s.owners, owner{fi, k})
+	}
+}
+
+// addBatch sends items lo to hi in one pipeline, leaving one result per
+// item in s.results.
+func (s *Shared) addBatch(ctx context.Context, lo, hi int) {
+	s.results = s.backend.Add(ctx, s.items[lo:hi], s.results)
+	if len(s.results) != hi-lo {
+		// A Backend breaking its contract: which result is whose is
+		// unknown, so nothing is proven applied.
+		err := fmt.Errorf("%w: backend returned %d results for %d items", ErrBadReply, len(s.results), hi-lo)
+		s.results = sizeResults(s.results, hi-lo)
+		for i := range s.results {
+			s.results[i].Err = err
+		}
+	}
+}
+
+// settle applies the result res of item i to the local limiter and the
+// counters, and reports whether the item was applied (if not, res.Err
+// says why).
+func (s *Shared) settle(res *ItemResult, i int, now int64, final bool) bool {
+	it := &s.items[i]
+	f := &s.flushes[s.owners[i].flush]
+	switch res.Outcome {
+	case Applied:
+		s.sentUnits.Add(uint64(it.Delta))
+		if it.Span > 0 || s.rates[f.Rate].Count == 1 {
+			s.tab.Apply(f, res.Totals)
+			if !final && s.nearLimit(f, res.Totals, now) &&
+				(len(s.near) == 0 || s.near[len(s.near)-1] != f.Key) { // one key's rates are together
+				s.near = append(s.near, f.Key)
+			}
+		} else {
+			s.tab.Apply(&core.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID}, []int64{res.Total})
+		}
+		return true
+	case NotApplied:
+		s.itemErrs.Add(1)
+		if final {
+			s.dropped.Add(uint64(it.Delta))
+			return false
+		}
+		if it.Delta > 0 {
+			s.retried.Add(uint64(it.Delta))
+			s.tab.Restore(&core.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID, Deltas: []uint32{it.Delta}})
+		} else {
+			// A read or a heal (floor only) that did not run: the
+			// key is collected again, or a counter an earlier lost
+			// reply left short would never be healed.
+			s.tab.Restore(&core.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID, Deltas: zeroDelta[:]})
+		}
+	default:
+		s.itemErrs.Add(1)
+		if errors.Is(res.Err, ErrBadReply) {
+			s.badReplies.Add(1)
+		}
+		s.unknown.Add(uint64(it.Delta))
+		// The store may or may not have these units. Sending them
+		// again could count them twice; instead the key is
+		// collected again with nothing to add, so the next flush's
+		// floor (all this node sent for its newest bucket) heals
+		// the counter if they were lost, even if the key sees no
+		// further traffic.
+		s.tab.Restore(&core.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID, Deltas: zeroDelta[:]})
+	}
+	return false
+}
+
+// endFlush counts a flush that sent items, applied of them, started at
+// start, firstErr the first item's error (nil: none), and records the
+// health: the flush failed if no item was applied.
+func (s *Shared) endFlush(start time.Time, applied int, firstErr error) error {
 	s.flushCount.Add(1)
 	s.itemCount.Add(uint64(len(s.items)))
 	d := time.Since(start)
