@@ -76,7 +76,7 @@ type suite struct {
 //     (SharedStats.MaxFlushGap: the interval, stretched on a loaded
 //     machine) and d the largest flush latency the nodes measured
 //     (SharedStats.MaxLatency): a node near its limit sees the others at
-//     most D late. P is at most DESIGN.md's (N-1)*R*D; for the one-rate
+//     most D late. P is at most the sync doc's (N-1)*R*D; for the one-rate
 //     low-rate keys, whose requests come 250 ms apart over all nodes, it is
 //     1 while D stays below 250 ms (without the near-limit reads they
 //     admitted L + 3: each other node's last unit unseen);

@@ -108,7 +108,8 @@ func (m *logModel) decide(key string, t int64, n int, consume bool, lim, _ int) 
 
 func (m *logModel) relimit(string, int64, int, int) {}
 
-// counterModel: policy S2 with a map of bucket counts per key; the retry
+// counterModel: the sliding counter (the oldest bucket weighted by its
+// overlap, rounded up) with a map of bucket counts per key; the retry
 // instant is found by binary search, the estimate being non-increasing in
 // time.
 type counterModel struct {

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Tests of the sliding window counter (policy S2: the oldest bucket weighted
+// Tests of the sliding window counter (the oldest bucket weighted
 // by its overlap, rounded up).
 
 func TestWeightRoundedUp(t *testing.T) {
@@ -26,7 +26,7 @@ func TestWeightRoundedUp(t *testing.T) {
 	runSteps(t, l, "a", []step{{0.5, 1, true, 0, 0}, {10.2, 1, false, 0, 1}, {10.5, 1, true, 0, 0}})
 }
 
-// Policy S2 under-counts the straddling bucket when its units arrived at its
+// The weighted policy under-counts the straddling bucket when its units arrived at its
 // end, so a client that bursts at the end of a bucket and again at the end
 // of the window gets up to 2*limit-1 into one window: the documented worst
 // case, never more.
