@@ -1,6 +1,8 @@
 package shardlimit
 
 import (
+	"maps"
+	"slices"
 	"testing"
 	"time"
 )
@@ -56,20 +58,75 @@ func BenchmarkAllowN(b *testing.B) {
 	}
 }
 
-// BenchmarkAllowAt: BenchmarkAllowN through AllowAt, which returns a bool
-// instead of a Result.
+// boolSink keeps the benchmarks' decisions alive.
+var boolSink bool
+
+// BenchmarkAllowAt: why AllowAt is a spelling of its own. On one hot key
+// at a fixed now, form=AllowAt against form=AllowN, the spelling it would
+// otherwise be: AllowN(key, now, 1).Allowed, which computes and copies the
+// whole Result. Compare the two columns with benchstat -col /form.
 func BenchmarkAllowAt(b *testing.B) {
+	key := "192.0.2.1"
+	forms := map[string]func(l Limiter) bool{
+		"AllowAt": func(l Limiter) bool { return l.AllowAt(key, benchNow) },
+		"AllowN":  func(l Limiter) bool { return l.AllowN(key, benchNow, 1).Allowed },
+	}
+	benchForms(b, forms)
+}
+
+// BenchmarkAllowBytesAt: BenchmarkAllowAt for the []byte twins,
+// form=AllowBytesAt against AllowBytesN(key, now, 1).Allowed.
+func BenchmarkAllowBytesAt(b *testing.B) {
+	key := []byte("192.0.2.1")
+	forms := map[string]func(l Limiter) bool{
+		"AllowBytesAt": func(l Limiter) bool { return l.AllowBytesAt(key, benchNow) },
+		"AllowBytesN":  func(l Limiter) bool { return l.AllowBytesN(key, benchNow, 1).Allowed },
+	}
+	benchForms(b, forms)
+}
+
+// BenchmarkAllowNow: why AllowNow is a spelling of its own. With the
+// default clock, form=AllowNow against form=AllowN, the spelling it would
+// otherwise be: AllowN(key, clock.Now(), 1), which builds a time.Time from
+// the clock and converts it back to the limiter's instant.
+func BenchmarkAllowNow(b *testing.B) {
+	key, clock := "192.0.2.1", DefaultClock()
+	forms := map[string]func(l Limiter) bool{
+		"AllowNow": func(l Limiter) bool { return l.AllowNow(key, 1).Allowed },
+		"AllowN":   func(l Limiter) bool { return l.AllowN(key, clock.Now(), 1).Allowed },
+	}
+	benchForms(b, forms)
+}
+
+// BenchmarkAllowBytesNow: BenchmarkAllowNow for the []byte twins,
+// form=AllowBytesNow against AllowBytesN(key, clock.Now(), 1).
+func BenchmarkAllowBytesNow(b *testing.B) {
+	key, clock := []byte("192.0.2.1"), DefaultClock()
+	forms := map[string]func(l Limiter) bool{
+		"AllowBytesNow": func(l Limiter) bool { return l.AllowBytesNow(key, 1).Allowed },
+		"AllowBytesN":   func(l Limiter) bool { return l.AllowBytesN(key, clock.Now(), 1).Allowed },
+	}
+	benchForms(b, forms)
+}
+
+// benchForms runs each of forms, spellings of one decision, on one hot
+// key of each algorithm but the sliding log (whose state grows with its
+// limit), sub-benchmarks named form=<name>/alg=<algorithm>.
+func benchForms(b *testing.B, forms map[string]func(l Limiter) bool) {
+	b.Helper()
+	names := slices.Sorted(maps.Keys(forms))
 	for _, alg := range []Algorithm{FixedWindow, SlidingCounter, GCRA} {
-		b.Run(alg.String(), func(b *testing.B) {
-			l := benchLimiter(b, alg, MaxLimit)
-			l.AllowAt("192.0.2.1", benchNow)
-			b.ReportAllocs()
-			for b.Loop() {
-				if !l.AllowAt("192.0.2.1", benchNow) {
-					b.Fatal("denied")
+		l := benchLimiter(b, alg, MaxLimit)
+		l.AllowN("192.0.2.1", benchNow, 1)
+		for _, name := range names {
+			f := forms[name]
+			b.Run("form="+name+"/alg="+alg.String(), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					boolSink = f(l)
 				}
-			}
-		})
+			})
+		}
 	}
 }
 

@@ -1,14 +1,18 @@
 package shardlimit
 
 import (
+	"github.com/shardlimit/shardlimit/internal/configbridge"
 	"github.com/shardlimit/shardlimit/internal/core"
 )
 
 // The constructors: each converts the Config to internal/core's and sets up
-// one algorithm's limiter type (decisions_gen.go), which embeds core's.
-// Their hot decision methods are written from one template:
+// one algorithm's limiter type (decisions_gen.go), which holds core's in an
+// unexported field. Their methods are written from one template:
 
 //go:generate go run ./internal/gen/decisions -pkg shardlimit
+
+// Package sync converts its Config through these same two functions.
+func init() { configbridge.Register(toCore, fromCore) }
 
 // NewFixedWindow returns a fixed window limiter: each key may consume
 // cfg.Limit units in each window [k*W, (k+1)*W) of Unix time (for each of
@@ -21,7 +25,7 @@ import (
 // limiter is safe for concurrent use; Close ends its sweeps by the janitor.
 func NewFixedWindow(cfg Config) (Limiter, error) {
 	l := &fixedLimiter{}
-	if err := l.Init(toCore(cfg)); err != nil {
+	if err := l.c.Init(toCore(cfg)); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -51,7 +55,7 @@ func NewFixedWindow(cfg Config) (Limiter, error) {
 // concurrent use; Close ends its sweeps by the janitor.
 func NewSlidingLog(cfg Config) (Limiter, error) {
 	l := &logLimiter{}
-	if err := l.Init(toCore(cfg)); err != nil {
+	if err := l.c.Init(toCore(cfg)); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -70,7 +74,7 @@ func NewSlidingLog(cfg Config) (Limiter, error) {
 // for concurrent use; Close ends its sweeps by the janitor.
 func NewSlidingCounter(cfg Config) (Limiter, error) {
 	l := &counterLimiter{}
-	if err := l.Init(toCore(cfg)); err != nil {
+	if err := l.c.Init(toCore(cfg)); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -87,7 +91,7 @@ func NewSlidingCounter(cfg Config) (Limiter, error) {
 // limiter is safe for concurrent use; Close ends its sweeps by the janitor.
 func NewGCRA(cfg Config) (Limiter, error) {
 	l := &gcraLimiter{}
-	if err := l.Init(toCore(cfg)); err != nil {
+	if err := l.c.Init(toCore(cfg)); err != nil {
 		return nil, err
 	}
 	return l, nil

@@ -9,305 +9,389 @@ import (
 )
 
 // fixedLimiter is core.FixedLimiter with this package's Result, Stats
-// and Config.
-type fixedLimiter struct{ core.FixedLimiter }
+// and Config. It holds the core limiter in a field, not embedded, so a
+// type assertion on a Limiter reaches the Limiter's methods only.
+type fixedLimiter struct{ c core.FixedLimiter }
 
 func (l *fixedLimiter) Allow(key string) bool {
-	h, t := l.Hash(key), l.Now()
-	if v, ok := l.DecideStored(key, h, t, 1, core.Consume); ok {
+	h, t := l.c.Hash(key), l.c.Now()
+	if v, ok := l.c.DecideStored(key, h, t, 1, core.Consume); ok {
 		return v.Allowed()
 	}
-	return l.DecideKey(key, h, t, 1, core.Consume).Allowed
+	return l.c.DecideKey(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *fixedLimiter) AllowAt(key string, now time.Time) bool {
-	h, t := l.Hash(key), l.Instant(now)
-	if v, ok := l.DecideStored(key, h, t, 1, core.Consume); ok {
+	h, t := l.c.Hash(key), l.c.Instant(now)
+	if v, ok := l.c.DecideStored(key, h, t, 1, core.Consume); ok {
 		return v.Allowed()
 	}
-	return l.DecideKey(key, h, t, 1, core.Consume).Allowed
+	return l.c.DecideKey(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *fixedLimiter) AllowN(key string, now time.Time, n int) Result {
-	h, t := l.Hash(key), l.Instant(now)
-	if v, ok := l.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
-		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
+	h, t := l.c.Hash(key), l.c.Instant(now)
+	if v, ok := l.c.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.c.Window(v)}
 	}
-	return Result(l.DecideKey(key, h, t, n, core.Consume))
+	return Result(l.c.DecideKey(key, h, t, n, core.Consume))
 }
 
 func (l *fixedLimiter) AllowNow(key string, n int) Result {
-	h, t := l.Hash(key), l.Now()
-	if v, ok := l.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
-		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
+	h, t := l.c.Hash(key), l.c.Now()
+	if v, ok := l.c.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.c.Window(v)}
 	}
-	return Result(l.DecideKey(key, h, t, n, core.Consume))
+	return Result(l.c.DecideKey(key, h, t, n, core.Consume))
 }
 
 func (l *fixedLimiter) AllowBytes(key []byte) bool {
-	h, t := l.HashBytes(key), l.Now()
-	if v, ok := l.DecideStoredBytes(key, h, t, 1, core.Consume); ok {
+	h, t := l.c.HashBytes(key), l.c.Now()
+	if v, ok := l.c.DecideStoredBytes(key, h, t, 1, core.Consume); ok {
 		return v.Allowed()
 	}
-	return l.DecideKeyBytes(key, h, t, 1, core.Consume).Allowed
+	return l.c.DecideKeyBytes(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *fixedLimiter) AllowBytesAt(key []byte, now time.Time) bool {
-	h, t := l.HashBytes(key), l.Instant(now)
-	if v, ok := l.DecideStoredBytes(key, h, t, 1, core.Consume); ok {
+	h, t := l.c.HashBytes(key), l.c.Instant(now)
+	if v, ok := l.c.DecideStoredBytes(key, h, t, 1, core.Consume); ok {
 		return v.Allowed()
 	}
-	return l.DecideKeyBytes(key, h, t, 1, core.Consume).Allowed
+	return l.c.DecideKeyBytes(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *fixedLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
-	h, t := l.HashBytes(key), l.Instant(now)
-	if v, ok := l.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
-		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
+	h, t := l.c.HashBytes(key), l.c.Instant(now)
+	if v, ok := l.c.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.c.Window(v)}
 	}
-	return Result(l.DecideKeyBytes(key, h, t, n, core.Consume))
+	return Result(l.c.DecideKeyBytes(key, h, t, n, core.Consume))
 }
 
 func (l *fixedLimiter) AllowBytesNow(key []byte, n int) Result {
-	h, t := l.HashBytes(key), l.Now()
-	if v, ok := l.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
-		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
+	h, t := l.c.HashBytes(key), l.c.Now()
+	if v, ok := l.c.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.c.Window(v)}
 	}
-	return Result(l.DecideKeyBytes(key, h, t, n, core.Consume))
+	return Result(l.c.DecideKeyBytes(key, h, t, n, core.Consume))
 }
 
 func (l *fixedLimiter) Peek(key string, now time.Time, n int) Result {
-	return Result(l.FixedLimiter.Peek(key, now, n))
+	return Result(l.c.Peek(key, now, n))
 }
 
-func (l *fixedLimiter) Stats() Stats { return Stats(l.FixedLimiter.Stats()) }
+func (l *fixedLimiter) SetLimit(key string, limit int) error { return l.c.SetLimit(key, limit) }
 
-func (l *fixedLimiter) Config() Config { return fromCore(l.FixedLimiter.Config()) }
+func (l *fixedLimiter) SetLimits(key string, limits ...int) error {
+	return l.c.SetLimits(key, limits...)
+}
+
+func (l *fixedLimiter) ClearLimit(key string) error { return l.c.ClearLimit(key) }
+
+func (l *fixedLimiter) SetDefaultLimit(limit int) error { return l.c.SetDefaultLimit(limit) }
+
+func (l *fixedLimiter) SetDefaultLimits(limits ...int) error { return l.c.SetDefaultLimits(limits...) }
+
+func (l *fixedLimiter) Reset(key string) error { return l.c.Reset(key) }
+
+func (l *fixedLimiter) Len() int { return l.c.Len() }
+
+func (l *fixedLimiter) Stats() Stats { return Stats(l.c.Stats()) }
+
+func (l *fixedLimiter) Sweep(now time.Time) int { return l.c.Sweep(now) }
+
+func (l *fixedLimiter) Config() Config { return fromCore(l.c.Config()) }
+
+func (l *fixedLimiter) Close() error { return l.c.Close() }
 
 // logLimiter is core.LogLimiter with this package's Result, Stats
-// and Config.
-type logLimiter struct{ core.LogLimiter }
+// and Config. It holds the core limiter in a field, not embedded, so a
+// type assertion on a Limiter reaches the Limiter's methods only.
+type logLimiter struct{ c core.LogLimiter }
 
 func (l *logLimiter) Allow(key string) bool {
-	h, t := l.Hash(key), l.Now()
-	if v, ok := l.DecideStored(key, h, t, 1, core.Consume); ok {
+	h, t := l.c.Hash(key), l.c.Now()
+	if v, ok := l.c.DecideStored(key, h, t, 1, core.Consume); ok {
 		return v.Allowed()
 	}
-	return l.DecideKey(key, h, t, 1, core.Consume).Allowed
+	return l.c.DecideKey(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *logLimiter) AllowAt(key string, now time.Time) bool {
-	h, t := l.Hash(key), l.Instant(now)
-	if v, ok := l.DecideStored(key, h, t, 1, core.Consume); ok {
+	h, t := l.c.Hash(key), l.c.Instant(now)
+	if v, ok := l.c.DecideStored(key, h, t, 1, core.Consume); ok {
 		return v.Allowed()
 	}
-	return l.DecideKey(key, h, t, 1, core.Consume).Allowed
+	return l.c.DecideKey(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *logLimiter) AllowN(key string, now time.Time, n int) Result {
-	h, t := l.Hash(key), l.Instant(now)
-	if v, ok := l.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
-		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
+	h, t := l.c.Hash(key), l.c.Instant(now)
+	if v, ok := l.c.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.c.Window(v)}
 	}
-	return Result(l.DecideKey(key, h, t, n, core.Consume))
+	return Result(l.c.DecideKey(key, h, t, n, core.Consume))
 }
 
 func (l *logLimiter) AllowNow(key string, n int) Result {
-	h, t := l.Hash(key), l.Now()
-	if v, ok := l.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
-		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
+	h, t := l.c.Hash(key), l.c.Now()
+	if v, ok := l.c.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.c.Window(v)}
 	}
-	return Result(l.DecideKey(key, h, t, n, core.Consume))
+	return Result(l.c.DecideKey(key, h, t, n, core.Consume))
 }
 
 func (l *logLimiter) AllowBytes(key []byte) bool {
-	h, t := l.HashBytes(key), l.Now()
-	if v, ok := l.DecideStoredBytes(key, h, t, 1, core.Consume); ok {
+	h, t := l.c.HashBytes(key), l.c.Now()
+	if v, ok := l.c.DecideStoredBytes(key, h, t, 1, core.Consume); ok {
 		return v.Allowed()
 	}
-	return l.DecideKeyBytes(key, h, t, 1, core.Consume).Allowed
+	return l.c.DecideKeyBytes(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *logLimiter) AllowBytesAt(key []byte, now time.Time) bool {
-	h, t := l.HashBytes(key), l.Instant(now)
-	if v, ok := l.DecideStoredBytes(key, h, t, 1, core.Consume); ok {
+	h, t := l.c.HashBytes(key), l.c.Instant(now)
+	if v, ok := l.c.DecideStoredBytes(key, h, t, 1, core.Consume); ok {
 		return v.Allowed()
 	}
-	return l.DecideKeyBytes(key, h, t, 1, core.Consume).Allowed
+	return l.c.DecideKeyBytes(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *logLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
-	h, t := l.HashBytes(key), l.Instant(now)
-	if v, ok := l.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
-		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
+	h, t := l.c.HashBytes(key), l.c.Instant(now)
+	if v, ok := l.c.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.c.Window(v)}
 	}
-	return Result(l.DecideKeyBytes(key, h, t, n, core.Consume))
+	return Result(l.c.DecideKeyBytes(key, h, t, n, core.Consume))
 }
 
 func (l *logLimiter) AllowBytesNow(key []byte, n int) Result {
-	h, t := l.HashBytes(key), l.Now()
-	if v, ok := l.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
-		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
+	h, t := l.c.HashBytes(key), l.c.Now()
+	if v, ok := l.c.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.c.Window(v)}
 	}
-	return Result(l.DecideKeyBytes(key, h, t, n, core.Consume))
+	return Result(l.c.DecideKeyBytes(key, h, t, n, core.Consume))
 }
 
 func (l *logLimiter) Peek(key string, now time.Time, n int) Result {
-	return Result(l.LogLimiter.Peek(key, now, n))
+	return Result(l.c.Peek(key, now, n))
 }
 
-func (l *logLimiter) Stats() Stats { return Stats(l.LogLimiter.Stats()) }
+func (l *logLimiter) SetLimit(key string, limit int) error { return l.c.SetLimit(key, limit) }
 
-func (l *logLimiter) Config() Config { return fromCore(l.LogLimiter.Config()) }
+func (l *logLimiter) SetLimits(key string, limits ...int) error { return l.c.SetLimits(key, limits...) }
+
+func (l *logLimiter) ClearLimit(key string) error { return l.c.ClearLimit(key) }
+
+func (l *logLimiter) SetDefaultLimit(limit int) error { return l.c.SetDefaultLimit(limit) }
+
+func (l *logLimiter) SetDefaultLimits(limits ...int) error { return l.c.SetDefaultLimits(limits...) }
+
+func (l *logLimiter) Reset(key string) error { return l.c.Reset(key) }
+
+func (l *logLimiter) Len() int { return l.c.Len() }
+
+func (l *logLimiter) Stats() Stats { return Stats(l.c.Stats()) }
+
+func (l *logLimiter) Sweep(now time.Time) int { return l.c.Sweep(now) }
+
+func (l *logLimiter) Config() Config { return fromCore(l.c.Config()) }
+
+func (l *logLimiter) Close() error { return l.c.Close() }
 
 // counterLimiter is core.CounterLimiter with this package's Result, Stats
-// and Config.
-type counterLimiter struct{ core.CounterLimiter }
+// and Config. It holds the core limiter in a field, not embedded, so a
+// type assertion on a Limiter reaches the Limiter's methods only.
+type counterLimiter struct{ c core.CounterLimiter }
 
 func (l *counterLimiter) Allow(key string) bool {
-	h, t := l.Hash(key), l.Now()
-	if v, ok := l.DecideStored(key, h, t, 1, core.Consume); ok {
+	h, t := l.c.Hash(key), l.c.Now()
+	if v, ok := l.c.DecideStored(key, h, t, 1, core.Consume); ok {
 		return v.Allowed()
 	}
-	return l.DecideKey(key, h, t, 1, core.Consume).Allowed
+	return l.c.DecideKey(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *counterLimiter) AllowAt(key string, now time.Time) bool {
-	h, t := l.Hash(key), l.Instant(now)
-	if v, ok := l.DecideStored(key, h, t, 1, core.Consume); ok {
+	h, t := l.c.Hash(key), l.c.Instant(now)
+	if v, ok := l.c.DecideStored(key, h, t, 1, core.Consume); ok {
 		return v.Allowed()
 	}
-	return l.DecideKey(key, h, t, 1, core.Consume).Allowed
+	return l.c.DecideKey(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *counterLimiter) AllowN(key string, now time.Time, n int) Result {
-	h, t := l.Hash(key), l.Instant(now)
-	if v, ok := l.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
-		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
+	h, t := l.c.Hash(key), l.c.Instant(now)
+	if v, ok := l.c.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.c.Window(v)}
 	}
-	return Result(l.DecideKey(key, h, t, n, core.Consume))
+	return Result(l.c.DecideKey(key, h, t, n, core.Consume))
 }
 
 func (l *counterLimiter) AllowNow(key string, n int) Result {
-	h, t := l.Hash(key), l.Now()
-	if v, ok := l.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
-		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
+	h, t := l.c.Hash(key), l.c.Now()
+	if v, ok := l.c.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.c.Window(v)}
 	}
-	return Result(l.DecideKey(key, h, t, n, core.Consume))
+	return Result(l.c.DecideKey(key, h, t, n, core.Consume))
 }
 
 func (l *counterLimiter) AllowBytes(key []byte) bool {
-	h, t := l.HashBytes(key), l.Now()
-	if v, ok := l.DecideStoredBytes(key, h, t, 1, core.Consume); ok {
+	h, t := l.c.HashBytes(key), l.c.Now()
+	if v, ok := l.c.DecideStoredBytes(key, h, t, 1, core.Consume); ok {
 		return v.Allowed()
 	}
-	return l.DecideKeyBytes(key, h, t, 1, core.Consume).Allowed
+	return l.c.DecideKeyBytes(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *counterLimiter) AllowBytesAt(key []byte, now time.Time) bool {
-	h, t := l.HashBytes(key), l.Instant(now)
-	if v, ok := l.DecideStoredBytes(key, h, t, 1, core.Consume); ok {
+	h, t := l.c.HashBytes(key), l.c.Instant(now)
+	if v, ok := l.c.DecideStoredBytes(key, h, t, 1, core.Consume); ok {
 		return v.Allowed()
 	}
-	return l.DecideKeyBytes(key, h, t, 1, core.Consume).Allowed
+	return l.c.DecideKeyBytes(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *counterLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
-	h, t := l.HashBytes(key), l.Instant(now)
-	if v, ok := l.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
-		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
+	h, t := l.c.HashBytes(key), l.c.Instant(now)
+	if v, ok := l.c.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.c.Window(v)}
 	}
-	return Result(l.DecideKeyBytes(key, h, t, n, core.Consume))
+	return Result(l.c.DecideKeyBytes(key, h, t, n, core.Consume))
 }
 
 func (l *counterLimiter) AllowBytesNow(key []byte, n int) Result {
-	h, t := l.HashBytes(key), l.Now()
-	if v, ok := l.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
-		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
+	h, t := l.c.HashBytes(key), l.c.Now()
+	if v, ok := l.c.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.c.Window(v)}
 	}
-	return Result(l.DecideKeyBytes(key, h, t, n, core.Consume))
+	return Result(l.c.DecideKeyBytes(key, h, t, n, core.Consume))
 }
 
 func (l *counterLimiter) Peek(key string, now time.Time, n int) Result {
-	return Result(l.CounterLimiter.Peek(key, now, n))
+	return Result(l.c.Peek(key, now, n))
 }
 
-func (l *counterLimiter) Stats() Stats { return Stats(l.CounterLimiter.Stats()) }
+func (l *counterLimiter) SetLimit(key string, limit int) error { return l.c.SetLimit(key, limit) }
 
-func (l *counterLimiter) Config() Config { return fromCore(l.CounterLimiter.Config()) }
+func (l *counterLimiter) SetLimits(key string, limits ...int) error {
+	return l.c.SetLimits(key, limits...)
+}
+
+func (l *counterLimiter) ClearLimit(key string) error { return l.c.ClearLimit(key) }
+
+func (l *counterLimiter) SetDefaultLimit(limit int) error { return l.c.SetDefaultLimit(limit) }
+
+func (l *counterLimiter) SetDefaultLimits(limits ...int) error {
+	return l.c.SetDefaultLimits(limits...)
+}
+
+func (l *counterLimiter) Reset(key string) error { return l.c.Reset(key) }
+
+func (l *counterLimiter) Len() int { return l.c.Len() }
+
+func (l *counterLimiter) Stats() Stats { return Stats(l.c.Stats()) }
+
+func (l *counterLimiter) Sweep(now time.Time) int { return l.c.Sweep(now) }
+
+func (l *counterLimiter) Config() Config { return fromCore(l.c.Config()) }
+
+func (l *counterLimiter) Close() error { return l.c.Close() }
 
 // gcraLimiter is core.GCRALimiter with this package's Result, Stats
-// and Config.
-type gcraLimiter struct{ core.GCRALimiter }
+// and Config. It holds the core limiter in a field, not embedded, so a
+// type assertion on a Limiter reaches the Limiter's methods only.
+type gcraLimiter struct{ c core.GCRALimiter }
 
 func (l *gcraLimiter) Allow(key string) bool {
-	h, t := l.Hash(key), l.Now()
-	if v, ok := l.DecideStored(key, h, t, 1, core.Consume); ok {
+	h, t := l.c.Hash(key), l.c.Now()
+	if v, ok := l.c.DecideStored(key, h, t, 1, core.Consume); ok {
 		return v.Allowed()
 	}
-	return l.DecideKey(key, h, t, 1, core.Consume).Allowed
+	return l.c.DecideKey(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *gcraLimiter) AllowAt(key string, now time.Time) bool {
-	h, t := l.Hash(key), l.Instant(now)
-	if v, ok := l.DecideStored(key, h, t, 1, core.Consume); ok {
+	h, t := l.c.Hash(key), l.c.Instant(now)
+	if v, ok := l.c.DecideStored(key, h, t, 1, core.Consume); ok {
 		return v.Allowed()
 	}
-	return l.DecideKey(key, h, t, 1, core.Consume).Allowed
+	return l.c.DecideKey(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *gcraLimiter) AllowN(key string, now time.Time, n int) Result {
-	h, t := l.Hash(key), l.Instant(now)
-	if v, ok := l.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
-		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
+	h, t := l.c.Hash(key), l.c.Instant(now)
+	if v, ok := l.c.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.c.Window(v)}
 	}
-	return Result(l.DecideKey(key, h, t, n, core.Consume))
+	return Result(l.c.DecideKey(key, h, t, n, core.Consume))
 }
 
 func (l *gcraLimiter) AllowNow(key string, n int) Result {
-	h, t := l.Hash(key), l.Now()
-	if v, ok := l.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
-		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
+	h, t := l.c.Hash(key), l.c.Now()
+	if v, ok := l.c.DecideStored(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.c.Window(v)}
 	}
-	return Result(l.DecideKey(key, h, t, n, core.Consume))
+	return Result(l.c.DecideKey(key, h, t, n, core.Consume))
 }
 
 func (l *gcraLimiter) AllowBytes(key []byte) bool {
-	h, t := l.HashBytes(key), l.Now()
-	if v, ok := l.DecideStoredBytes(key, h, t, 1, core.Consume); ok {
+	h, t := l.c.HashBytes(key), l.c.Now()
+	if v, ok := l.c.DecideStoredBytes(key, h, t, 1, core.Consume); ok {
 		return v.Allowed()
 	}
-	return l.DecideKeyBytes(key, h, t, 1, core.Consume).Allowed
+	return l.c.DecideKeyBytes(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *gcraLimiter) AllowBytesAt(key []byte, now time.Time) bool {
-	h, t := l.HashBytes(key), l.Instant(now)
-	if v, ok := l.DecideStoredBytes(key, h, t, 1, core.Consume); ok {
+	h, t := l.c.HashBytes(key), l.c.Instant(now)
+	if v, ok := l.c.DecideStoredBytes(key, h, t, 1, core.Consume); ok {
 		return v.Allowed()
 	}
-	return l.DecideKeyBytes(key, h, t, 1, core.Consume).Allowed
+	return l.c.DecideKeyBytes(key, h, t, 1, core.Consume).Allowed
 }
 
 func (l *gcraLimiter) AllowBytesN(key []byte, now time.Time, n int) Result {
-	h, t := l.HashBytes(key), l.Instant(now)
-	if v, ok := l.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
-		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
+	h, t := l.c.HashBytes(key), l.c.Instant(now)
+	if v, ok := l.c.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.c.Window(v)}
 	}
-	return Result(l.DecideKeyBytes(key, h, t, n, core.Consume))
+	return Result(l.c.DecideKeyBytes(key, h, t, n, core.Consume))
 }
 
 func (l *gcraLimiter) AllowBytesNow(key []byte, n int) Result {
-	h, t := l.HashBytes(key), l.Now()
-	if v, ok := l.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
-		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.Window(v)}
+	h, t := l.c.HashBytes(key), l.c.Now()
+	if v, ok := l.c.DecideStoredBytes(key, h, t, n, core.Consume|core.Full); ok {
+		return Result{Allowed: v.Allowed(), Limit: v.Limit(), Remaining: v.Remaining(), ResetAfter: v.ResetAfter(), RetryAfter: v.RetryAfter(), Err: v.Err(), Window: l.c.Window(v)}
 	}
-	return Result(l.DecideKeyBytes(key, h, t, n, core.Consume))
+	return Result(l.c.DecideKeyBytes(key, h, t, n, core.Consume))
 }
 
 func (l *gcraLimiter) Peek(key string, now time.Time, n int) Result {
-	return Result(l.GCRALimiter.Peek(key, now, n))
+	return Result(l.c.Peek(key, now, n))
 }
 
-func (l *gcraLimiter) Stats() Stats { return Stats(l.GCRALimiter.Stats()) }
+func (l *gcraLimiter) SetLimit(key string, limit int) error { return l.c.SetLimit(key, limit) }
 
-func (l *gcraLimiter) Config() Config { return fromCore(l.GCRALimiter.Config()) }
+func (l *gcraLimiter) SetLimits(key string, limits ...int) error {
+	return l.c.SetLimits(key, limits...)
+}
+
+func (l *gcraLimiter) ClearLimit(key string) error { return l.c.ClearLimit(key) }
+
+func (l *gcraLimiter) SetDefaultLimit(limit int) error { return l.c.SetDefaultLimit(limit) }
+
+func (l *gcraLimiter) SetDefaultLimits(limits ...int) error { return l.c.SetDefaultLimits(limits...) }
+
+func (l *gcraLimiter) Reset(key string) error { return l.c.Reset(key) }
+
+func (l *gcraLimiter) Len() int { return l.c.Len() }
+
+func (l *gcraLimiter) Stats() Stats { return Stats(l.c.Stats()) }
+
+func (l *gcraLimiter) Sweep(now time.Time) int { return l.c.Sweep(now) }
+
+func (l *gcraLimiter) Config() Config { return fromCore(l.c.Config()) }
+
+func (l *gcraLimiter) Close() error { return l.c.Close() }

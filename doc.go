@@ -29,7 +29,11 @@
 // []byte twins that do not allocate. AllowN returns a Result by value with
 // the limit, the remaining units and the exact reset and retry delays, from
 // which HTTP middleware (packages fasthttpmw and httpmw) sets the usual
-// rate-limit headers. Package sync shares approximate cluster-wide limits
+// rate-limit headers. Two more spellings of the same decisions are faster
+// than what they abbreviate, so they stay: AllowAt(key, now) is
+// AllowN(key, now, 1).Allowed without computing a Result, and
+// AllowNow(key, n) is AllowN at the limiter's Clock without building a
+// time.Time (the Limiter's method docs give the benchmarks). Package sync shares approximate cluster-wide limits
 // through Redis without a round trip per request.
 //
 // Per key, time never goes back: an instant earlier than the latest one a

@@ -206,57 +206,11 @@ func (e *Exact) StateKeys(key string) []string {
 	return keys
 }
 
-// The decision methods are spelled over one another so that each rule has
-// one place: AllowNow reads the Clock, AllowN supplies the background
-// context, the []byte twins convert the key, and AllowNContext and Peek
-// call decide, the one body of every decision.
-
-// Allow reports whether one request for key may happen now. It is
-// AllowN(key, Config.Clock.Now(), 1).Allowed.
-func (e *Exact) Allow(key string) bool { return e.AllowNow(key, 1).Allowed }
-
-// AllowN decides whether n units for key may happen, consuming them if so,
-// by one script call in Redis at the Redis server's time; now is used only
-// by the local fallback. n = 0 is a peek. n < 0 returns ErrInvalidCost, an
-// empty key or one longer than Config.MaxKeyBytes ErrInvalidKey, a closed
-// limiter ErrClosed (in Result.Err). Redis failures never appear in
-// Result.Err: the FailurePolicy decides instead.
-func (e *Exact) AllowN(key string, now time.Time, n int) shardlimit.Result {
-	return e.AllowNContext(context.Background(), key, now, n)
-}
-
 // AllowNContext is AllowN bounded by ctx as well as by the configured
 // Timeout. If ctx ends first, Result.Err is ctx's error and nothing is
 // consumed locally (whether Redis consumed the units is unknown).
 func (e *Exact) AllowNContext(ctx context.Context, key string, now time.Time, n int) shardlimit.Result {
 	return e.decide(ctx, key, now, n, true)
-}
-
-// AllowNow is AllowN at the configured Clock (used only by the local
-// fallback).
-func (e *Exact) AllowNow(key string, n int) shardlimit.Result {
-	return e.AllowN(key, e.cfg.Clock.Now(), n)
-}
-
-// AllowAt is AllowN(key, now, 1).Allowed: decided in Redis at the Redis
-// server's time, now used only by the local fallback.
-func (e *Exact) AllowAt(key string, now time.Time) bool { return e.AllowN(key, now, 1).Allowed }
-
-// AllowBytes is Allow for a []byte key. It allocates the key's string.
-func (e *Exact) AllowBytes(key []byte) bool { return e.Allow(string(key)) }
-
-// AllowBytesNow is AllowNow for a []byte key. It allocates the key's
-// string and never retains key.
-func (e *Exact) AllowBytesNow(key []byte, n int) shardlimit.Result { return e.AllowNow(string(key), n) }
-
-// AllowBytesAt is AllowAt for a []byte key. It allocates the key's string
-// and never retains key.
-func (e *Exact) AllowBytesAt(key []byte, now time.Time) bool { return e.AllowAt(string(key), now) }
-
-// AllowBytesN is AllowN for a []byte key. It allocates the key's string
-// and never retains key.
-func (e *Exact) AllowBytesN(key []byte, now time.Time, n int) shardlimit.Result {
-	return e.AllowN(string(key), now, n)
 }
 
 // Peek reports what AllowN(key, now, n) would decide, consuming nothing (the

@@ -141,75 +141,12 @@ func (s *Shared) byPolicy(key string, now time.Time, n int) shardlimit.Result {
 	return r
 }
 
-// Allow reports whether one request for key may happen now (Config.Clock).
-func (s *Shared) Allow(key string) bool {
-	if s.degraded() {
-		return s.byPolicy(key, s.clock.Now(), 1).Allowed
-	}
-	return s.core.Allow(key)
-}
+// The decision spellings of Shared and Exact (decisions_gen.go) are
+// written from one template each: Shared's decide by byPolicy while
+// Degraded and by the local limiter's same spelling otherwise; Exact's all
+// call decide.
 
-// AllowAt reports whether one request for key may happen at now, counting
-// the other nodes' units last read from the store. See shardlimit.Limiter.
-func (s *Shared) AllowAt(key string, now time.Time) bool {
-	if s.degraded() {
-		return s.byPolicy(key, now, 1).Allowed
-	}
-	return s.core.AllowAt(key, now)
-}
-
-// AllowBytesAt is AllowAt for a []byte key; it does not allocate for a
-// stored key and never retains key.
-func (s *Shared) AllowBytesAt(key []byte, now time.Time) bool {
-	if s.degraded() {
-		return s.byPolicy(string(key), now, 1).Allowed
-	}
-	return s.core.AllowBytesAt(key, now)
-}
-
-// AllowN decides whether n units for key may happen at now, counting the
-// other nodes' units last read from the store. See shardlimit.Limiter.
-func (s *Shared) AllowN(key string, now time.Time, n int) shardlimit.Result {
-	if s.degraded() {
-		return s.byPolicy(key, now, n)
-	}
-	return shardlimit.Result(s.core.AllowN(key, now, n))
-}
-
-// AllowBytes is Allow for a []byte key; it does not allocate for a stored
-// key and never retains key.
-func (s *Shared) AllowBytes(key []byte) bool {
-	if s.degraded() {
-		return s.byPolicy(string(key), s.clock.Now(), 1).Allowed
-	}
-	return s.core.AllowBytes(key)
-}
-
-// AllowBytesN is AllowN for a []byte key; it does not allocate for a stored
-// key and never retains key.
-func (s *Shared) AllowBytesN(key []byte, now time.Time, n int) shardlimit.Result {
-	if s.degraded() {
-		return s.byPolicy(string(key), now, n)
-	}
-	return shardlimit.Result(s.core.AllowBytesN(key, now, n))
-}
-
-// AllowNow is AllowN at the limiter's Clock. See shardlimit.Limiter.
-func (s *Shared) AllowNow(key string, n int) shardlimit.Result {
-	if s.degraded() {
-		return s.byPolicy(key, s.clock.Now(), n)
-	}
-	return shardlimit.Result(s.core.AllowNow(key, n))
-}
-
-// AllowBytesNow is AllowNow for a []byte key; it does not allocate for a
-// stored key and never retains key.
-func (s *Shared) AllowBytesNow(key []byte, n int) shardlimit.Result {
-	if s.degraded() {
-		return s.byPolicy(string(key), s.clock.Now(), n)
-	}
-	return shardlimit.Result(s.core.AllowBytesNow(key, n))
-}
+//go:generate go run ../internal/gen/decisions -pkg sync
 
 // Peek reports what AllowN(key, now, n) would decide, consuming nothing.
 func (s *Shared) Peek(key string, now time.Time, n int) shardlimit.Result {

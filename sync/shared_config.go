@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/internal/configbridge"
 	"github.com/shardlimit/shardlimit/internal/core"
 )
 
@@ -226,7 +227,7 @@ func (s *Shared) setWatch(check time.Duration) error {
 // setLocal builds the local limiter of cfg, with the sync state, and sets
 // the fields read from its full configuration.
 func (s *Shared) setLocal(cfg shardlimit.Config) error {
-	tab, err := core.NewSynced(coreConfig(cfg))
+	tab, err := core.NewSynced(configbridge.ToCore(cfg))
 	if err != nil {
 		return err
 	}
@@ -261,46 +262,6 @@ func cmp0[T comparable](v, def T) T {
 }
 
 // Config returns the configuration of the local limiter.
-func (s *Shared) Config() shardlimit.Config { return publicConfig(s.core.Config()) }
-
-// coreConfig returns cfg as internal/core's Config, the same fields, for
-// core.NewSynced.
-func coreConfig(cfg shardlimit.Config) core.Config {
-	c := core.Config{
-		Algorithm:       core.Algorithm(cfg.Algorithm),
-		Limit:           cfg.Limit,
-		Window:          cfg.Window,
-		Buckets:         cfg.Buckets,
-		Shards:          cfg.Shards,
-		MaxKeys:         cfg.MaxKeys,
-		WhenFull:        core.FullPolicy(cfg.WhenFull),
-		MaxKeyBytes:     cfg.MaxKeyBytes,
-		JanitorInterval: cfg.JanitorInterval,
-		Clock:           cfg.Clock,
-	}
-	for _, r := range cfg.Rates {
-		c.Rates = append(c.Rates, core.Rate(r))
-	}
-	return c
-}
-
-// publicConfig returns c, the local limiter's configuration, as a
-// shardlimit.Config.
-func publicConfig(c core.Config) shardlimit.Config {
-	cfg := shardlimit.Config{
-		Algorithm:       shardlimit.Algorithm(c.Algorithm),
-		Limit:           c.Limit,
-		Window:          c.Window,
-		Buckets:         c.Buckets,
-		Shards:          c.Shards,
-		MaxKeys:         c.MaxKeys,
-		WhenFull:        shardlimit.FullPolicy(c.WhenFull),
-		MaxKeyBytes:     c.MaxKeyBytes,
-		JanitorInterval: c.JanitorInterval,
-		Clock:           c.Clock,
-	}
-	for _, r := range c.Rates {
-		cfg.Rates = append(cfg.Rates, shardlimit.Rate(r))
-	}
-	return cfg
+func (s *Shared) Config() shardlimit.Config {
+	return configbridge.FromCore[shardlimit.Config](s.core.Config())
 }
