@@ -100,7 +100,11 @@ var methods = []method{
 }
 
 // public names the spellings of shardlimit.Limiter, which the root's
-// limiters and sync's Shared and Exact have.
+// limiters and sync's Shared and Exact have: Allow, AllowN and their
+// []byte twins, and the shorter forms that measure faster than what they
+// abbreviate (AllowAt and AllowNow and their twins; the Limiter's doc
+// comments name the benchmarks). A spelling taken out of this list leaves
+// the public API and stays in internal/core.
 var public = []string{"Allow", "AllowAt", "AllowN", "AllowNow", "AllowBytes", "AllowBytesAt", "AllowBytesN", "AllowBytesNow"}
 
 // publicMethods returns the methods named in public.
