@@ -33,8 +33,9 @@
 // than what they abbreviate, so they stay: AllowAt(key, now) is
 // AllowN(key, now, 1).Allowed without computing a Result, and
 // AllowNow(key, n) is AllowN at the limiter's Clock without building a
-// time.Time (the Limiter's method docs give the benchmarks). Package sync shares approximate cluster-wide limits
-// through Redis without a round trip per request.
+// time.Time (the Limiter's method docs name the benchmarks). Package sync
+// shares approximate cluster-wide limits through Redis without a round
+// trip per request.
 //
 // Per key, time never goes back: an instant earlier than the latest one a
 // key has seen is decided at that latest instant (durations still measured
