@@ -1,18 +1,11 @@
 package shardlimit
 
-import (
-	"github.com/shardlimit/shardlimit/internal/configbridge"
-	"github.com/shardlimit/shardlimit/internal/core"
-)
-
 // The constructors: each converts the Config to internal/core's and sets up
 // one algorithm's limiter type (decisions_gen.go), which holds core's in an
 // unexported field. Their methods are written from one template:
 
 //go:generate go run ./internal/gen/decisions -pkg shardlimit
-
-// Package sync converts its Config through these same two functions.
-func init() { configbridge.Register(toCore, fromCore) }
+//go:generate go run ./internal/gen/configconv -pkg shardlimit
 
 // NewFixedWindow returns a fixed window limiter: each key may consume
 // cfg.Limit units in each window [k*W, (k+1)*W) of Unix time (for each of
@@ -95,51 +88,4 @@ func NewGCRA(cfg Config) (Limiter, error) {
 		return nil, err
 	}
 	return l, nil
-}
-
-// toCore returns cfg as internal/core's Config: the same fields.
-func toCore(cfg Config) core.Config {
-	c := core.Config{
-		Algorithm:       core.Algorithm(cfg.Algorithm),
-		Limit:           cfg.Limit,
-		Window:          cfg.Window,
-		Buckets:         cfg.Buckets,
-		Shards:          cfg.Shards,
-		MaxKeys:         cfg.MaxKeys,
-		WhenFull:        core.FullPolicy(cfg.WhenFull),
-		MaxKeyBytes:     cfg.MaxKeyBytes,
-		JanitorInterval: cfg.JanitorInterval,
-		Clock:           cfg.Clock,
-	}
-	if cfg.Rates != nil {
-		c.Rates = make([]core.Rate, len(cfg.Rates))
-		for i, r := range cfg.Rates {
-			c.Rates[i] = core.Rate(r)
-		}
-	}
-	return c
-}
-
-// fromCore returns c, a limiter's configuration in internal/core's form,
-// as a Config.
-func fromCore(c core.Config) Config {
-	cfg := Config{
-		Algorithm:       Algorithm(c.Algorithm),
-		Limit:           c.Limit,
-		Window:          c.Window,
-		Buckets:         c.Buckets,
-		Shards:          c.Shards,
-		MaxKeys:         c.MaxKeys,
-		WhenFull:        FullPolicy(c.WhenFull),
-		MaxKeyBytes:     c.MaxKeyBytes,
-		JanitorInterval: c.JanitorInterval,
-		Clock:           c.Clock,
-	}
-	if c.Rates != nil {
-		cfg.Rates = make([]Rate, len(c.Rates))
-		for i, r := range c.Rates {
-			cfg.Rates[i] = Rate(r)
-		}
-	}
-	return cfg
 }

@@ -7,16 +7,20 @@ import (
 	"testing"
 )
 
-// TestDecisionsGenIsFresh fails when decisions_gen.go, here, in
-// internal/core or in sync, is not what its generator writes: run go
-// generate ./... after changing a template.
-func TestDecisionsGenIsFresh(t *testing.T) {
-	for pkg, file := range map[string]string{
-		"shardlimit": "decisions_gen.go",
-		"core":       "internal/core/decisions_gen.go",
-		"sync":       "sync/decisions_gen.go",
+// TestGeneratedFilesAreFresh fails when a generated file (decisions_gen.go
+// here, in internal/core or in sync; config_gen.go here or in sync) is not
+// what its generator writes: run go generate ./... after changing a
+// template.
+func TestGeneratedFilesAreFresh(t *testing.T) {
+	for _, g := range []struct{ gen, pkg, file string }{
+		{"decisions", "shardlimit", "decisions_gen.go"},
+		{"decisions", "core", "internal/core/decisions_gen.go"},
+		{"decisions", "sync", "sync/decisions_gen.go"},
+		{"configconv", "shardlimit", "config_gen.go"},
+		{"configconv", "sync", "sync/config_gen.go"},
 	} {
-		want, err := exec.Command("go", "run", "./internal/gen/decisions", "-pkg", pkg, "-o", "-").Output()
+		pkg, file := g.pkg, g.file
+		want, err := exec.Command("go", "run", "./internal/gen/"+g.gen, "-pkg", pkg, "-o", "-").Output()
 		if err != nil {
 			t.Fatalf("running the generator: %v", err)
 		}

@@ -147,6 +147,7 @@ func (s *Shared) byPolicy(key string, now time.Time, n int) shardlimit.Result {
 // call decide.
 
 //go:generate go run ../internal/gen/decisions -pkg sync
+//go:generate go run ../internal/gen/configconv -pkg sync
 
 // Peek reports what AllowN(key, now, n) would decide, consuming nothing.
 func (s *Shared) Peek(key string, now time.Time, n int) shardlimit.Result {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/shardlimit/shardlimit"
-	"github.com/shardlimit/shardlimit/internal/configbridge"
 	"github.com/shardlimit/shardlimit/internal/core"
 )
 
@@ -227,7 +226,7 @@ func (s *Shared) setWatch(check time.Duration) error {
 // setLocal builds the local limiter of cfg, with the sync state, and sets
 // the fields read from its full configuration.
 func (s *Shared) setLocal(cfg shardlimit.Config) error {
-	tab, err := core.NewSynced(configbridge.ToCore(cfg))
+	tab, err := core.NewSynced(toCore(cfg))
 	if err != nil {
 		return err
 	}
@@ -263,5 +262,5 @@ func cmp0[T comparable](v, def T) T {
 
 // Config returns the configuration of the local limiter.
 func (s *Shared) Config() shardlimit.Config {
-	return configbridge.FromCore[shardlimit.Config](s.core.Config())
+	return fromCore(s.core.Config())
 }
