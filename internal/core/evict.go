@@ -97,7 +97,7 @@ func (t *table[E]) move(s *shard[E], from, to uint32) {
 		clear(fe)
 	}
 	if y := t.sync; y != nil {
-		if side, _ := t.sideOf(s, to); side[y.flags]&syncTouched != 0 {
+		if side, _ := t.sideOf(s, to); y.touched(side) {
 			s.dirty = append(s.dirty, to)
 		}
 	}

@@ -569,7 +569,7 @@ func (t *table[E]) rehash(s *shard[E], n int) {
 			if !s.stored(slot) {
 				continue
 			}
-			if side, _ := t.sideOf(s, uint32(slot)); side[y.flags]&syncTouched != 0 {
+			if side, _ := t.sideOf(s, uint32(slot)); y.touched(side) {
 				s.dirty = append(s.dirty, uint32(slot))
 			}
 		}

@@ -242,14 +242,6 @@ type counterView struct {
 	sum       int64 // units of all n+1 buckets
 }
 
-// count returns the units of bucket id, at counter index i.
-func (v *counterView) count(i int, id int64) int64 {
-	if v.peers != nil {
-		return int64(v.c[i]) + v.peers.bucket(v.side, v.k, id)
-	}
-	return int64(v.c[i])
-}
-
 // explain returns the full verdict of a decision of n units at t on the
 // rate v describes, under limit lim, which admitted them or not:
 // Remaining from the weighted estimate, ResetAfter and RetryAfter measured
@@ -279,15 +271,19 @@ func (a *slidingCounter) explain(v *counterView, t int64, n int, lim uint32, all
 // stops counting (bucket b counts until (b+n+1)*G), or at which the newest
 // bucket j would if all are empty.
 func (a *slidingCounter) resetAt(v *counterView) int64 {
-	j, hi := v.r.head, int(v.r.hidx)
+	r := v.r
+	j, hi := r.head, int(r.hidx)
 	oldest := j
-	if v.sum > 0 && v.sum != v.count(hi, j) {
+	if r.sum != 0 && r.sum != v.c[hi] { // units here before bucket j
 		for k, i := int64(0), a.next(hi); k < a.buckets; k, i = k+1, a.next(i) {
-			if v.count(i, j-a.buckets+k) != 0 {
+			if v.c[i] != 0 {
 				oldest = j - a.buckets + k
 				break
 			}
 		}
+	}
+	if v.peers != nil {
+		oldest = min(oldest, v.peers.oldest(v.side, v.k))
 	}
 	return (oldest + a.buckets + 1) * a.bucket[v.k]
 }
@@ -297,7 +293,7 @@ func (a *slidingCounter) resetAt(v *counterView) int64 {
 // bucket j+k the straddling bucket is j+k-n (counter index hi+1+k) and
 // only buckets up to j hold units. Requires n <= lim.
 func (a *slidingCounter) admitAt(v *counterView, n, lim int64) int64 {
-	g, j := a.bucket[v.k], v.r.head
+	g, j, c, p := a.bucket[v.k], v.r.head, v.c, v.peers
 	si := a.next(int(v.r.hidx))
 	straddler := v.straddler
 	whole := v.sum - straddler // units of the buckets that count in full
@@ -306,7 +302,10 @@ func (a *slidingCounter) admitAt(v *counterView, n, lim int64) int64 {
 			straddler = 0
 			if k <= a.buckets {
 				si = a.next(si)
-				straddler = v.count(si, j-a.buckets+k)
+				straddler = int64(c[si])
+				if p != nil {
+					straddler += p.bucket(v.side, v.k, j-a.buckets+k)
+				}
 			}
 			whole -= straddler
 		}

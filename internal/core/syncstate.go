@@ -81,12 +81,24 @@ func (y *syncSet) holds(side []uint32, t int64) bool {
 func (y *syncSet) unsent(side []uint32) uint64 {
 	var sum uint64
 	for k := range y.rates {
-		delta, _, _ := y.rate[k].arrays(side)
+		delta := y.rate[k].deltas(side)
 		for _, d := range delta {
 			sum += uint64(d)
 		}
 	}
 	return sum
+}
+
+// touched reports whether the key whose side words are side had a
+// decision since the last Collect.
+func (y *syncSet) touched(side []uint32) bool { return side[y.flags]&syncTouched != 0 }
+
+// forget clears the sync state of the key whose side words are side and
+// returns the units it had not sent.
+func (y *syncSet) forget(side []uint32) uint64 {
+	u := y.unsent(side)
+	clear(side[y.flags:])
+	return u
 }
 
 // syncLayout is one rate's sync state: its head and rings.
@@ -112,6 +124,20 @@ func (y *syncLayout) head(side []uint32) int64 {
 
 func (y *syncLayout) setHead(side []uint32, id int64) {
 	side[y.off], side[y.off+1] = uint32(id), uint32(uint64(id)>>32)
+}
+
+// deltas returns the ring of units admitted here and not sent: the first
+// of arrays, alone.
+func (y *syncLayout) deltas(side []uint32) []uint32 {
+	a := y.off + 2
+	return side[a : a+y.m : a+y.m]
+}
+
+// remotes returns the ring of the other nodes' units: the last of arrays,
+// alone.
+func (y *syncLayout) remotes(side []uint32) []uint32 {
+	a := y.off + 2 + 2*y.m
+	return side[a : a+y.m : a+y.m]
 }
 
 func (y *syncLayout) arrays(side []uint32) (delta, sent, remote []uint32) {
@@ -172,7 +198,7 @@ func (y *syncLayout) remote(side []uint32, id int64) uint32 {
 	if !ok {
 		return 0
 	}
-	_, _, remote := y.arrays(side)
+	remote := y.remotes(side)
 	return remote[i]
 }
 
@@ -195,7 +221,7 @@ func (y *syncLayout) estimate(side []uint32, t int64) int64 {
 // not idle (the janitor must not evict it): its units would be lost to the
 // other nodes, or this node would forget theirs.
 func (y *syncLayout) holds(side []uint32, t int64) bool {
-	delta, _, _ := y.arrays(side)
+	delta := y.deltas(side)
 	h := y.head(side)
 	for id := h - int64(y.m) + 1; id <= h; id++ {
 		// A flush still sends a bucket's units until (id+m)*G (Shared's
@@ -212,27 +238,44 @@ func (y *syncLayout) holds(side []uint32, t int64) bool {
 
 // add records n units admitted locally in the newest bucket.
 func (y *syncLayout) add(side []uint32, n uint32) {
-	delta, _, _ := y.arrays(side)
+	delta := y.deltas(side)
 	delta[y.idx(y.head(side))] += n
 }
 
 // takeBack takes back the n units the decision just made added to the
 // newest bucket (see refund).
 func (y *syncLayout) takeBack(side []uint32, n uint32) {
-	delta, _, _ := y.arrays(side)
+	delta := y.deltas(side)
 	delta[y.idx(y.head(side))] -= n
 }
 
 // split returns the other nodes' units in the rings' oldest bucket and in
 // the others.
 func (y *syncLayout) split(side []uint32) (oldest, rest int64) {
-	_, _, remote := y.arrays(side)
+	remote := y.remotes(side)
 	i := y.idx(y.head(side) + 1) // the oldest bucket, head-(m-1)
 	for _, v := range remote {
 		rest += int64(v)
 	}
 	oldest = int64(remote[i])
 	return oldest, rest - oldest
+}
+
+// oldest returns the id of the oldest of the rings' buckets before the
+// newest that holds other nodes' units, or the newest's if none does.
+func (y *syncLayout) oldest(side []uint32) int64 {
+	remote := y.remotes(side)
+	h := y.head(side)
+	i := y.idx(h + 1) // bucket h-m+1
+	for id := h - int64(y.m) + 1; id < h; id++ {
+		if remote[i] != 0 {
+			return id
+		}
+		if i++; i == y.m {
+			i = 0
+		}
+	}
+	return h
 }
 
 // peerLayer is the seam through which a shard offers every algorithm
@@ -314,6 +357,11 @@ func (p *peerLayer) window(side []uint32, k int) (straddler, whole int64) {
 func (p *peerLayer) bucket(side []uint32, k int, id int64) int64 {
 	return int64(p.set.rate[k].remote(side, id))
 }
+
+// oldest returns the id of the oldest of rate k's n+1 newest buckets
+// before the newest that holds other nodes' units, or the newest's if
+// none does.
+func (p *peerLayer) oldest(side []uint32, k int) int64 { return p.set.rate[k].oldest(side) }
 
 // size returns the length of rate k's buckets, ns.
 func (p *peerLayer) size(k int) int64 { return p.set.rate[k].bucket }
