@@ -10,10 +10,13 @@ import (
 // (NewSynced, with other nodes' units in its buckets), through AllowN
 // (a Result), AllowAt (a bool) and AllowN over the limit (Denied), with one
 // rate and with two. Deterministic enough to compare instruction counts
-// (valgrind --tool=callgrind) as well as times: one goroutine, a fixed
-// instant but for the sliding log, which runs in steady state (1000 per
-// minute, now advancing 60 ms per call, so each call expires one
-// timestamp and stores one).
+// as well as times: one goroutine, a fixed instant but for the sliding
+// log, which runs in steady state (1000 per minute, now advancing 60 ms
+// per call, so each call expires one timestamp and stores one). Under
+// valgrind --tool=callgrind, run the test binary with GOGC=off
+// GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off (valgrind
+// executes neither RDTSCP nor Go's preemption signals) and subtract a
+// short run (-test.benchtime 2000x) from a long one to cancel the setup.
 func BenchmarkHotPath(b *testing.B) {
 	for _, alg := range []Algorithm{FixedWindow, SlidingLog, SlidingCounter, GCRA} {
 		for _, shared := range []bool{false, true} {
