@@ -13,6 +13,11 @@ package core
 // to its running maximum would. Durations in the verdict are measured from
 // the caller's own t, so t+RetryAfter is the first instant at which the same
 // request fits.
+//
+// A key shared with other nodes keeps their units, and this node's not yet
+// sent, in a layer of its side words that the algorithms do not lay out:
+// they ask the shard's peerLayer (s.peers, nil unless the limiter is
+// shared) per rate, and count what it answers with their own units.
 type algorithm[E any] interface {
 	// init makes the key in slot (record rec) fresh: no usage, t its
 	// latest instant. It keeps the key's lim words.

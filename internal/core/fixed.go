@@ -18,7 +18,6 @@ type fixedRec struct {
 type fixedWindow struct {
 	rates  int
 	window [MaxRates]int64 // W of each rate, ns, longest first
-	sync   *syncSet        // nil unless shared (per rate, one bucket: the window)
 }
 
 // NewFixedWindow returns a fixed window limiter: each key may consume
@@ -82,10 +81,11 @@ func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, slot uint32, t int
 	reset := time.Duration(r.start + w - t) // from the caller's t
 	used := int64(r.count)
 	var side []uint32
-	if a.sync != nil {
+	p := s.peers
+	if p != nil {
 		// Other nodes' units of this rate's window count too.
 		side, _ = s.keyState(slot, 0)
-		used += a.remote(s, &a.sync.rate[k], side, r.start)
+		used += p.at(side, k, r.start)
 	}
 	var allowed bool
 	var retry time.Duration
@@ -99,9 +99,8 @@ func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, slot uint32, t int
 		used += int64(n)
 		if mode&consume != 0 {
 			r.count += uint32(n)
-			if a.sync != nil {
-				y := &a.sync.rate[k]
-				y.add(side, y.head(side), uint32(n))
+			if p != nil {
+				p.add(side, k, uint32(n))
 			}
 		}
 	default:
@@ -115,21 +114,10 @@ func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, slot uint32, t int
 
 func (a *fixedWindow) refund(s *shard[fixedRec], r *fixedRec, slot uint32, n int, k int) {
 	r.count -= uint32(n)
-	if a.sync != nil {
+	if p := s.peers; p != nil {
 		side, _ := s.keyState(slot, 0)
-		a.sync.rate[k].takeBack(side, uint32(n))
+		p.takeBack(side, k, uint32(n))
 	}
-}
-
-// remote rotates a shared key's sync state of one rate (layout y) to the
-// window that starts at start and returns the other nodes' units in it.
-// Units the rotation dropped unsent are counted (see peekCopy).
-func (a *fixedWindow) remote(s *shard[fixedRec], y *syncLayout, side []uint32, start int64) int64 {
-	id := y.bucketOf(side, start)
-	if d := y.rotate(side, id); d != 0 && !s.peekCopy(side) {
-		s.syncDropped.Add(uint64(d))
-	}
-	return int64(y.remote(side, id))
 }
 
 func (a *fixedWindow) idle(s *shard[fixedRec], r *fixedRec, slot uint32, t int64) bool {
@@ -138,10 +126,11 @@ func (a *fixedWindow) idle(s *shard[fixedRec], r *fixedRec, slot uint32, t int64
 	}
 	var side []uint32
 	var extra []fixedRec
-	if a.sync != nil || a.rates > 1 {
+	p := s.peers
+	if p != nil || a.rates > 1 {
 		side, extra = s.keyState(slot, 0)
 	}
-	if a.sync != nil && a.sync.holds(side, t) {
+	if p != nil && p.holds(side, t) {
 		return false
 	}
 	for k, p := 0, r; ; p = &extra[k-1] {

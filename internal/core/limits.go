@@ -162,8 +162,7 @@ func (l *limiter[E]) Reset(key string) error {
 	if y := l.tab.sync; y != nil {
 		// Unsent units leave with the key's state: counted dropped, as
 		// evict counts them.
-		s.syncDropped.Add(y.unsent(side))
-		clear(side[y.flags:])
+		s.syncDropped.Add(y.forget(side))
 	}
 	l.alg.init(s, rec, slot, last)
 	return nil

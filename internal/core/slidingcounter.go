@@ -34,13 +34,15 @@ type counterRec struct {
 // of one bucket and again at the end of the window gets up to 2*limit-1
 // units into one window of length W (the sliding log never exceeds limit).
 // A unit stops counting at the end of the bucket n+1 positions after its
-// own. Each rate has its own buckets.
+// own. Each rate has its own buckets. A shared key's buckets hold the other
+// nodes' units too (shard.peers, by the same buckets): the estimate weighs
+// each bucket's units, this node's and theirs, together, so the straddling
+// bucket is rounded up once, as a key that is not shared would be.
 type slidingCounter struct {
 	rates   int
 	bucket  [MaxRates]int64 // G of each rate, ns, longest window first
 	buckets int64           // n
-	sync    *syncSet        // nil unless shared (per rate, the same buckets)
-	stride  int             // side words per key: n+1 counters per rate, then the sync state's
+	stride  int             // side words per key of the counters: n+1 per rate (a shared key's layer words follow)
 }
 
 // NewSlidingCounter returns a sliding window counter limiter with
@@ -70,20 +72,16 @@ func (l *CounterLimiter) Init(cfg Config) error {
 		return err
 	}
 	rs := newRateSet(cfg)
-	a := newSlidingCounter(&rs, int64(cfg.Buckets), nil)
+	a := newSlidingCounter(&rs, int64(cfg.Buckets))
 	l.init(cfg, &rs, a, a.stride, rs.n-1, nil)
 	return nil
 }
 
-// newSlidingCounter returns the counter of rs's rates with n buckets each,
-// shared through y if y is not nil.
-func newSlidingCounter(rs *rateSet, n int64, y *syncSet) *slidingCounter {
-	a := &slidingCounter{rates: rs.n, buckets: n, sync: y, stride: rs.n * int(n+1)}
+// newSlidingCounter returns the counter of rs's rates with n buckets each.
+func newSlidingCounter(rs *rateSet, n int64) *slidingCounter {
+	a := &slidingCounter{rates: rs.n, buckets: n, stride: rs.n * int(n+1)}
 	for k := range rs.n {
 		a.bucket[k] = rs.window[k] / n
-	}
-	if y != nil {
-		a.stride += y.words()
 	}
 	return a
 }
@@ -108,8 +106,8 @@ func (a *slidingCounter) init(s *shard[counterRec], r *counterRec, slot uint32, 
 		clear(c)
 		p.sum, p.last = 0, t
 		a.setHead(p, t/a.bucket[k])
-		if a.sync != nil {
-			a.sync.rate[k].setHead(side, p.head)
+		if s.peers != nil {
+			s.peers.start(side, k, t)
 		}
 	}
 }
@@ -166,79 +164,55 @@ func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, slot uint32
 	g := a.bucket[k]
 	kt := max(t, key.last) // per key, time never goes back
 	r.last = kt
+	p := s.peers // a shared key's other nodes' units, nil if not shared
 	if kt-r.head*g >= g {
-		a.advance(s, r, c, side, k, kt/g)
-	}
-	var delta, remote []uint32 // a shared key's sync rings of rate k, indexed as c
-	if a.sync != nil {
-		delta, _, remote = a.sync.rate[k].arrays(side)
+		a.advance(r, c, kt/g)
+		if p != nil {
+			p.move(side, k, kt)
+		}
 	}
 	lim := effectiveLimit(r.lim, s.defLimits[k])
 	if lim != 0 {
 		r.lim = r.lim&^limitMask | lim
 	}
 	hi := int(r.hidx)
-	straddler, whole := weigh(c, remote, int64(r.sum), a.next(hi))
+	si := a.next(hi) // the bucket straddling the window's start
+	straddler, whole := int64(c[si]), int64(r.sum)-int64(c[si])
+	if p != nil {
+		// The other nodes' units weigh with this node's, bucket by bucket.
+		ps, pw := p.window(side, k)
+		straddler, whole = straddler+ps, whole+pw
+	}
 	allowed := n == 0 || int64(n) <= int64(lim) && fitsWeighted(g, straddler, kt-r.head*g, whole, int64(n), int64(lim))
+	sum := straddler + whole
 	if allowed && n > 0 && mode&consume != 0 {
 		c[hi] += uint32(n)
 		r.sum += uint32(n)
-		if delta != nil {
-			delta[hi] += uint32(n)
+		sum += int64(n)
+		if p != nil {
+			p.add(side, k, uint32(n))
 		}
 	}
 	if mode&full == 0 {
 		return verdict{word: b2u(allowed)}
 	}
-	return a.explain(r, c, remote, k, t, n, lim, allowed, mode&consume != 0)
+	v := counterView{c: c, side: side, peers: p, r: r, k: k, straddler: straddler, sum: sum}
+	return a.explain(&v, t, n, lim, allowed, mode&consume != 0)
 }
 
-// advance moves rate k of a key (record r, counters c, side words side)
-// past its newest bucket to bucket j: the buckets that leave the window
-// are cleared, with their sync state, whose unsent units are counted
-// dropped (see peekCopy).
-func (a *slidingCounter) advance(s *shard[counterRec], r *counterRec, c, side []uint32, k int, j int64) {
-	var delta, sent, remote []uint32
-	if a.sync != nil {
-		delta, sent, remote = a.sync.rate[k].arrays(side)
-	}
+// advance moves a rate of a key (record r, counters c) past its newest
+// bucket to bucket j, clearing the buckets that leave the window.
+func (a *slidingCounter) advance(r *counterRec, c []uint32, j int64) {
 	i := int(r.hidx)
-	var dropped uint64 // unsent units of buckets that left
 	for d := min(j-r.head, a.buckets+1); d > 0; d-- {
 		i = a.next(i)
 		r.sum -= c[i]
 		c[i] = 0
-		if delta != nil {
-			dropped += uint64(delta[i])
-			delta[i], sent[i], remote[i] = 0, 0, 0
-		}
 	}
 	if j-r.head > a.buckets {
 		i = a.idx(j)
 	}
 	r.head, r.hidx = j, uint32(i)
-	if delta != nil {
-		a.sync.rate[k].setHead(side, j)
-		if dropped != 0 && !s.peekCopy(side) {
-			s.syncDropped.Add(dropped)
-		}
-	}
-}
-
-// weigh returns the units of the bucket at counter index si, which
-// straddles the window's start, and of the buckets that count in full,
-// from the local counters c (whose units sum to sum) and a shared key's
-// remote ones (nil if not shared).
-func weigh(c, remote []uint32, sum int64, si int) (straddler, whole int64) {
-	straddler, whole = int64(c[si]), sum-int64(c[si])
-	for i, v := range remote {
-		if i == si {
-			straddler += int64(v)
-		} else {
-			whole += int64(v)
-		}
-	}
-	return straddler, whole
 }
 
 func (a *slidingCounter) refund(s *shard[counterRec], r *counterRec, slot uint32, n int, k int) {
@@ -250,28 +224,33 @@ func (a *slidingCounter) refund(s *shard[counterRec], r *counterRec, slot uint32
 	m := int(a.buckets + 1)
 	r.sum -= uint32(n)
 	side[k*m+int(r.hidx)] -= uint32(n)
-	if a.sync != nil {
-		delta, _, _ := a.sync.rate[k].arrays(side)
-		delta[r.hidx] -= uint32(n)
+	if p := s.peers; p != nil {
+		p.takeBack(side, k, uint32(n))
 	}
 }
 
-// explain returns the full verdict of a decision of n units at t on rate
-// k (record r, counters c, the other nodes' units remote when shared)
-// under limit lim, which admitted them or not, from the rate's state after
-// it: Remaining from the weighted estimate, ResetAfter and RetryAfter
-// measured from t. Admitted units not kept (consumed false) count as if
-// they were.
-func (a *slidingCounter) explain(r *counterRec, c, remote []uint32, k int, t int64, n int, lim uint32, allowed, consumed bool) verdict {
-	g, j, hi, kt := a.bucket[k], r.head, int(r.hidx), r.last
-	sum := int64(r.sum)
-	for _, v := range remote {
-		sum += int64(v)
-	}
-	straddler := a.count(c, remote, a.next(hi))
-	est := sum - straddler // the weighted estimate, this decision's units included
-	if straddler != 0 {
-		est += int64(mulDivCeil(uint64(straddler), uint64(g-(kt-j*g)), uint64(g)))
+// counterView is rate k of a key as a decision's numbers read it, after
+// the decision: the n+1 buckets of the window at the key's latest
+// instant, this node's units and, for a shared key, the other nodes'.
+type counterView struct {
+	c         []uint32   // the rate's counters
+	side      []uint32   // the key's side words
+	peers     *peerLayer // the other nodes' units, nil if not shared
+	r         *counterRec
+	k         int
+	straddler int64 // units of the bucket straddling the window's start (r.head-n)
+	sum       int64 // units of all n+1 buckets
+}
+
+// explain returns the full verdict of a decision of n units at t on the
+// rate v describes, under limit lim, which admitted them or not:
+// Remaining from the weighted estimate, ResetAfter and RetryAfter measured
+// from t. Admitted units not kept (consumed false) count as if they were.
+func (a *slidingCounter) explain(v *counterView, t int64, n int, lim uint32, allowed, consumed bool) verdict {
+	g, j := a.bucket[v.k], v.r.head
+	est := v.sum - v.straddler // the weighted estimate, this decision's units included
+	if v.straddler != 0 {
+		est += int64(mulDivCeil(uint64(v.straddler), uint64(g-(v.r.last-j*g)), uint64(g)))
 	}
 	var retry time.Duration
 	switch {
@@ -281,53 +260,52 @@ func (a *slidingCounter) explain(r *counterRec, c, remote []uint32, k int, t int
 	case int64(n) > int64(lim):
 		retry = Never
 	default:
-		retry = time.Duration(a.admitAt(g, j, hi, c, remote, sum, kt, int64(n), int64(lim)) - t)
+		retry = time.Duration(a.admitAt(v, int64(n), int64(lim)) - t)
 	}
 	// Units admitted now are in bucket j, which never makes it the oldest.
-	reset := time.Duration(a.resetAt(g, j, hi, c, remote, sum) - t)
-	return makeVerdict(allowed, k, lim, int(max(0, int64(lim)-est)), reset, retry)
+	reset := time.Duration(a.resetAt(v) - t)
+	return makeVerdict(allowed, v.k, lim, int(max(0, int64(lim)-est)), reset, retry)
 }
 
-// count returns the units of the bucket at counter index i: local, plus
-// remote when shared.
-func (a *slidingCounter) count(c, remote []uint32, i int) int64 {
-	if remote != nil {
-		return int64(c[i]) + int64(remote[i])
-	}
-	return int64(c[i])
-}
-
-// resetAt returns the instant at which the oldest non-empty bucket stops
-// counting (bucket b counts until (b+n+1)*g), or at which the newest bucket
-// j (counter index hi) would if all are empty; sum is the units of all
-// buckets.
-func (a *slidingCounter) resetAt(g, j int64, hi int, c, remote []uint32, sum int64) int64 {
+// resetAt returns the instant at which the oldest non-empty bucket of v
+// stops counting (bucket b counts until (b+n+1)*G), or at which the newest
+// bucket j would if all are empty.
+func (a *slidingCounter) resetAt(v *counterView) int64 {
+	r := v.r
+	j, hi := r.head, int(r.hidx)
 	oldest := j
-	if sum > 0 && sum != a.count(c, remote, hi) {
+	if r.sum != 0 && r.sum != v.c[hi] { // units here before bucket j
 		for k, i := int64(0), a.next(hi); k < a.buckets; k, i = k+1, a.next(i) {
-			if a.count(c, remote, i) != 0 {
+			if v.c[i] != 0 {
 				oldest = j - a.buckets + k
 				break
 			}
 		}
 	}
-	return (oldest + a.buckets + 1) * g
+	if v.peers != nil {
+		oldest = min(oldest, v.peers.oldest(v.side, v.k))
+	}
+	return (oldest + a.buckets + 1) * a.bucket[v.k]
 }
 
-// admitAt returns the earliest instant >= kt at which n units would be
-// admitted, walking forward bucket by bucket: in bucket j+k the straddling
-// bucket is j+k-n (counter index hi+1+k) and only buckets up to j hold
-// units. sum is the units of all buckets. Requires n <= lim.
-func (a *slidingCounter) admitAt(g, j int64, hi int, c, remote []uint32, sum, kt, n, lim int64) int64 {
-	si := a.next(hi)
-	straddler := a.count(c, remote, si)
-	whole := sum - straddler // units of the buckets that count in full
+// admitAt returns the earliest instant, not before the key's latest, at
+// which n units would be admitted, walking forward bucket by bucket: in
+// bucket j+k the straddling bucket is j+k-n (counter index hi+1+k) and
+// only buckets up to j hold units. Requires n <= lim.
+func (a *slidingCounter) admitAt(v *counterView, n, lim int64) int64 {
+	g, j, c, p := a.bucket[v.k], v.r.head, v.c, v.peers
+	si := a.next(int(v.r.hidx))
+	straddler := v.straddler
+	whole := v.sum - straddler // units of the buckets that count in full
 	for k := int64(0); ; k++ {
 		if k > 0 {
 			straddler = 0
 			if k <= a.buckets {
 				si = a.next(si)
-				straddler = a.count(c, remote, si)
+				straddler = int64(c[si])
+				if p != nil {
+					straddler += p.bucket(v.side, v.k, j-a.buckets+k)
+				}
 			}
 			whole -= straddler
 		}
@@ -343,7 +321,7 @@ func (a *slidingCounter) admitAt(g, j int64, hi int, c, remote []uint32, sum, kt
 			}
 		}
 		start := (j + k) * g
-		return max(start+at, kt)
+		return max(start+at, v.r.last)
 	}
 }
 
@@ -389,7 +367,7 @@ func (a *slidingCounter) idle(s *shard[counterRec], r *counterRec, slot uint32, 
 			}
 		}
 	}
-	return a.sync == nil || !a.sync.holds(side, t)
+	return s.peers == nil || !s.peers.holds(side, t)
 }
 
 func (a *slidingCounter) limitWord(r *counterRec) *uint32 { return &r.lim }

@@ -34,8 +34,6 @@ type slidingLog struct {
 	rates  int
 	window [MaxRates]int64 // W of each rate, ns, longest first
 	unit   int64           // timestamp resolution, ns
-	sync   *syncSet        // nil unless shared: other nodes' units by bucket, per rate
-	stride int             // side words per key: the sync state's, 0 unless shared
 }
 
 // NewSlidingLog returns a sliding window log limiter: exact, it admits at
@@ -76,18 +74,13 @@ func (l *LogLimiter) Init(cfg Config) error {
 		return err
 	}
 	rs := newRateSet(cfg)
-	l.init(cfg, &rs, newSlidingLog(&rs, nil), 0, rs.n-1, nil)
+	l.init(cfg, &rs, newSlidingLog(&rs), 0, rs.n-1, nil)
 	return nil
 }
 
-// newSlidingLog returns the log of rs's rates, shared through y if y is
-// not nil.
-func newSlidingLog(rs *rateSet, y *syncSet) *slidingLog {
-	a := &slidingLog{rates: rs.n, window: rs.window, unit: logUnit(rs.window[0]), sync: y}
-	if y != nil {
-		a.stride = y.words()
-	}
-	return a
+// newSlidingLog returns the log of rs's rates.
+func newSlidingLog(rs *rateSet) *slidingLog {
+	return &slidingLog{rates: rs.n, window: rs.window, unit: logUnit(rs.window[0])}
 }
 
 // LogLimiter is the sliding log's Limiter.
@@ -193,12 +186,13 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, slot uint32, t int64, n
 		// ring was last brought to).
 		a.advance(s, key, slot, te)
 	}
-	var side []uint32 // a shared key's sync state
-	var bucket, remote int64
-	if a.sync != nil {
+	var side []uint32 // a shared key's side words
+	var others int64
+	p := s.peers // a shared key's other nodes' units, nil if not shared
+	if p != nil {
 		// The other nodes' units in rate k's window, by its own buckets.
 		side = s.sideWords(slot, key.side)
-		bucket, remote = a.syncBucket(s, side, k, te), a.sync.rate[k].estimate(side, te)
+		others = p.at(side, k, te)
 	}
 	lim0 := effectiveLimit(key.lim, s.defLimits[0]) // the ring's capacity
 	if lim0 != 0 {
@@ -211,21 +205,22 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, slot uint32, t int64, n
 	if k > 0 {
 		lim, skip = a.rateLimit(s, r, k)
 	}
-	allowed := fits(n, lim, int64(key.count-skip)+remote)
+	allowed := fits(n, lim, int64(key.count-skip)+others)
 	pushed := false // this decision's units are in the ring
 	if allowed && n > 0 && mode&consume != 0 {
 		if k == 0 && !a.push(s, key, te, uint32(n), lim0) {
 			return verdict{word: verdictFull} // no memory for the timestamps
 		}
 		pushed = k == 0
-		if a.sync != nil {
-			a.sync.rate[k].add(side, bucket, uint32(n))
+		if p != nil {
+			p.add(side, k, uint32(n))
 		}
 	}
 	if mode&full == 0 {
 		return verdict{word: b2u(allowed)}
 	}
-	rem, reset, retry := a.numbers(s, key, k, skip, side, t, te, n, lim, allowed, pushed)
+	v := logView{r: key, slot: slot, k: k, skip: skip, others: others, allowed: allowed, pushed: pushed}
+	rem, reset, retry := a.numbers(s, &v, t, n, lim)
 	return makeVerdict(allowed, k, lim, int(max(0, rem)), reset, retry)
 }
 
@@ -248,18 +243,6 @@ func (a *slidingLog) shrink(s *shard[logRec], r *logRec, lim uint32) {
 	}
 }
 
-// syncBucket returns the id of rate k's sync bucket of instant te, the
-// key's latest, rotating the key's sync state (side) to it: units its
-// rotation dropped unsent are counted (see peekCopy).
-func (a *slidingLog) syncBucket(s *shard[logRec], side []uint32, k int, te int64) int64 {
-	y := &a.sync.rate[k]
-	bucket := y.bucketOf(side, te)
-	if d := y.rotate(side, bucket); d != 0 && !s.peekCopy(side) {
-		s.syncDropped.Add(uint64(d))
-	}
-	return bucket
-}
-
 // refund drops the n newest timestamps for the ring's rate (its push);
 // the other rates keep theirs in the ring.
 func (a *slidingLog) refund(s *shard[logRec], r *logRec, slot uint32, n int, k int) {
@@ -269,46 +252,53 @@ func (a *slidingLog) refund(s *shard[logRec], r *logRec, slot uint32, n int, k i
 	} else {
 		key.count -= uint32(n)
 	}
-	if a.sync != nil {
+	if p := s.peers; p != nil {
 		side, _ := s.keyState(slot, key.side)
-		a.sync.rate[k].takeBack(side, uint32(n))
+		p.takeBack(side, k, uint32(n))
 	}
 }
 
-// numbers returns rate k's verdict numbers for a decision of n units at t,
-// decided at te, on the key whose record is r after the decision (which
-// admitted the request or not) under limit lim: the rate counts the ring's
-// entries after its first skip, plus the other nodes' units when side
-// holds a shared key's sync state. Admitted units not pushed (a peek, or a
-// rate after the first) count as if stamped at te.
-func (a *slidingLog) numbers(s *shard[logRec], r *logRec, k int, skip uint32, side []uint32, t, te int64, n int, lim uint32, allowed, pushed bool) (rem int64, reset, retry time.Duration) {
+// logView is rate k of a key as a decision's numbers read it, after the
+// decision (which admitted the request or not).
+type logView struct {
+	r       *logRec // the key's record (its ring), brought to the instant decided at
+	slot    uint32  // the key's
+	skip    uint32  // the ring's oldest entries, no longer counted in rate k
+	k       int
+	others  int64 // the other nodes' units counted at r.last
+	allowed bool
+	pushed  bool // the decision's units are in the ring
+}
+
+// numbers returns the verdict numbers of v for a decision of n units at
+// t under limit lim: the rate counts the ring's entries after its skip,
+// plus the other nodes' units. Admitted units not pushed (a peek, or a
+// rate after the first) count as if stamped at the instant decided at,
+// the key's latest (r.last).
+func (a *slidingLog) numbers(s *shard[logRec], v *logView, t int64, n int, lim uint32) (rem int64, reset, retry time.Duration) {
 	// ResetAfter is measured from t rounded up to the timestamp resolution,
 	// the instant a unit admitted at t is stamped with, so a fresh unit's
 	// reset is exactly W and a whole-second window reads as whole seconds.
 	// RetryAfter is measured from t itself: t+RetryAfter is the first
 	// instant the request fits.
+	r, skip, te := v.r, v.skip, v.r.last
 	tu := (t + a.unit - 1) / a.unit * a.unit
-	w := a.window[k]
+	w := a.window[v.k]
 	var buf []uint32
 	if r.count > 0 {
 		buf = s.rings.ring(r.ref, r.cap)
 	}
-	used := int64(r.count - skip)
-	if allowed && !pushed {
+	used := int64(r.count-skip) + v.others
+	if v.allowed && !v.pushed {
 		used += int64(n)
 	}
-	var remote int64
-	if a.sync != nil && side != nil {
-		remote = a.sync.rate[k].estimate(side, te)
-		used += remote
-	}
 	switch {
-	case allowed || n == 0:
+	case v.allowed || n == 0:
 	case int64(n) > int64(lim):
 		retry = Never
 	case used+int64(n) <= int64(lim): // this rate admits it
-	case remote > 0:
-		retry = time.Duration(a.admitAtShared(s, r, k, side, te, int64(n), int64(lim)) - t)
+	case v.others > 0:
+		retry = time.Duration(a.admitAtShared(s, v, int64(n), int64(lim)) - t)
 	default:
 		// The (used+n-lim)-th oldest counted timestamp must expire first.
 		i := wrap(r.head+skip+uint32(used+int64(n)-int64(lim))-1, r.cap)
@@ -320,7 +310,7 @@ func (a *slidingLog) numbers(s *shard[logRec], r *logRec, k int, skip uint32, si
 	switch {
 	case skip < r.count:
 		reset = until(a.expiry(te, buf[wrap(r.head+skip, r.cap)], w), t, tu)
-	case allowed && n > 0:
+	case v.allowed && n > 0:
 		reset = until(a.expiry(te, a.stamp(te), w), t, tu)
 	}
 	return int64(lim) - used, reset, retry
@@ -345,13 +335,14 @@ func until(x, t, tu int64) time.Duration {
 }
 
 // admitAtShared returns the earliest instant >= te at which n units fit
-// rate k with the other nodes' units of a shared key: local units in the
-// rate's window plus its remote estimate, both non-increasing in time, so
-// a binary search over (te, te+W+G] finds it. r is the key's record (the
-// ring): entries that no longer count in rate k's window are counted
-// expired with the rest.
-func (a *slidingLog) admitAtShared(s *shard[logRec], r *logRec, k int, side []uint32, te, n, lim int64) int64 {
-	y, w := &a.sync.rate[k], a.window[k]
+// the rate of v with the other nodes' units of a shared key: local units
+// in the rate's window plus its estimate of the other nodes' units, both
+// non-increasing in time, so a binary search over (te, te+W+2G] finds it
+// (G the length of the rate's buckets). The ring's entries that no longer
+// count in the rate's window are counted expired with the rest.
+func (a *slidingLog) admitAtShared(s *shard[logRec], v *logView, n, lim int64) int64 {
+	r, p, k, te := v.r, s.peers, v.k, v.r.last
+	side, w := s.sideWords(v.slot, r.side), a.window[k]
 	var buf []uint32
 	if r.count > 0 {
 		buf = s.rings.ring(r.ref, r.cap)
@@ -368,9 +359,9 @@ func (a *slidingLog) admitAtShared(s *shard[logRec], r *logRec, k int, side []ui
 				hi = mid
 			}
 		}
-		return int64(r.count-lo)+y.estimate(side, at)+n <= lim
+		return int64(r.count-lo)+p.units(side, k, at)+n <= lim
 	}
-	lo, hi := te, te+w+2*y.bucket // fits(lo) is false, fits(hi) true
+	lo, hi := te, te+w+2*p.size(k) // fits(lo) is false, fits(hi) true
 	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2
 		if fits(mid) {
@@ -434,8 +425,8 @@ func (a *slidingLog) idle(s *shard[logRec], r *logRec, slot uint32, t int64) boo
 	if r.lim&ownLimit != 0 {
 		return false
 	}
-	if a.sync != nil {
-		if side, _ := s.keyState(slot, r.side); a.sync.holds(side, t) {
+	if p := s.peers; p != nil {
+		if side, _ := s.keyState(slot, r.side); p.holds(side, t) {
 			return false
 		}
 	}
@@ -447,10 +438,10 @@ func (a *slidingLog) idle(s *shard[logRec], r *logRec, slot uint32, t int64) boo
 }
 
 // readState reads what idle reads: the newest timestamp, and a shared
-// key's sync state (see prefetchState).
+// key's side words (see prefetchState).
 func (a *slidingLog) readState(s *shard[logRec], r *logRec, slot uint32, _ int64) uint32 {
 	var x uint32
-	if a.sync != nil {
+	if s.peers != nil {
 		x = s.sideWords(slot, r.side)[0]
 	}
 	if r.count == 0 {

@@ -115,19 +115,18 @@ func NewSynced(cfg Config) (Synced, error) {
 	case FixedWindow:
 		y := newSyncSet(0, alg, &rs, 1)
 		l := &FixedLimiter{}
-		l.init(cfg, &rs, &fixedWindow{rates: rs.n, window: rs.window, sync: y}, y.words(), rs.n-1, y)
+		l.init(cfg, &rs, &fixedWindow{rates: rs.n, window: rs.window}, y.words(), rs.n-1, y)
 		return l, nil
 	case SlidingCounter:
-		y := newSyncSet(rs.n*int(n+1), alg, &rs, n)
-		a := newSlidingCounter(&rs, n, y)
+		a := newSlidingCounter(&rs, n)
+		y := newSyncSet(a.stride, alg, &rs, n) // after the counters
 		l := &CounterLimiter{}
-		l.init(cfg, &rs, a, a.stride, rs.n-1, y)
+		l.init(cfg, &rs, a, a.stride+y.words(), rs.n-1, y)
 		return l, nil
 	case SlidingLog:
 		y := newSyncSet(0, alg, &rs, n)
-		a := newSlidingLog(&rs, y)
 		l := &LogLimiter{}
-		l.init(cfg, &rs, a, a.stride, rs.n-1, y)
+		l.init(cfg, &rs, newSlidingLog(&rs), y.words(), rs.n-1, y)
 		return l, nil
 	}
 	return nil, fmt.Errorf("%w: %v is shared through Redis in exact mode only (package sync, NewExact)", ErrInvalidConfig, alg)
