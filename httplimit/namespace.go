@@ -26,7 +26,7 @@ const KeyNamespaceLen = 9
 // name share its counters; renaming a rule gives its clients fresh
 // counters. Validation refuses two rules of one rule set whose names have
 // one namespace (the first 32 bits of two digests equal, about one chance
-// in 10,000 among 1,000 rules): rename one of them.
+// in 9,000 among 1,000 rules): rename one of them.
 //
 // The limiters the middleware builds itself (NewLimiter nil) are separate
 // tables in memory, one per rule, so it passes them the client key alone
