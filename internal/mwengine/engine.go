@@ -249,7 +249,11 @@ func decideLocked[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) 
 		o.Action = httplimit.ActionBadCost
 		return
 	}
-	lkey, ok := buildKey(&e.keys, append(sc.lkey[:0], r.l.ns...), id, q.Client)
+	lkey := sc.lkey[:0]
+	if ns := r.l.ns; ns != "" {
+		lkey = append(lkey, ns...)
+	}
+	lkey, ok := buildKey(&e.keys, lkey, id, q.Client)
 	sc.lkey, sc.Key = lkey, lkey[len(r.l.ns):]
 	if !ok {
 		r.l.noID.Add(1)
