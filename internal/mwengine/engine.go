@@ -189,8 +189,9 @@ func (e *Engine) PutScratch(sc *Scratch) {
 // Decide decides request q into o, overwriting it, and builds the request's
 // client key in sc.Key (empty if no rule matched or the cost is negative).
 // The matched rule's limiter is passed the key in the rule's namespace (see
-// limiter.ns), so that no two rules count in one another's keys. It consumes the request's cost from the matched rule's
-// limiter unless the cost is negative, and never allocates for a known
+// limiter.ns), so that no two rules count in one another's keys. It
+// consumes the request's cost from the matched rule's limiter unless the
+// cost is negative, and never allocates for a known
 // client on a matched rule. The whole decision is taken under one rule set:
 // a concurrent Reload waits for it, or it waits for the Reload. Denials are
 // counted in the summary of the most-denied keys, after the decision, and
