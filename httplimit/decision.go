@@ -138,6 +138,11 @@ type RuleStats struct {
 	// that changes it (limits, Reset, Close) has undefined effects on the
 	// rule.
 	Limiter shardlimit.Limiter
+	// KeyPrefix is what the middleware puts before every client key it
+	// passes to Limiter: KeyNamespace(Name) for a limiter that
+	// Options.NewLimiter built, "" for one the middleware built. A client's
+	// state in Limiter is under KeyPrefix + its key ("ip:192.0.2.1").
+	KeyPrefix string
 }
 
 // ErrorCounts count the failed decisions of a rule (Result.Err set,
@@ -183,8 +188,9 @@ type ErrorCounts struct {
 type DeniedKey struct {
 	// Rule is the name of the rule that denied the requests.
 	Rule string
-	// Key is the client key as the limiter stores it: "ip:192.0.2.1",
-	// "ip:2001:db8::/64", "id:client-1" (see KeyConfig).
+	// Key is the client key: "ip:192.0.2.1", "ip:2001:db8::/64",
+	// "id:client-1" (see KeyConfig), without the rule's namespace
+	// (RuleStats.KeyPrefix).
 	Key string
 	// Count is the number of denials counted for the pair: at least the
 	// true number, at most Error more.

@@ -58,6 +58,13 @@
 // longest, after the rule's last request: from then on the counters it
 // holds equal fresh ones), and by Close.
 //
+// In a store that limiters of Options.NewLimiter share (Redis, through
+// package sync), each rule's counters are under keys of the rule's own
+// namespace, KeyNamespace(name), whatever the factory's Prefix: rules
+// never count one another's requests. A rule's keys there depend on its
+// name alone, not on its place among the rules: a renamed rule starts from
+// zero.
+//
 // # Client keys
 //
 // By default clients are keyed by address (see KeyConfig). A client

@@ -83,15 +83,31 @@ type Options struct {
 	// rule is the rule's name (unique within a rule set) and cfg the
 	// configuration the middleware derived from Limiter and the rule, with
 	// Clock set to the middleware's clock: build the limiter with it, since
-	// requests are decided at instants read from it. For a rule of several
-	// limits cfg.Rates holds them (see Limiter), and the limiter must
-	// report the binding one's window in Result.Window (shardlimit's do). It is called by New
-	// and by Reload for every rule that needs a new limiter (a rule keeps
-	// its limiter across reloads, see "Reloading rules" in the package
-	// documentation), from the goroutine calling them. The middleware owns
-	// what it returns: it calls Close when the limiter is no longer needed
-	// and on the middleware's Close. An error fails New or that Reload,
-	// wrapped with the rule's name. Nil means shardlimit.New.
+	// requests are decided at instants read from it.
+	//
+	// Each rule's keys are namespaced by the middleware: every client key
+	// it passes to the limiter of a rule starts with KeyNamespace(rule), a
+	// fixed 9 bytes derived from the rule's name (cfg.MaxKeyBytes counts
+	// them). So limiters that share a store never count one another's
+	// requests, whatever the factory does: limiters of package sync may
+	// all take one Prefix (or the rule's name in it, for keys a person can
+	// tell apart), and two rules of one window still keep separate
+	// counters. A rule keeps its keys as long as it keeps its name; a
+	// renamed rule starts from fresh counters. The nodes of a cluster
+	// share a rule's counters when they run it under one name with one
+	// store and Prefix. Keys are shown without the namespace (TopDenied);
+	// RuleStats.KeyPrefix gives it.
+	//
+	// For a rule of several limits cfg.Rates holds them (see Limiter), and
+	// the limiter must report the binding one's window in Result.Window
+	// (shardlimit's do). It is called by New and by Reload for every rule
+	// that needs a new limiter (a rule keeps its limiter across reloads,
+	// see "Reloading rules" in the package documentation), from the
+	// goroutine calling them. The middleware owns what it returns: it
+	// calls Close when the limiter is no longer needed and on the
+	// middleware's Close. An error fails New or that Reload, wrapped with
+	// the rule's name. Nil means shardlimit.New: one table per rule in
+	// memory, passed the client key alone.
 	NewLimiter func(rule string, cfg shardlimit.Config) (shardlimit.Limiter, error)
 
 	// Clock is the one clock of the middleware: each request is decided at

@@ -143,7 +143,9 @@ type Rule struct {
 	// a rules file. It is the rule's IETF policy name unless Policy or
 	// HeaderConfig.PolicyName gives one (see PolicyNames). A reload keeps
 	// the counters of a rule whose name, algorithm, windows and buckets are
-	// unchanged (see "Reloading rules" in the package documentation).
+	// unchanged (see "Reloading rules" in the package documentation). It
+	// namespaces the rule's keys in a shared store (KeyNamespace):
+	// renaming a rule starts its clients' counts afresh.
 	Name string
 	// Path matches a request path exactly ("/foo" matches only "/foo").
 	Path string

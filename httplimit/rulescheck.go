@@ -22,8 +22,9 @@ const MaxOverrideLimits = 100_000
 // rule has a name (naming an unnamed one by its place), rule and tier
 // names hold no control characters (bytes below 0x20, and 0x7f: they
 // would be printed raw by status pages and logs, a newline splitting a
-// row), methods are HTTP tokens (RFC 9110, section 5.6.2), and the
-// overrides expand to at most MaxOverrideLimits per-client limits.
+// row), methods are HTTP tokens (RFC 9110, section 5.6.2), no two rules
+// have one KeyNamespace, and the overrides expand to at most
+// MaxOverrideLimits per-client limits.
 func (r *Rules) checkNamesAndCaps() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{shardlimit.ErrInvalidConfig}, args...)...)
@@ -57,6 +58,9 @@ func (r *Rules) checkNamesAndCaps() error {
 		if err := checkRules(t.Name, ti, t.Rules); err != nil {
 			return err
 		}
+	}
+	if err := r.checkKeyNamespaces(); err != nil {
+		return err
 	}
 	return r.checkOverrideLimits()
 }

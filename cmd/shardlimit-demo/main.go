@@ -56,12 +56,14 @@
 // intervals before they see each other's counts (see package sync). GCRA
 // has no such shared mode: GCRA rules are decided by sync.Exact, one Redis
 // round trip (at most 50 ms) per request, exact across servers. A rule of
-// several limits (/baz) shares each of them. Each rule's
-// Redis keys start with <-redis-prefix><rule name>: so rules never share
-// counters. If Redis is down, slow, answers garbage or evicts keys, every
-// limiter decides locally (limits then hold per server) and returns to
-// sharing when Redis is sound again. Every reply from Redis is bounded
-// (sync.LimitReplies).
+// several limits (/baz) shares each of them. Rules never share counters:
+// the middleware namespaces every rule's keys by its name
+// (httplimit.KeyNamespace), and so that a person can tell them apart each
+// rule's Redis keys also start with <-redis-prefix><rule name>:, as in
+// shardlimit:demo:anon-foo:{d3a36353:ip:192.0.2.1}:29936051. If Redis is
+// down, slow, answers garbage or evicts keys, every limiter decides locally
+// (limits then hold per server) and returns to sharing when Redis is sound
+// again. Every reply from Redis is bounded (sync.LimitReplies).
 //
 // Logs go to stderr (log/slog, text), each message at most 10 times in a
 // row and then once per 10 s, so no fault and no client can flood them:
@@ -405,7 +407,9 @@ func newRedisSync(addr, prefix string, flush time.Duration, log *slog.Logger) (*
 // newLimiter is the middleware's Options.NewLimiter: a sync.Shared for the
 // window algorithms, a sync.Exact for GCRA, with keys under
 // <prefix><rule name>: (the name path-escaped, so a brace cannot move the
-// Redis Cluster hash tag).
+// Redis Cluster hash tag). The middleware namespaces each rule's keys
+// itself, so the rule's name in the prefix is only for people reading
+// Redis.
 func (sh *redisSync) newLimiter(rule string, cfg shardlimit.Config) (shardlimit.Limiter, error) {
 	prefix := sh.prefix + url.PathEscape(rule) + ":"
 	logChange := func(c shardsync.StateChange) { sh.stateChange(rule, c) }

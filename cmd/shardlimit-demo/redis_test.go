@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shardlimit/shardlimit/httplimit"
 	"github.com/shardlimit/shardlimit/internal/mwtest"
 	"github.com/shardlimit/shardlimit/internal/redistest"
 )
@@ -152,9 +153,10 @@ func TestDemoTwoServersShareRedis(t *testing.T) {
 		wantSum(t, rc, prefix+"client-2-foo:", 1)
 		wantSum(t, rc, prefix+"client-1-bar:", 1)
 		wantSum(t, rc, foo, 11)
-		// Keys are readable in Redis: the identity, or the address.
-		wantSum(t, rc, prefix+"client-1-foo:{id:client-1}:", 11)
-		wantSum(t, rc, prefix+"anon-foo:{ip:127.0.0.1}:", 1)
+		// Keys are readable in Redis: the rule's name, then its namespace
+		// and the identity, or the address.
+		wantSum(t, rc, prefix+"client-1-foo:{"+httplimit.KeyNamespace("client-1-foo")+"id:client-1}:", 11)
+		wantSum(t, rc, prefix+"anon-foo:{"+httplimit.KeyNamespace("anon-foo")+"ip:127.0.0.1}:", 1)
 	})
 
 	t.Run("gcra exact", func(t *testing.T) {

@@ -277,7 +277,7 @@ func (e *Engine) limiterConfig(r *rule) shardlimit.Config {
 		}
 	}
 	cfg.Buckets = r.buckets
-	cfg.MaxKeyBytes = e.keys.maxKeyLen()
+	cfg.MaxKeyBytes = e.nsLen + e.keys.maxKeyLen() // the rule's namespace, then the client key
 	cfg.Clock = e.clock
 	switch {
 	case cfg.MaxKeys == 0:

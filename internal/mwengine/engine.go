@@ -53,11 +53,12 @@ type Request[S byteseq] struct {
 // Scratch holds one request's buffers. Get one from Engine.GetScratch and
 // return it with PutScratch once nothing refers to its buffers.
 type Scratch struct {
-	Key    []byte // the key being built
+	Key    []byte // the client key built, without the rule's namespace: a view of the limiter key
 	ID     []byte // room for a key function's identity (pass ID[:0]; never store the result back)
 	Fields Fields // the rate-limit fields Reply formats
 	Body   []byte // the 429 body Reply formats
 
+	lkey   []byte // the limiter key: the rule's namespace (limiter.ns), then Key
 	stripe uint32 // the gate stripe this request takes (see gate)
 }
 
@@ -78,6 +79,7 @@ type Engine struct {
 	onError    httplimit.ErrorPolicy
 	onDenied   func(httplimit.Decision)
 	newLimiter func(rule string, cfg shardlimit.Config) (shardlimit.Limiter, error)
+	nsLen      int // the length of the rules' key namespaces: 0 without newLimiter
 
 	// gate makes Reload atomic for requests: a decision holds a read lock
 	// from loading set to the limiter's answer; Reload holds the write
@@ -122,6 +124,9 @@ func New(o httplimit.Options, keyFunc bool) (*Engine, error) {
 		newLimiter: o.NewLimiter,
 		retired:    map[limiterID]*limiter{},
 	}
+	if e.newLimiter != nil {
+		e.nsLen = httplimit.KeyNamespaceLen
+	}
 	if e.defAlg == 0 {
 		e.defAlg = shardlimit.FixedWindow
 	}
@@ -135,7 +140,7 @@ func New(o httplimit.Options, keyFunc bool) (*Engine, error) {
 	}
 	e.pool.New = func() any {
 		return &Scratch{
-			Key: make([]byte, 0, n), ID: make([]byte, 0, n),
+			lkey: make([]byte, 0, e.nsLen+n), ID: make([]byte, 0, n),
 			Fields: Fields{Buf: make([]byte, 0, 256)}, Body: make([]byte, 0, 128),
 			stripe: e.stripes.Add(1),
 		}
@@ -175,15 +180,18 @@ func (e *Engine) GetScratch() *Scratch { return e.pool.Get().(*Scratch) }
 
 // PutScratch returns sc to the pool.
 func (e *Engine) PutScratch(sc *Scratch) {
-	if cap(sc.Key) > maxScratch || cap(sc.ID) > maxScratch || cap(sc.Fields.Buf) > maxScratch || cap(sc.Body) > maxScratch {
+	if cap(sc.lkey) > maxScratch || cap(sc.ID) > maxScratch || cap(sc.Fields.Buf) > maxScratch || cap(sc.Body) > maxScratch {
 		return
 	}
 	e.pool.Put(sc)
 }
 
 // Decide decides request q into o, overwriting it, and builds the request's
-// key in sc.Key. It consumes the request's cost from the matched rule's
-// limiter unless the cost is negative, and never allocates for a known
+// client key in sc.Key (empty if no rule matched or the cost is negative).
+// The matched rule's limiter is passed the key in the rule's namespace (see
+// limiter.ns), so that no two rules count in one another's keys. It
+// consumes the request's cost from the matched rule's limiter unless the
+// cost is negative, and never allocates for a known
 // client on a matched rule. The whole decision is taken under one rule set:
 // a concurrent Reload waits for it, or it waits for the Reload. Denials are
 // counted in the summary of the most-denied keys, after the decision, and
@@ -192,6 +200,7 @@ func (e *Engine) PutScratch(sc *Scratch) {
 func Decide[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) {
 	*o = Outcome{}
 	o.Time, o.Cost = q.Now, q.Cost
+	sc.Key = sc.Key[:0]
 	l := e.gate.rlock(sc.stripe)
 	decideLocked(e, sc, q, o)
 	l.RUnlock()
@@ -241,14 +250,18 @@ func decideLocked[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) 
 		o.Action = httplimit.ActionBadCost
 		return
 	}
-	key, ok := buildKey(&e.keys, sc.Key[:0], id, q.Client)
-	sc.Key = key
+	lkey := sc.lkey[:0]
+	if ns := r.l.ns; ns != "" {
+		lkey = append(lkey, ns...)
+	}
+	lkey, ok := buildKey(&e.keys, lkey, id, q.Client)
+	sc.lkey, sc.Key = lkey, lkey[len(r.l.ns):]
 	if !ok {
 		r.l.noID.Add(1)
 		o.Action = httplimit.ActionNoIdentity
 		return
 	}
-	o.Result = r.l.lim.AllowBytesN(key, q.Now, q.Cost)
+	o.Result = r.l.lim.AllowBytesN(lkey, q.Now, q.Cost)
 	if len(r.rates) > 1 {
 		o.rate = r.binding(o.Result.Window)
 		o.Window = r.rates[o.rate].window
@@ -256,7 +269,7 @@ func decideLocked[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) 
 			// RateLimit-Policy gives the key's limits in every window,
 			// the Result only the binding one's. Overrides change only
 			// under the gate's write lock.
-			o.lims, o.own = r.l.overrides[string(key)]
+			o.lims, o.own = r.l.overrides[string(sc.Key)]
 		}
 	}
 	switch {
@@ -380,7 +393,7 @@ func (e *Engine) RuleStats() []httplimit.RuleStats {
 				Closed: l.closedErrs.Load(), Other: l.otherErrs.Load(),
 			},
 			BadCost: l.badCost.Load(), NoIdentity: l.noID.Load(),
-			Limiter: l.lim,
+			Limiter: l.lim, KeyPrefix: l.ns,
 		})
 	}
 	slices.SortFunc(out, func(a, b httplimit.RuleStats) int { return cmp.Compare(a.Name, b.Name) })

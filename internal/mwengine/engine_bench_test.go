@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/shardlimit/shardlimit"
 	"github.com/shardlimit/shardlimit/httplimit"
 )
 
@@ -34,12 +35,34 @@ func BenchmarkDecide(b *testing.B) {
 		}
 		e.PutScratch(sc)
 	}
+	// The same rules on limiters a NewLimiter builds (shardlimit's own):
+	// each key passed to them starts with the rule's namespace.
+	ens, err := New(httplimit.Options{Rules: rules, NewLimiter: func(_ string, cfg shardlimit.Config) (shardlimit.Limiter, error) {
+		return shardlimit.New(cfg)
+	}}, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ens.Close() })
 	now := e.Clock().Now()
 	b.Run("serial", func(b *testing.B) {
 		q := Request[string]{Method: "GET", Path: "/x", Client: netip.MustParseAddr("192.0.2.1"), Now: now, Cost: 1}
 		b.ReportAllocs()
 		for b.Loop() {
 			decide(&q)
+		}
+	})
+	b.Run("namespaced", func(b *testing.B) {
+		q := Request[string]{Method: "GET", Path: "/x", Client: netip.MustParseAddr("192.0.2.1"), Now: now, Cost: 1}
+		b.ReportAllocs()
+		for b.Loop() {
+			sc := ens.GetScratch()
+			var o Outcome
+			Decide(ens, sc, &q, &o)
+			if o.Action != httplimit.ActionAllow {
+				b.Fatalf("action %v", o.Action)
+			}
+			ens.PutScratch(sc)
 		}
 	})
 	b.Run("two-limits", func(b *testing.B) {

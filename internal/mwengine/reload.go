@@ -39,8 +39,9 @@ func (id limiterID) rates() int {
 type limiter struct {
 	id        limiterID
 	lim       shardlimit.Limiter
+	ns        string            // the namespace of every key passed to lim: httplimit.KeyNamespace(id.name), "" if the engine built lim
 	def       limits            // the default limits applied
-	overrides map[string]limits // the per-key limits applied, by key
+	overrides map[string]limits // the per-key limits applied, by client key (without ns)
 
 	// Requests of the rule not decided, by cause (httplimit.ErrorCounts,
 	// RuleStats.BadCost and NoIdentity); never touched by a decision that
@@ -87,7 +88,7 @@ func (l *limiter) apply(def limits, want map[string]limits) []error {
 		if _, keep := want[key]; keep {
 			continue
 		}
-		if err := l.lim.ClearLimit(key); err != nil {
+		if err := l.lim.ClearLimit(l.ns + key); err != nil {
 			errs = append(errs, fmt.Errorf("rule %q: override: %w", l.id.name, err))
 			continue
 		}
@@ -99,9 +100,9 @@ func (l *limiter) apply(def limits, want map[string]limits) []error {
 		}
 		var err error
 		if n == 1 {
-			err = l.lim.SetLimit(key, lim[0])
+			err = l.lim.SetLimit(l.ns+key, lim[0])
 		} else {
-			err = l.lim.SetLimits(key, lim[:n]...)
+			err = l.lim.SetLimits(l.ns+key, lim[:n]...)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("rule %q: override: %w", l.id.name, err))
@@ -210,6 +211,9 @@ func (p *reload) addRules(tierName string, rules []httplimit.Rule) error {
 				return fmt.Errorf("rule %q: %w", ru.Name, err)
 			}
 			nr.l = &limiter{id: id, lim: lim, def: nr.defaults(), overrides: map[string]limits{}}
+			if p.e.newLimiter != nil {
+				nr.l.ns = httplimit.KeyNamespace(ru.Name)
+			}
 			p.created = append(p.created, nr.l)
 		}
 		p.used[id] = true

@@ -44,7 +44,7 @@ func statsEngine(t *testing.T) *Engine {
 		NewLimiter: func(rule string, cfg shardlimit.Config) (shardlimit.Limiter, error) {
 			l, err := shardlimit.New(cfg)
 			if rule == "x" && err == nil {
-				return failingLimiter{l, "ip:192.0.2.99"}, nil
+				return failingLimiter{l, httplimit.KeyNamespace(rule) + "ip:192.0.2.99"}, nil
 			}
 			return l, err
 		},
@@ -104,6 +104,10 @@ func TestRuleStats(t *testing.T) {
 			t.Errorf("rule %s: no limiter", g.Name)
 		}
 		g.Limiter, w.Limiter = nil, nil
+		if want := httplimit.KeyNamespace(g.Name); g.KeyPrefix != want {
+			t.Errorf("rule %s: KeyPrefix %q, want %q", g.Name, g.KeyPrefix, want)
+		}
+		g.KeyPrefix = ""
 		if fmt.Sprintf("%+v", g) != fmt.Sprintf("%+v", w) {
 			t.Errorf("rule %d:\n got %+v\nwant %+v", i, g, w)
 		}
