@@ -2,7 +2,6 @@ package shardlimit
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/shardlimit/shardlimit/internal/core"
@@ -35,33 +34,33 @@ var (
 const (
 	// MaxLimit is the largest limit (requests or cost units per window),
 	// 1,073,741,823.
-	MaxLimit = 1<<30 - 1
+	MaxLimit = core.MaxLimit
 	// MaxSlidingLogLimit is the largest limit of a SlidingLog key: its ring
 	// buffer holds one 4-byte timestamp per admitted unit, 64 MiB at most.
-	MaxSlidingLogLimit = 1 << 24
+	MaxSlidingLogLimit = core.MaxSlidingLogLimit
 	// MaxWindow is the longest window: ten years of 365 days.
-	MaxWindow = 10 * 365 * 24 * time.Hour
+	MaxWindow = core.MaxWindow
 	// MaxKeyBytesLimit is the largest value Config.MaxKeyBytes accepts, in
 	// bytes: 65,535.
-	MaxKeyBytesLimit = 1<<16 - 1
+	MaxKeyBytesLimit = core.MaxKeyBytesLimit
 	// MinJanitorInterval is the shortest Config.JanitorInterval: each
 	// sweep visits every key, so a shorter one would keep a processor busy.
-	MinJanitorInterval = time.Millisecond
+	MinJanitorInterval = core.MinJanitorInterval
 	// MaxShards is the largest Config.Shards, 65,536 (a shard count is a
 	// power of two).
-	MaxShards = 1 << 16
+	MaxShards = core.MaxShards
 	// MaxBuckets is the largest Config.Buckets of a sliding window
 	// counter, 65,536.
-	MaxBuckets = 1 << 16
+	MaxBuckets = core.MaxBuckets
 	// MaxRates is the most rates (limit and window pairs) one limiter
 	// holds per key (Config.Rates).
-	MaxRates = 4
+	MaxRates = core.MaxRates
 )
 
 // Never is Result.RetryAfter when no wait can make the request succeed: the
 // key's limit is 0 (a ban) or the cost n exceeds the limit. HTTP middleware
 // omits Retry-After for it.
-const Never = time.Duration(math.MaxInt64)
+const Never = core.Never
 
 // Algorithm names one of the four rate-limiting algorithms. Its zero value is
 // not a valid algorithm: New requires Config.Algorithm to be set.
@@ -105,12 +104,7 @@ func (a Algorithm) MarshalText() ([]byte, error) { return core.Algorithm(a).Mars
 
 // UnmarshalText implements encoding.TextUnmarshaler with ParseAlgorithm.
 func (a *Algorithm) UnmarshalText(b []byte) error {
-	v, err := ParseAlgorithm(string(b))
-	if err != nil {
-		return err
-	}
-	*a = v
-	return nil
+	return (*core.Algorithm)(a).UnmarshalText(b)
 }
 
 // FullPolicy says what a limiter does with a new key when it already holds

@@ -29,13 +29,7 @@ type fixedWindow struct {
 //
 // It returns an error wrapping ErrInvalidConfig if cfg is invalid. The
 // limiter is safe for concurrent use; Close ends its sweeps by the janitor.
-func NewFixedWindow(cfg Config) (Limiter, error) {
-	l := &FixedLimiter{}
-	if err := l.Init(cfg); err != nil {
-		return nil, err
-	}
-	return l, nil
-}
+func NewFixedWindow(cfg Config) (Limiter, error) { return build[FixedLimiter](cfg) }
 
 // FixedLimiter is the fixed window's Limiter.
 type FixedLimiter struct{ limiter[fixedRec] }

@@ -38,13 +38,7 @@ const maxDebt = 2 * int64(MaxWindow)
 //
 // It returns an error wrapping ErrInvalidConfig if cfg is invalid. The
 // limiter is safe for concurrent use; Close ends its sweeps by the janitor.
-func NewGCRA(cfg Config) (Limiter, error) {
-	l := &GCRALimiter{}
-	if err := l.Init(cfg); err != nil {
-		return nil, err
-	}
-	return l, nil
-}
+func NewGCRA(cfg Config) (Limiter, error) { return build[GCRALimiter](cfg) }
 
 // GCRALimiter is GCRA's Limiter.
 type GCRALimiter struct{ limiter[gcraRec] }

@@ -11,56 +11,34 @@ import (
 	"time"
 )
 
-// Sentinel errors. Every error returned by this package wraps one of them, so
-// callers test with errors.Is.
+// Sentinel errors, exported and documented by package shardlimit under
+// the same names (the same values, so errors.Is finds them either way).
 var (
-	// ErrInvalidConfig reports a Config field out of range, a limit below 0
-	// or above MaxLimit, or a window out of [1ns, MaxWindow].
 	ErrInvalidConfig = errors.New("shardlimit: invalid config")
-	// ErrInvalidCost reports a negative cost n.
-	ErrInvalidCost = errors.New("shardlimit: invalid cost")
-	// ErrInvalidKey reports an empty key or one longer than Config.MaxKeyBytes.
-	ErrInvalidKey = errors.New("shardlimit: invalid key")
-	// ErrTooManyKeys reports that a new key could not be stored because the
-	// table holds Config.MaxKeys keys and none could be evicted under the
-	// configured FullPolicy.
-	ErrTooManyKeys = errors.New("shardlimit: too many keys")
-	// ErrClosed reports a call on a limiter after Close.
-	ErrClosed = errors.New("shardlimit: limiter closed")
-	// ErrInvalidTime reports an instant before the Unix epoch (the zero
-	// time.Time included) or after the year 2222.
-	ErrInvalidTime = errors.New("shardlimit: invalid time")
+	ErrInvalidCost   = errors.New("shardlimit: invalid cost")
+	ErrInvalidKey    = errors.New("shardlimit: invalid key")
+	ErrTooManyKeys   = errors.New("shardlimit: too many keys")
+	ErrClosed        = errors.New("shardlimit: limiter closed")
+	ErrInvalidTime   = errors.New("shardlimit: invalid time")
 )
 
-// Limits of the configuration. They keep every product of a limit, a cost and
-// a window in nanoseconds inside 128-bit intermediates and every instant
-// inside int64 nanoseconds.
+// Limits of the configuration, documented where package shardlimit
+// exports them under the same names. They keep every product of a limit,
+// a cost and a window in nanoseconds inside 128-bit intermediates and every
+// instant inside int64 nanoseconds.
 const (
-	// MaxLimit is the largest limit (requests or cost units per window),
-	// 1,073,741,823.
-	MaxLimit = 1<<30 - 1
-	// MaxSlidingLogLimit is the largest limit of a SlidingLog key: its ring
-	// buffer holds one 4-byte timestamp per admitted unit, 64 MiB at most.
-	MaxSlidingLogLimit = 1 << 24
-	// MaxWindow is the longest window: ten years of 365 days.
-	MaxWindow = 10 * 365 * 24 * time.Hour
-	// MaxKeyBytesLimit is the largest value Config.MaxKeyBytes accepts.
-	MaxKeyBytesLimit = 1<<16 - 1
-	// MinJanitorInterval is the shortest Config.JanitorInterval: each
-	// sweep visits every key, so a shorter one would keep a processor busy.
+	MaxLimit           = 1<<30 - 1
+	MaxSlidingLogLimit = 1 << 24 // a ring of 4-byte stamps: 64 MiB at most
+	MaxWindow          = 10 * 365 * 24 * time.Hour
+	MaxKeyBytesLimit   = 1<<16 - 1
 	MinJanitorInterval = time.Millisecond
-	// MaxShards is the largest shard count.
-	MaxShards = 1 << 16
-	// MaxBuckets is the largest bucket count of a sliding window counter.
-	MaxBuckets = 1 << 16
-	// MaxRates is the most rates (limit and window pairs) one limiter
-	// holds per key (Config.Rates).
-	MaxRates = 4
+	MaxShards          = 1 << 16
+	MaxBuckets         = 1 << 16
+	MaxRates           = 4
 )
 
-// Never is Result.RetryAfter when no wait can make the request succeed: the
-// key's limit is 0 (a ban) or the cost n exceeds the limit. HTTP middleware
-// omits Retry-After for it.
+// Never is Result.RetryAfter when no wait can make the request succeed
+// (package shardlimit's Never).
 const Never = time.Duration(math.MaxInt64)
 
 // Algorithm names one of the four rate-limiting algorithms, as package
@@ -378,4 +356,18 @@ func New(cfg Config) (Limiter, error) {
 		return NewGCRA(cfg)
 	}
 	return nil, fmt.Errorf("%w: unknown algorithm %d", ErrInvalidConfig, int(cfg.Algorithm))
+}
+
+// build returns a new limiter of type L, set up by its Init (whose errors
+// it returns).
+func build[L any, P interface {
+	*L
+	Limiter
+	Init(cfg Config) error
+}](cfg Config) (Limiter, error) {
+	l := P(new(L))
+	if err := l.Init(cfg); err != nil {
+		return nil, err
+	}
+	return l, nil
 }

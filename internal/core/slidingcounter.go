@@ -56,13 +56,7 @@ type slidingCounter struct {
 // It returns an error wrapping ErrInvalidConfig if cfg is invalid (each
 // window must be a multiple of Buckets nanoseconds). The limiter is safe
 // for concurrent use; Close ends its sweeps by the janitor.
-func NewSlidingCounter(cfg Config) (Limiter, error) {
-	l := &CounterLimiter{}
-	if err := l.Init(cfg); err != nil {
-		return nil, err
-	}
-	return l, nil
-}
+func NewSlidingCounter(cfg Config) (Limiter, error) { return build[CounterLimiter](cfg) }
 
 // Init sets up l, whose zero value it requires, as NewSlidingCounter(cfg)
 // would, and returns NewSlidingCounter's errors.

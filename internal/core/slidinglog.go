@@ -58,13 +58,7 @@ type slidingLog struct {
 // It returns an error wrapping ErrInvalidConfig if cfg is invalid (each
 // limit may be at most MaxSlidingLogLimit). The limiter is safe for
 // concurrent use; Close ends its sweeps by the janitor.
-func NewSlidingLog(cfg Config) (Limiter, error) {
-	l := &LogLimiter{}
-	if err := l.Init(cfg); err != nil {
-		return nil, err
-	}
-	return l, nil
-}
+func NewSlidingLog(cfg Config) (Limiter, error) { return build[LogLimiter](cfg) }
 
 // Init sets up l, whose zero value it requires, as NewSlidingLog(cfg)
 // would, and returns NewSlidingLog's errors.
