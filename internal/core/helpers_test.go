@@ -148,3 +148,28 @@ func wantErr(t *testing.T, err, target error) {
 }
 
 var allAlgorithms = []Algorithm{FixedWindow, SlidingLog, SlidingCounter, GCRA}
+
+// keyShard returns the index of key's shard in l and whether key is
+// stored.
+func keyShard(l Limiter, key string) (int, bool) {
+	switch l := l.(type) {
+	case *FixedLimiter:
+		return lookupKey(&l.tab, key)
+	case *LogLimiter:
+		return lookupKey(&l.tab, key)
+	case *CounterLimiter:
+		return lookupKey(&l.tab, key)
+	case *GCRALimiter:
+		return lookupKey(&l.tab, key)
+	}
+	panic("no table")
+}
+
+func lookupKey[E any](tab *table[E], key string) (int, bool) {
+	h := tab.hash(key)
+	s := tab.shardFor(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := find(s, h, key)
+	return int(h & tab.mask), ok
+}

@@ -514,39 +514,3 @@ func TestStatsRingFullIsNotADenial(t *testing.T) {
 		t.Fatalf("stats %+v: want 1 allowed, no denial and 1 refused (the failure is an error)", st)
 	}
 }
-
-// TestSharedTablesMatchReferenceModels runs the reference models on
-// limiters built for package sync (every algorithm but GCRA), collected at
-// random and told the store holds what they sent: with no other node's
-// units they decide exactly as the local algorithms do, through refunds,
-// limit changes, stale instants and sweeps.
-func TestSharedTablesMatchReferenceModels(t *testing.T) {
-	for _, c := range modelConfigs {
-		if c.alg == GCRA {
-			continue
-		}
-		t.Run(configName(c.alg, c.windows), func(t *testing.T) {
-			for seed := range uint64(6) {
-				rng := rand.New(rand.NewPCG(seed, uint64(c.alg)+77))
-				h := newRatesHarness(t, c.alg, ratesOf(c.windows, func(int) int { return 1 + rng.IntN(8) }), c.buckets, c.asRates)
-				cfg := h.l.Config()
-				h.l.Close()
-				l, tab := newSharedT(t, cfg)
-				h.l = l
-				clock := int64(t0Unix) * 1e9
-				for range 1000 {
-					h.step(uint8(rng.Uint32()), uint8(rng.Uint32()), uint8(rng.IntN(24)|rng.IntN(4)<<6), uint8(rng.Uint32()), uint8(rng.Uint32()), &clock)
-					if rng.IntN(3) == 0 {
-						for _, f := range collectAll(tab) {
-							totals := make([]int64, len(f.Sent))
-							for i, s := range f.Sent {
-								totals[i] = int64(s)
-							}
-							tab.Apply(&f, totals)
-						}
-					}
-				}
-			}
-		})
-	}
-}
