@@ -209,26 +209,6 @@ func TestMaxKeysEvictLeastRecent(t *testing.T) {
 	}
 }
 
-func TestResetForgetsUsage(t *testing.T) {
-	for _, alg := range allAlgorithms {
-		l := mustNew(t, cfgFor(alg, 2, time.Minute, time.Second))
-		l.AllowN("a", at(0), 2)
-		l.SetLimit("b", 1)
-		l.AllowN("b", at(0), 1)
-		if err := l.Reset("a"); err != nil {
-			t.Fatal(err)
-		}
-		l.Reset("b")
-		l.Reset("missing")
-		if r := l.AllowN("a", at(1), 2); !r.Allowed {
-			t.Fatalf("%v: a after reset: %+v", alg, r)
-		}
-		if r := l.AllowN("b", at(1), 1); !r.Allowed || r.Limit != 1 {
-			t.Fatalf("%v: b after reset kept its own limit: %+v", alg, r)
-		}
-	}
-}
-
 // janitorJob returns the limiter's place in the sweeper's schedule, nil if
 // its janitor is disabled.
 func (l *limiter[E]) janitorJob() *janitorJob { return l.jan }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -265,131 +264,6 @@ func TestRatesSharedUnitsConserved(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestRatesBoolAndResultFormsLeaveTheSameState: AllowAt and AllowN(key,
-// now, 1) on two limiters fed the same calls, with limits of their own and
-// default limits changing and instants behind the keys' latest, leave the
-// same state after every call (records, side words, extra records, rings):
-// the denial paths (refunds, then the other rates decided without
-// consuming) of the two forms agree, local and shared.
-func TestRatesBoolAndResultFormsLeaveTheSameState(t *testing.T) {
-	for ci, c := range modelConfigs {
-		for _, shared := range []bool{false, true} {
-			if shared && c.alg == GCRA {
-				continue
-			}
-			t.Run(fmt.Sprint(configName(c.alg, c.windows), "/shared=", shared), func(t *testing.T) {
-				for seed := range uint64(3) {
-					rng := rand.New(rand.NewPCG(seed, uint64(ci)))
-					rates := ratesOf(c.windows, func(int) int { return 1 + rng.IntN(8) })
-					cfg := Config{Algorithm: c.alg, Rates: rates, Buckets: c.buckets, Shards: 2}
-					mk := func() Limiter {
-						var l Limiter
-						if shared {
-							l, _ = newSharedT(t, cfg)
-						} else {
-							l = mustNew(t, cfg)
-						}
-						seedTable(l, tableSeed)
-						return l
-					}
-					a, b := mk(), mk()
-					clock := at(0).UnixNano()
-					lims := func() []int {
-						out := make([]int, len(rates))
-						for i := range out {
-							out[i] = rng.IntN(9)
-						}
-						return out
-					}
-					for op := range 600 {
-						clock += rng.Int64N(int64(c.windows[0]) / 8)
-						now := clock
-						if rng.IntN(4) == 0 {
-							now -= rng.Int64N(int64(c.windows[0]))
-						}
-						key := string(rune('a' + rng.IntN(4)))
-						switch rng.IntN(12) {
-						case 0:
-							v := lims()
-							a.SetLimits(key, v...)
-							b.SetLimits(key, v...)
-						case 1:
-							v := lims()
-							a.SetDefaultLimits(v...)
-							b.SetDefaultLimits(v...)
-						case 2:
-							a.ClearLimit(key)
-							b.ClearLimit(key)
-						default:
-							x, y := a.AllowAt(key, time.Unix(0, now)), b.AllowN(key, time.Unix(0, now), 1)
-							if x != y.Allowed {
-								t.Fatalf("seed %d op %d: AllowAt %v, AllowN %+v", seed, op, x, y)
-							}
-						}
-						if err := sameState(a, b); err != "" {
-							t.Fatalf("seed %d op %d: %s", seed, op, err)
-						}
-					}
-				}
-			})
-		}
-	}
-}
-
-// seedTable gives l's table the hash seed seed.
-func seedTable(l Limiter, seed uint64) {
-	switch l := l.(type) {
-	case *FixedLimiter:
-		setTableSeed(&l.tab, seed)
-	case *LogLimiter:
-		setTableSeed(&l.tab, seed)
-	case *CounterLimiter:
-		setTableSeed(&l.tab, seed)
-	case *GCRALimiter:
-		setTableSeed(&l.tab, seed)
-	}
-}
-
-// sameState reports how the tables of two limiters of one algorithm differ
-// ("" if they do not), see sameTables.
-func sameState(a, b Limiter) string {
-	switch a := a.(type) {
-	case *FixedLimiter:
-		return sameTables(&a.tab, &b.(*FixedLimiter).tab)
-	case *LogLimiter:
-		return sameTables(&a.tab, &b.(*LogLimiter).tab)
-	case *CounterLimiter:
-		return sameTables(&a.tab, &b.(*CounterLimiter).tab)
-	case *GCRALimiter:
-		return sameTables(&a.tab, &b.(*GCRALimiter).tab)
-	}
-	panic("no table")
-}
-
-// sameTables reports how the state of two tables differs ("" if it does
-// not): positions, side words, extra records, rings, floors, dropped
-// units.
-func sameTables[E comparable](a, b *table[E]) string {
-	for i := range a.shards {
-		x, y := &a.shards[i], &b.shards[i]
-		switch {
-		case !slices.Equal(x.recs, y.recs):
-			return "records differ"
-		case !slices.Equal(x.side, y.side):
-			return "side words differ"
-		case !slices.Equal(x.extra, y.extra):
-			return "extra records differ"
-		case !slices.EqualFunc(x.rings.pages, y.rings.pages, slices.Equal):
-			return "rings differ"
-		case x.floor != y.floor:
-			return "floors differ"
-		case x.syncDropped.Load() != y.syncDropped.Load():
-			return "dropped units differ"
-		}
-	}
-	return ""
 }
 
 // TestRatesBigLimitsMatchModels runs keys of three rates with limits near

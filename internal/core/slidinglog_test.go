@@ -129,3 +129,54 @@ func TestSlidingLogRetryAfterBehindTheLatest(t *testing.T) {
 		t.Fatalf("denied RetryAfter %v later: %+v", r.RetryAfter, p)
 	}
 }
+
+// TestSlidingLogDecidesEveryRate: step tables of two and three rates against
+// hand-computed values: all or nothing, the binding rate's numbers, and
+// RetryAfter the first instant every rate admits (see runRateSteps).
+func TestSlidingLogDecidesEveryRate(t *testing.T) {
+	l := mustNew(t, Config{Algorithm: SlidingLog, Rates: twoRates})
+	runRateSteps(t, l, "k", []rstep{
+		{0, 1, true, 2, 3, w1s, 0},
+		{0.1, 1, true, 1, 3, w1s, 0},
+		{0.2, 1, true, 0, 3, w1s, 0},
+		{0.3, 1, false, 0, 3, w1s, ms(700)}, // the unit of 0 s expires at 1 s
+		{1, 1, true, 0, 3, w1s, 0},          // the minute: 6 left
+		{1.05, 1, false, 0, 3, w1s, ms(50)},
+		{1.1, 2, false, 1, 3, w1s, ms(100)}, // the unit of 0.2 s must expire too
+		{1.2, 2, true, 0, 3, w1s, 0},        // the minute: 4 left
+		{2.2, 3, true, 0, 3, w1s, 0},        // the units of 1.2 s expired at 2.2 s; the minute: 1 left
+		// The second admits 2, the minute has 1 left: the unit of 0 s
+		// must expire, at 60 s.
+		{3.5, 2, false, 1, 10, w1m, ms(56500)},
+		{3.5, 1, true, 0, 10, w1m, 0},
+		{4, 1, false, 0, 10, w1m, 56 * time.Second},
+		{60, 1, true, 0, 10, w1m, 0}, // the unit of 0 s expired
+		{60.05, 1, false, 0, 10, w1m, ms(50)},
+		{60.1, 2, false, 1, 10, w1m, ms(100)},
+		{60.2, 2, true, 0, 10, w1m, 0},        // both at 0: the minute binds
+		{60.3, 1, false, 0, 10, w1m, ms(700)}, // both deny until 61 s
+		{61, 1, true, 0, 10, w1m, 0},
+		{61, 4, false, 0, 10, w1m, Never},
+	})
+
+	l = mustNew(t, Config{Algorithm: SlidingLog, Rates: threeRates})
+	runRateSteps(t, l, "k", []rstep{
+		{0, 1, true, 1, 2, w100ms, 0},
+		{0, 1, true, 0, 2, w100ms, 0},
+		{0.05, 1, false, 0, 2, w100ms, ms(50)},
+		{0.1, 2, true, 0, 2, w100ms, 0},
+		{0.2, 2, false, 1, 5, w1s, ms(800)},
+		{0.2, 3, false, 1, 5, w1s, Never},
+		{0.2, 1, true, 0, 5, w1s, 0},
+		{1, 2, true, 0, 5, w1s, 0},             // 100 ms and second at 0: the second binds
+		{1.1, 2, false, 1, 8, w10s, ms(8900)},  // the 10 s binds
+		{1.1, 1, true, 0, 8, w10s, 0},          //
+		{1.15, 1, false, 0, 8, w10s, ms(8850)}, // only the 10 s denies
+		{10, 2, true, 0, 8, w10s, 0},           // the units of 0 s expired
+		{10.05, 1, false, 0, 8, w10s, ms(50)},  // 100 ms and 10 s both deny until 10.1 s
+		{10.1, 1, true, 1, 8, w10s, 0},         // 100 ms and 10 s both at 1: the 10 s binds
+		// Stale: decided at 10.1 s, durations from 5 s.
+		{5, 2, false, 1, 8, w10s, ms(5200)},
+		{10.2, 1, true, 1, 8, w10s, 0},
+	})
+}

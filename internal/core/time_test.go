@@ -184,28 +184,43 @@ var stalePatterns = []stalePattern{
 		}
 		return 0
 	}, true},
+	{"sawtooth of ever earlier instants", func(i int, _ *rand.Rand) time.Duration {
+		return time.Duration(i%40) * 100 * time.Millisecond
+	}, false},
+	{"every other call 30 s early", func(i int, _ *rand.Rand) time.Duration {
+		return time.Duration(i%2) * 30 * time.Second
+	}, false},
 }
 
-// TestTimeRuleStalePatterns runs every pattern on every algorithm, limit
-// 100 per minute: each decides exactly as the sequence raised to its
-// running maximum, and the promise holds on that timeline. It logs, for
-// the report, the most admitted in one minute of true time.
+// TestTimeRuleStalePatterns runs every pattern on every algorithm, with
+// 100 per minute alone and with 5 per second beside it: each decides
+// exactly as the sequence raised to its running maximum, and on that
+// timeline every rate keeps its algorithm's promise (checkAdmissions). It
+// logs, for the report, the most admitted in one minute of true time.
 func TestTimeRuleStalePatterns(t *testing.T) {
-	for _, p := range stalePatterns {
-		for _, alg := range allAlgorithms {
-			t.Run(p.name+"/"+alg.String(), func(t *testing.T) {
-				rng := rand.New(rand.NewPCG(1, uint64(alg)))
-				var calls []timedCall
-				for i := range 20 * 300 {
-					trueNow := at(float64(i) / 20)
-					now := trueNow.Add(-p.skew(i, rng)).Truncate(time.Microsecond)
-					calls = append(calls, timedCall{key: "k", now: now, true: trueNow, peek: i%7 == 3})
-				}
-				cfg := cfgFor(alg, 100, time.Minute, 6*time.Second)
-				decided, trueAt := clampedRun(t, cfg, calls)
-				checkPromise(t, cfg, decided)
-				t.Logf("most admitted in one minute of true time: %d (limit 100)", maxInAnyWindow(trueAt["k"], time.Minute))
-			})
+	for _, rates := range [][]Rate{{{100, time.Minute}}, {{100, time.Minute}, {5, time.Second}}} {
+		for _, p := range stalePatterns {
+			for _, alg := range allAlgorithms {
+				t.Run(fmt.Sprint(len(rates), "_rates/", p.name, "/", alg), func(t *testing.T) {
+					rng := rand.New(rand.NewPCG(1, uint64(alg)))
+					var calls []timedCall
+					for i := range 20 * 300 {
+						trueNow := at(float64(i) / 20)
+						now := trueNow.Add(-p.skew(i, rng)).Truncate(time.Microsecond)
+						calls = append(calls, timedCall{key: "k", now: now, true: trueNow, peek: i%7 == 3})
+					}
+					decided, trueAt := clampedRun(t, rateCfg(alg, rates), calls)
+					var as []admission
+					for _, x := range decided["k"] {
+						as = append(as, admission{"k", x.UnixNano(), 1})
+					}
+					if len(as) < 100 {
+						t.Fatalf("%d admitted", len(as))
+					}
+					checkAdmissions(t, alg, rates, 10, as, func(k int) int { return rates[k].Limit })
+					t.Logf("most admitted in one minute of true time: %d (limit 100)", maxInAnyWindow(trueAt["k"], time.Minute))
+				})
+			}
 		}
 	}
 }
