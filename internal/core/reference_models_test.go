@@ -1,7 +1,10 @@
 package core
 
 import (
+	"fmt"
 	"math/big"
+	"math/rand/v2"
+	"testing"
 	"time"
 )
 
@@ -314,4 +317,63 @@ func ratesOf(windows []time.Duration, lim func(k int) int) []Rate {
 		rates[k] = Rate{lim(k), w}
 	}
 	return rates
+}
+
+// TestBigLimitsMatchReferenceModels runs keys of one rate and of three with limits near
+// MaxLimit (MaxSlidingLogLimit for the log) over windows the limits do not
+// divide, costs up to half of MaxLimit, limits changing to any value (GCRA
+// re-encoding debts of a billion units, then refunding them), against the
+// reference models: no count or remainder overflows or borrows wrongly.
+func TestBigLimitsMatchReferenceModels(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		for _, nrates := range []int{1, 3} {
+			t.Run(fmt.Sprint(alg, "/", nrates, "_rates"), func(t *testing.T) {
+				rates := []Rate{{1_000_000_007, 7 * time.Second}, {999_999_937, 13 * time.Second}, {MaxLimit, 3 * time.Second}}
+				buckets := 0
+				switch alg {
+				case SlidingLog:
+					rates = []Rate{{MaxSlidingLogLimit - 7, 7 * time.Second}, {MaxSlidingLogLimit - 77, 13 * time.Second}, {MaxSlidingLogLimit, 3 * time.Second}}
+				case SlidingCounter:
+					buckets = 13
+					for i := range rates {
+						rates[i].Window *= 13
+					}
+				}
+				for seed := range uint64(10) {
+					rng := rand.New(rand.NewPCG(seed, uint64(alg)))
+					h := newRatesHarness(t, alg, rates[:nrates], buckets, false)
+					clock := int64(t0Unix)*1e9 + rng.Int64N(1e9)
+					for range 300 {
+						clock += rng.Int64N(int64(2 * time.Second))
+						now := clock
+						if rng.IntN(4) == 0 {
+							now -= rng.Int64N(int64(5 * time.Second))
+						}
+						now = now / h.unit * h.unit // the models keep exact stamps
+						n := rng.IntN(MaxLimit/2) + rng.IntN(3)
+						if alg == SlidingLog {
+							n = rng.IntN(3) // one stamp per unit
+						}
+						key := string(rune('a' + rng.IntN(2)))
+						switch rng.IntN(8) {
+						case 0:
+							h.allow(key, now, n, false)
+						case 1:
+							if alg == SlidingLog {
+								continue
+							}
+							lims := []int{rng.IntN(MaxLimit + 1), rng.IntN(MaxLimit + 1), 1 + rng.IntN(MaxLimit)}[:nrates]
+							if rng.IntN(2) == 0 {
+								h.setDefaults(lims)
+							} else {
+								h.setLimits(key, lims)
+							}
+						default:
+							h.allow(key, now, n, true)
+						}
+					}
+				}
+			})
+		}
+	}
 }

@@ -1,7 +1,6 @@
 package core
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -10,11 +9,13 @@ import (
 	"time"
 )
 
-// Tests of the refunds of a decision of several rates (decideRates): a
-// rate that denies a request makes the rates decided before it give their
-// units back, locally and in the sync state of a shared key.
+// Tests of the units of shared keys, with one rate and several: each
+// rate's deltas are exactly the units admitted, and no unit is lost or
+// counted twice, through refunds (a rate that denies a request makes the
+// rates decided before it give their units back), evictions, limit
+// changes and the reconciler's collections.
 
-// sharedRateConfigs are the shared limiters the refund tests run: each
+// sharedRateConfigs are the shared limiters these tests run: each
 // algorithm that can be shared, with several rates (in no window order)
 // and with one.
 var sharedRateConfigs = []struct {
@@ -32,14 +33,14 @@ var sharedRateConfigs = []struct {
 	{SlidingLog, []Rate{{6, time.Second}}},
 }
 
-// TestRatesSharedDeltasMatchAdmitted: a shared key of several rates,
+// TestSharedDeltasMatchAdmitted: a shared key of several rates,
 // decided with costs up to a rate's limit and past it (so rates deny after
 // others admitted, and give their units back), with instants behind the
 // key's latest, limits of its own and default limits changing, peeks and
 // other nodes' units: collected after every call, each rate's deltas, by
 // bucket, are exactly the units admitted at the instants decided at, and
 // no unit is dropped.
-func TestRatesSharedDeltasMatchAdmitted(t *testing.T) {
+func TestSharedDeltasMatchAdmitted(t *testing.T) {
 	for ci, c := range sharedRateConfigs {
 		t.Run(fmt.Sprint(c.alg, c.rates), func(t *testing.T) {
 			for seed := range uint64(20) {
@@ -133,7 +134,7 @@ func TestRatesSharedDeltasMatchAdmitted(t *testing.T) {
 	}
 }
 
-// TestRatesSharedUnitsConserved: every unit a shared key of several rates
+// TestSharedUnitsConserved: every unit a shared key of several rates
 // admits is, for each rate, sent (collected and not restored) or counted
 // dropped, exactly once, while a full table evicts keys to make room
 // (short keys and long ones, in one shard of long probe runs or two small
@@ -141,7 +142,7 @@ func TestRatesSharedDeltasMatchAdmitted(t *testing.T) {
 // other rates admitted, and a reconciler collects, applies totals and
 // restores failed flushes: in turn, and with three deciding goroutines
 // beside the reconciler (run it under -race).
-func TestRatesSharedUnitsConserved(t *testing.T) {
+func TestSharedUnitsConserved(t *testing.T) {
 	for ci, c := range sharedRateConfigs {
 		t.Run(fmt.Sprint(c.alg, c.rates), func(t *testing.T) {
 			for _, concurrent := range []bool{false, true} {
@@ -263,128 +264,5 @@ func TestRatesSharedUnitsConserved(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestRatesBigLimitsMatchModels runs keys of three rates with limits near
-// MaxLimit (MaxSlidingLogLimit for the log) over windows the limits do not
-// divide, costs up to half of MaxLimit, limits changing to any value (GCRA
-// re-encoding debts of a billion units, then refunding them), against the
-// reference models: no count or remainder overflows or borrows wrongly.
-func TestRatesBigLimitsMatchModels(t *testing.T) {
-	for _, alg := range allAlgorithms {
-		t.Run(alg.String(), func(t *testing.T) {
-			rates := []Rate{{1_000_000_007, 7 * time.Second}, {999_999_937, 13 * time.Second}, {MaxLimit, 3 * time.Second}}
-			buckets := 0
-			switch alg {
-			case SlidingLog:
-				rates = []Rate{{MaxSlidingLogLimit - 7, 7 * time.Second}, {MaxSlidingLogLimit - 77, 13 * time.Second}, {MaxSlidingLogLimit, 3 * time.Second}}
-			case SlidingCounter:
-				buckets = 13
-				for i := range rates {
-					rates[i].Window *= 13
-				}
-			}
-			for seed := range uint64(10) {
-				rng := rand.New(rand.NewPCG(seed, uint64(alg)))
-				h := newRatesHarness(t, alg, rates, buckets, false)
-				clock := int64(t0Unix)*1e9 + rng.Int64N(1e9)
-				for range 300 {
-					clock += rng.Int64N(int64(2 * time.Second))
-					now := clock
-					if rng.IntN(4) == 0 {
-						now -= rng.Int64N(int64(5 * time.Second))
-					}
-					now = now / h.unit * h.unit // the models keep exact stamps
-					n := rng.IntN(MaxLimit/2) + rng.IntN(3)
-					if alg == SlidingLog {
-						n = rng.IntN(3) // one stamp per unit
-					}
-					key := string(rune('a' + rng.IntN(2)))
-					switch rng.IntN(8) {
-					case 0:
-						h.allow(key, now, n, false)
-					case 1:
-						if alg == SlidingLog {
-							continue
-						}
-						lims := []int{rng.IntN(MaxLimit + 1), rng.IntN(MaxLimit + 1), 1 + rng.IntN(MaxLimit)}
-						if rng.IntN(2) == 0 {
-							h.setDefaults(lims)
-						} else {
-							h.setLimits(key, lims)
-						}
-					default:
-						h.allow(key, now, n, true)
-					}
-				}
-			}
-		})
-	}
-}
-
-// TestRatesSlidingLogRetryOffGrid: a sliding log of several rates keeps
-// one ring at the longest window's resolution (100 ns for a minute, 10 µs
-// for an hour, 1 ms for a day); at instants off that grid, a denied
-// request fits exactly at now+RetryAfter and not a nanosecond sooner,
-// whichever rate binds.
-func TestRatesSlidingLogRetryOffGrid(t *testing.T) {
-	for ci, rates := range [][]Rate{
-		{{5, time.Hour}},
-		{{5, time.Hour}, {3, time.Minute}},
-		{{4, time.Minute}, {2, 7 * time.Second}, {3, 13 * time.Second}},
-		{{6, 24 * time.Hour}, {3, time.Hour}},
-	} {
-		denied := 0
-		for seed := range uint64(10) {
-			rng := rand.New(rand.NewPCG(seed, uint64(ci)))
-			l := mustNew(t, Config{Algorithm: SlidingLog, Rates: rates})
-			shortest := rates[0].Window
-			for _, r := range rates {
-				shortest = min(shortest, r.Window)
-			}
-			now := at(0).Add(time.Duration(rng.Int64N(1e9)))
-			for range 400 {
-				now = now.Add(time.Duration(rng.Int64N(int64(shortest) / 3)))
-				n := 1 + rng.IntN(2)
-				r := l.AllowN("k", now, n)
-				if r.Allowed || r.RetryAfter == Never {
-					continue
-				}
-				denied++
-				fit := now.Add(r.RetryAfter)
-				if p := l.Peek("k", fit, n); !p.Allowed {
-					t.Fatalf("%v seed %d: denied at now+RetryAfter (%v): %+v", rates, seed, r.RetryAfter, p)
-				}
-				if l.Peek("k", fit.Add(-1), n).Allowed {
-					t.Fatalf("%v seed %d: admitted a nanosecond before now+RetryAfter (%v)", rates, seed, r.RetryAfter)
-				}
-			}
-		}
-		if denied < 100 {
-			t.Fatalf("%v: only %d denials", rates, denied)
-		}
-	}
-}
-
-// TestStatsRingFullIsNotADenial: a sliding log key whose ring cannot grow
-// (the shard's ring memory is exhausted) fails its decision with
-// ErrTooManyKeys. Stats.Denied counts "decisions that denied a positive
-// cost (errors excluded)", so the failure is not a denial: it is refused.
-func TestStatsRingFullIsNotADenial(t *testing.T) {
-	l := mustNew(t, Config{Algorithm: SlidingLog, Limit: 100, Window: 10 * time.Second, Shards: 1})
-	if !l.AllowN("k", at(0.5), 1).Allowed {
-		t.Fatal("the first unit was denied")
-	}
-	s := &l.(*LogLimiter).tab.shards[0]
-	s.mu.Lock()
-	s.rings.pages = append(s.rings.pages, make([][]uint32, maxRingPages-len(s.rings.pages))...)
-	s.rings.cur = -1 // no page may be added: the ring of 4 cannot grow to 8
-	s.mu.Unlock()
-	if r := l.AllowN("k", at(0.5), 5); !errors.Is(r.Err, ErrTooManyKeys) {
-		t.Fatalf("a ring that cannot grow: %+v", r)
-	}
-	if st := l.Stats(); st.Allowed != 1 || st.Denied != 0 || st.Refused != 1 {
-		t.Fatalf("stats %+v: want 1 allowed, no denial and 1 refused (the failure is an error)", st)
 	}
 }
