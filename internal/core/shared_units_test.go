@@ -66,15 +66,7 @@ func TestSharedDeltasMatchAdmitted(t *testing.T) {
 					n := rng.IntN(10)
 					switch rng.IntN(10) {
 					case 0:
-						lims := make([]int, len(c.rates))
-						for i := range lims {
-							lims[i] = rng.IntN(9)
-						}
-						if rng.IntN(2) == 0 {
-							l.SetDefaultLimits(lims...)
-						} else {
-							l.SetLimits(key, lims...)
-						}
+						changeLimits(l, key, len(c.rates), rng)
 					case 1:
 						l.Peek(key, time.Unix(0, now), n)
 					case 2:
@@ -171,15 +163,7 @@ func TestSharedUnitsConserved(t *testing.T) {
 							n := rng.IntN(8)
 							switch rng.IntN(20) {
 							case 0:
-								lims := make([]int, len(c.rates))
-								for i := range lims {
-									lims[i] = rng.IntN(9)
-								}
-								if rng.IntN(2) == 0 {
-									l.SetDefaultLimits(lims...)
-								} else {
-									l.SetLimits(key, lims...)
-								}
+								changeLimits(l, key, len(c.rates), rng)
 							case 1:
 								l.ClearLimit(key)
 							case 2:
@@ -264,5 +248,19 @@ func TestSharedUnitsConserved(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// changeLimits sets, at random, the default limits or key's own: one in
+// [0, 8] per rate of the limiter's nrates.
+func changeLimits(l Limiter, key string, nrates int, rng *rand.Rand) {
+	lims := make([]int, nrates)
+	for i := range lims {
+		lims[i] = rng.IntN(9)
+	}
+	if rng.IntN(2) == 0 {
+		l.SetDefaultLimits(lims...)
+	} else {
+		l.SetLimits(key, lims...)
 	}
 }

@@ -58,45 +58,35 @@ func modelTables(t *testing.T) []struct {
 	}
 	out := []entry{}
 	for _, alg := range allAlgorithms {
-		out = append(out, entry{alg.String() + "/3_rates", true, func(t *testing.T, seed uint64, mode int) {
-			switch l := mustNew(t, rates(alg)).(type) {
-			case *FixedLimiter:
-				runTableModel(t, &l.tab, seed, mode)
-			case *LogLimiter:
-				runTableModel(t, &l.tab, seed, mode)
-			case *CounterLimiter:
-				runTableModel(t, &l.tab, seed, mode)
-			case *GCRALimiter:
-				runTableModel(t, &l.tab, seed, mode)
-			}
-		}})
-		out = append(out, entry{alg.String(), alg == FixedWindow || alg == SlidingCounter, func(t *testing.T, seed uint64, mode int) {
-			switch l := mustNew(t, cfg(alg)).(type) {
-			case *FixedLimiter:
-				runTableModel(t, &l.tab, seed, mode)
-			case *LogLimiter:
-				runTableModel(t, &l.tab, seed, mode)
-			case *CounterLimiter:
-				runTableModel(t, &l.tab, seed, mode)
-			case *GCRALimiter:
-				runTableModel(t, &l.tab, seed, mode)
-			}
-		}})
+		out = append(out,
+			entry{alg.String() + "/3_rates", true, func(t *testing.T, seed uint64, mode int) {
+				runTableModelOf(t, mustNew(t, rates(alg)), seed, mode)
+			}},
+			entry{alg.String(), alg == FixedWindow || alg == SlidingCounter, func(t *testing.T, seed uint64, mode int) {
+				runTableModelOf(t, mustNew(t, cfg(alg)), seed, mode)
+			}})
 	}
 	for _, alg := range []Algorithm{FixedWindow, SlidingCounter, SlidingLog} {
 		out = append(out, entry{"shared-" + alg.String(), alg == SlidingCounter, func(t *testing.T, seed uint64, mode int) {
 			l, _ := newSharedT(t, cfg(alg))
-			switch l := l.(type) {
-			case *FixedLimiter:
-				runTableModel(t, &l.tab, seed, mode)
-			case *CounterLimiter:
-				runTableModel(t, &l.tab, seed, mode)
-			case *LogLimiter:
-				runTableModel(t, &l.tab, seed, mode)
-			}
+			runTableModelOf(t, l, seed, mode)
 		}})
 	}
 	return out
+}
+
+// runTableModelOf runs the model test on l's table.
+func runTableModelOf(t *testing.T, l Limiter, seed uint64, mode int) {
+	switch l := l.(type) {
+	case *FixedLimiter:
+		runTableModel(t, &l.tab, seed, mode)
+	case *LogLimiter:
+		runTableModel(t, &l.tab, seed, mode)
+	case *CounterLimiter:
+		runTableModel(t, &l.tab, seed, mode)
+	case *GCRALimiter:
+		runTableModel(t, &l.tab, seed, mode)
+	}
 }
 
 // TestTableModel runs random inserts, finds, evictions (single and in runs
