@@ -62,13 +62,7 @@ const ms = time.Millisecond
 func runRateSteps(t *testing.T, cfg shardlimit.Config, steps []rstep) {
 	t.Helper()
 	e := replay(t, cfg)
-	cc := cfg
-	cc.JanitorInterval = -1
-	core, err := shardlimit.New(cc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer core.Close()
+	core := coreTwin(t, cfg)
 	c := sharedClient(t)
 	ctx := ctxT(t, 10*time.Second)
 	const key = "k"
@@ -199,13 +193,7 @@ func TestExactGCRADecidesEveryRate(t *testing.T) {
 func matchCore(t *testing.T, cfg shardlimit.Config, steps int, seed uint64) {
 	t.Helper()
 	e := replayNoExpiry(t, cfg)
-	cc := cfg
-	cc.JanitorInterval = -1
-	core, err := shardlimit.New(cc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer core.Close()
+	core := coreTwin(t, cfg)
 	rates := ratesOf(cfg)
 	short, long := rates[0].Window, rates[0].Window
 	lo, hi := rates[0].Limit, rates[0].Limit
@@ -441,13 +429,7 @@ func TestExactConcurrentBurstsDecideEveryRateAtomically(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := replayNoExpiry(t, cfg)
-			cc := cfg
-			cc.JanitorInterval = -1
-			core, err := shardlimit.New(cc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer core.Close()
+			core := coreTwin(t, cfg)
 			const goroutines, calls = 64, 5
 			total := 0
 			for burst := range 4 {
@@ -543,4 +525,17 @@ func TestExactClockStepBackKeepsEveryRate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// coreTwin returns the in-process limiter of cfg, without a janitor,
+// closed when the test ends: what Exact must decide alike.
+func coreTwin(t *testing.T, cfg shardlimit.Config) shardlimit.Limiter {
+	t.Helper()
+	cfg.JanitorInterval = -1
+	core, err := shardlimit.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { core.Close() })
+	return core
 }
