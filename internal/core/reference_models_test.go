@@ -11,11 +11,12 @@ import (
 // Reference models: naive, obviously correct implementations of the four
 // algorithms with exact arithmetic (math/big where a product could
 // overflow), checked against the fast ones on random sequences and by a
-// fuzz target (model_test.go). Instants are Unix nanoseconds. The harness also feeds the
-// limiter instants behind a key's latest; the models see them raised to
-// the key's running maximum (the time rule), and the limiter's durations,
-// measured from the caller's instant, end where the model's do. A limiter
-// of several rates is modelled by one model per rate (see harness).
+// fuzz target (the harness in model_test.go). Instants are Unix
+// nanoseconds. The harness also feeds the limiter instants behind a key's
+// latest; the models see them raised to the key's running maximum (the
+// time rule), and the limiter's durations, measured from the caller's
+// instant, end where the model's do. A limiter of several rates is
+// modelled by one model per rate (see harness).
 
 type model interface {
 	// decide decides n units for key at t under limit lim, the key's state
