@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	stdsync "sync"
@@ -336,11 +335,19 @@ func TestRetryAfterOnRedisClockExact(t *testing.T) {
 
 // TestConcurrentExact: one script per decision, so concurrent
 // callers never both see the same room.
+// TestConcurrentExact: 64 goroutines on one key at one instant, with one
+// rate and with a looser second one beside it: exactly the limit is
+// admitted, each remaining count reported once, costs of 3 fill it to 99,
+// and a key's own limit of 3 admits 3 of 10 concurrent calls.
 func TestConcurrentExact(t *testing.T) {
+	loose := rate(200, 30*time.Second) // never binds
 	for name, cfg := range map[string]shardlimit.Config{
-		"fixed":     fixedCfg(100, time.Minute),
-		"counterS2": counterCfg(100, time.Minute, 60),
-		"gcra":      gcraCfg(100, time.Minute),
+		"fixed":               fixedCfg(100, time.Minute),
+		"counterS2":           counterCfg(100, time.Minute, 60),
+		"gcra":                gcraCfg(100, time.Minute),
+		"fixed/two_rates":     ratesCfg(shardlimit.FixedWindow, 0, rate(100, time.Minute), loose),
+		"counterS2/two_rates": ratesCfg(shardlimit.SlidingCounter, 60, rate(100, time.Minute), loose),
+		"gcra/two_rates":      ratesCfg(shardlimit.GCRA, 0, rate(100, time.Minute), loose),
 	} {
 		t.Run(name, func(t *testing.T) {
 			// A generous timeout: 64 goroutines on a loaded machine under
@@ -397,7 +404,8 @@ func TestConcurrentExact(t *testing.T) {
 			if r := e.AllowN("hot2", now, 1); r.Allowed {
 				t.Fatalf("hot2 over limit: %+v", r)
 			}
-			if err := e.SetLimit("three", 3); err != nil {
+			own := []int{3, 6}[:len(ratesOf(cfg))]
+			if err := e.SetLimits("three", own...); err != nil {
 				t.Fatal(err)
 			}
 			if allowed, _ := burst("three", 1, 10, 1); allowed != 3 {
@@ -517,58 +525,28 @@ func replayPeek(t *testing.T, cfg shardlimit.Config, limit int) shardlimit.Resul
 }
 
 // TestExactMatchesCore replays random schedules against Exact (at the
-// instants given) and against the in-process limiter of the same Config:
-// every decision, Limit and Remaining agree exactly, and every duration is
-// the core's rounded up to the microsecond (Redis TIME's resolution).
+// instants given) and against the in-process limiter of the same Config,
+// one rate or several (see matchCore): every decision, Limit, Window and
+// Remaining agree exactly, and every duration is the core's rounded up to
+// the microsecond (Redis TIME's resolution).
 func TestExactMatchesCore(t *testing.T) {
+	s := time.Second
 	cfgs := map[string]shardlimit.Config{
 		"fixed":      fixedCfg(5, 10*time.Second),
 		"counter10":  counterCfg(5, 10*time.Second, 10),
 		"counter4":   counterCfg(10, time.Second, 4),
 		"gcra":       gcraCfg(7, 3*time.Second),
 		"gcraSmallW": gcraCfg(1000, 3*time.Millisecond),
+		"fixed2":     ratesCfg(shardlimit.FixedWindow, 0, rate(3, s), rate(10, 10*s)),
+		"fixed4":     ratesCfg(shardlimit.FixedWindow, 0, rate(20, 2*time.Minute), rate(3, s), rate(12, 30*s), rate(7, 5*s)),
+		"counter2":   ratesCfg(shardlimit.SlidingCounter, 4, rate(4, s), rate(10, 8*s)),
+		"counter3":   ratesCfg(shardlimit.SlidingCounter, 10, rate(30, time.Minute), rate(5, s), rate(12, 10*s)),
+		"gcra2":      ratesCfg(shardlimit.GCRA, 0, rate(3, s), rate(10, 20*s)),
+		"gcra3":      ratesCfg(shardlimit.GCRA, 0, rate(1000, 3*ms), rate(7, 3*s), rate(50, 10*time.Minute)),
 	}
 	for name, cfg := range cfgs {
 		t.Run(name, func(t *testing.T) {
-			e := replayNoExpiry(t, cfg)
-			cc := cfg
-			cc.JanitorInterval = -1
-			core, err := shardlimit.New(cc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer core.Close()
-			rng := rand.New(rand.NewPCG(1, uint64(len(name))))
-			w := int64(cfg.Window / time.Microsecond)
-			now := T0.Add(time.Duration(rng.Int64N(w)) * time.Microsecond)
-			var retryAt [3]time.Time
-			for i := range 1500 {
-				k := rng.IntN(3)
-				switch p := rng.IntN(10); {
-				case p < 4:
-					now = now.Add(time.Duration(rng.Int64N(w/5+1)) * time.Microsecond)
-				case p < 5:
-					now = now.Add(time.Duration(rng.Int64N(3*w)) * time.Microsecond)
-				case p < 7 && retryAt[k].After(now):
-					now = retryAt[k] // exactly when the core said it would admit
-				}
-				n := []int{0, 1, 1, 1, 2, cfg.Limit, cfg.Limit + 1}[rng.IntN(7)]
-				key := fmt.Sprintf("k%d", k)
-				var got, want shardlimit.Result
-				if rng.IntN(5) == 0 {
-					got, want = e.Peek(key, now, n), core.Peek(key, now, n)
-				} else {
-					got, want = e.AllowN(key, now, n), core.AllowN(key, now, n)
-				}
-				if !want.Allowed && want.RetryAfter != shardlimit.Never {
-					retryAt[k] = now.Add(ceilMicro(want.RetryAfter))
-				}
-				want.RetryAfter = ceilMicro(want.RetryAfter)
-				want.ResetAfter = ceilMicro(want.ResetAfter)
-				if got != want {
-					t.Fatalf("step %d: %s at T0+%v n=%d: exact %+v, core %+v", i, key, now.Sub(T0), n, got, want)
-				}
-			}
+			matchCore(t, cfg, 1500, uint64(len(name)))
 		})
 	}
 }

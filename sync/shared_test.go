@@ -3,6 +3,7 @@ package sync
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -319,9 +320,13 @@ func TestSharedFallbackLimit(t *testing.T) {
 	}
 }
 
+// TestSharedConfigValidation: NewShared refuses bad configs, of one rate
+// and of several, with ErrInvalidConfig.
 func TestSharedConfigValidation(t *testing.T) {
 	c := newClient(t, "127.0.0.1:1")
 	base := shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 1, Window: time.Second}
+	rates := []shardlimit.Rate{{Limit: 10, Window: time.Second}, {Limit: 100, Window: time.Minute}}
+	two := shardlimit.Config{Algorithm: shardlimit.FixedWindow, Rates: rates}
 	for name, cfg := range map[string]SharedConfig{
 		"gcra":           {Config: shardlimit.Config{Algorithm: shardlimit.GCRA, Limit: 1, Window: time.Second}},
 		"bad limit":      {Config: shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: -1, Window: time.Second}},
@@ -332,6 +337,17 @@ func TestSharedConfigValidation(t *testing.T) {
 		"policy":         {Config: base, Policy: 9},
 		"fallback limit": {Config: base, FallbackLimit: -1},
 		"prefix":         {Config: base, Prefix: "a{b"},
+		// Several rates: fallback limits per rate, windows of whole
+		// microseconds.
+		"FallbackLimit":        {Config: two, FallbackLimit: 5},
+		"both fallbacks":       {Config: shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 1, Window: time.Second}, FallbackLimit: 1, FallbackLimits: []int{1}},
+		"fallback count":       {Config: two, FallbackLimits: []int{5}},
+		"fallback zero":        {Config: two, FallbackLimits: []int{5, 0}},
+		"fallback range":       {Config: two, FallbackLimits: []int{5, shardlimit.MaxLimit + 1}},
+		"log fallback range":   {Config: shardlimit.Config{Algorithm: shardlimit.SlidingLog, Limit: 1, Window: time.Second}, FallbackLimit: shardlimit.MaxSlidingLogLimit + 1},
+		"window below 1us":     {Config: shardlimit.Config{Algorithm: shardlimit.FixedWindow, Rates: []shardlimit.Rate{{Limit: 1, Window: time.Second + 1}, {Limit: 2, Window: time.Minute}}}},
+		"gcra of several":      {Config: shardlimit.Config{Algorithm: shardlimit.GCRA, Rates: rates}},
+		"counter not multiple": {Config: shardlimit.Config{Algorithm: shardlimit.SlidingCounter, Buckets: 7, Rates: rates}},
 	} {
 		if s, err := NewShared(c, cfg); !errors.Is(err, shardlimit.ErrInvalidConfig) {
 			t.Errorf("%s: %v", name, err)
@@ -342,5 +358,140 @@ func TestSharedConfigValidation(t *testing.T) {
 	}
 	if _, err := NewShared(nil, SharedConfig{Config: base}); !errors.Is(err, shardlimit.ErrInvalidConfig) {
 		t.Error("nil client accepted")
+	}
+}
+
+// TestSharedTwoNodesShareEveryRate: two nodes share a key of two rates (5 per
+// second, 8 per 10 s) through one Redis. A request either rate denies
+// consumes from neither, locally or in Redis; each rate's counters in
+// Redis hold what was admitted in their buckets, under Redis keys that
+// name the rate's window and carry the limiter key as their hash tag,
+// with a TTL of the rate's own window.
+func TestSharedTwoNodesShareEveryRate(t *testing.T) {
+	for _, alg := range []shardlimit.Algorithm{shardlimit.FixedWindow, shardlimit.SlidingCounter, shardlimit.SlidingLog} {
+		t.Run(alg.String(), func(t *testing.T) {
+			c := sharedClient(t)
+			clock := shardlimit.NewManualClock(at(100 * time.Millisecond))
+			cfg := SharedConfig{Config: shardlimit.Config{Algorithm: alg, Clock: clock,
+				Rates: []shardlimit.Rate{{Limit: 5, Window: time.Second}, {Limit: 8, Window: 10 * time.Second}}},
+				Prefix: redistest.Prefix(t)}
+			a, b := newShared(t, c, cfg), newShared(t, c, cfg)
+			t1 := clock.Now()
+			if r := a.AllowN("k", t1, 3); !r.Allowed || r.Window != time.Second || r.Remaining != 2 {
+				t.Fatalf("a: %+v", r)
+			}
+			mustFlush(t, a)
+			if r := b.AllowN("k", t1, 2); !r.Allowed || r.Remaining != 3 {
+				t.Fatalf("b before its flush: %+v", r)
+			}
+			mustFlush(t, b) // b learns a's 3 in both rates
+			if r := b.Peek("k", t1, 0); r.Remaining != 0 || r.Window != time.Second {
+				t.Fatalf("b's view after its flush: %+v, want the second's rate spent", r)
+			}
+			if r := b.AllowN("k", t1.Add(50*time.Millisecond), 1); r.Allowed || r.Window != time.Second {
+				t.Fatalf("b: %+v, want denied by the second's rate", r)
+			}
+			// 1.4 s on: the second's rate is free, the ten seconds' holds
+			// 5 of 8.
+			t2 := clock.Advance(1400 * time.Millisecond)
+			if r := b.AllowN("k", t2, 3); !r.Allowed || r.Window != 10*time.Second || r.Remaining != 0 {
+				t.Fatalf("b in the next second: %+v", r)
+			}
+			if r := b.AllowN("k", t2, 1); r.Allowed || r.Window != 10*time.Second {
+				t.Fatalf("b: %+v, want denied by the ten seconds' rate", r)
+			}
+			mustFlush(t, b)
+			if st := b.SharedStats(); st.SentUnits != 2*5 || st.ItemErrors != 0 || st.DroppedUnits != 0 {
+				t.Fatalf("b's stats %+v: want 5 units sent per rate", st)
+			}
+
+			be := a.backend.(*RedisBackend)
+			ctx := ctxT(t, 5*time.Second)
+			for _, rate := range a.tab.SyncRates() {
+				w := time.Duration(rate.Window)
+				want := map[int64]int64{} // bucket id -> units admitted in it
+				want[t1.UnixNano()/rate.Size] += 5
+				want[t2.UnixNano()/rate.Size] += 3
+				for id, n := range want {
+					if got := rateCounters(t, c, a, []string{"k"}, w, id)[0]; got != n {
+						t.Errorf("rate %v, bucket %d: Redis holds %d units, admitted %d", w, id, got, n)
+					}
+					key := be.RateCounterKey("k", w, id)
+					if wantKey := fmt.Sprintf("%s{k}:%d:%d", be.prefix, w.Microseconds(), id); key != wantKey || keySlot(key) != keySlot("{k}") {
+						t.Errorf("Redis key %q, want %q in the slot of {k}", key, wantKey)
+					}
+				}
+				// The bucket of t2 was written last, at t2: kept until it
+				// stops counting, one bucket and a second more.
+				id := t2.UnixNano() / rate.Size
+				ttl := time.Duration((id+int64(rate.Count))*rate.Size-t2.UnixNano()+rate.Size) + time.Second
+				if got := c.PTTL(ctx, be.RateCounterKey("k", w, id)).Val(); got > ttl || got < ttl-2*time.Second {
+					t.Errorf("rate %v: TTL %v, want %v less the test's time", w, got, ttl)
+				}
+				if n := c.Exists(ctx, be.CounterKey("k", id)).Val(); n != 0 {
+					t.Errorf("a counter of one rate's format for bucket %d exists", id)
+				}
+			}
+		})
+	}
+}
+
+// TestSharedFallbackLimitsPerRate: a limiter of several rates takes its
+// default limits per rate, and its fallback limits per rate apply while
+// Degraded (the bad configs are in TestSharedConfigValidation).
+func TestSharedFallbackLimitsPerRate(t *testing.T) {
+	c := newClient(t, "127.0.0.1:1")
+	rates := []shardlimit.Rate{{Limit: 10, Window: time.Second}, {Limit: 100, Window: time.Minute}}
+	two := shardlimit.Config{Algorithm: shardlimit.FixedWindow, Rates: rates}
+	s := newShared(t, c, SharedConfig{Config: two, FallbackLimits: []int{2, 20},
+		FlushInterval: time.Millisecond, FlushTimeout: 20 * time.Millisecond, FailAfter: 1})
+	if err := s.SetDefaultLimit(5); !errors.Is(err, shardlimit.ErrInvalidConfig) {
+		t.Errorf("one default limit for two rates: %v", err)
+	}
+	if err := s.SetDefaultLimits(8, -1); !errors.Is(err, shardlimit.ErrInvalidConfig) {
+		t.Errorf("a negative default limit: %v", err)
+	}
+	s.AllowN("k", at(0), 1)
+	eventually(t, 10*time.Second, func() string {
+		if s.State() != Degraded {
+			return "never degraded"
+		}
+		return ""
+	})
+	if r := s.Peek("k2", at(0), 0); r.Limit != 2 || r.Window != time.Second {
+		t.Fatalf("while degraded %+v, want the second's fallback limit 2 binding", r)
+	}
+	if err := s.SetDefaultLimits(8, 80); err != nil { // taken on recovery
+		t.Fatal(err)
+	}
+	if r := s.Peek("k2", at(0), 0); r.Limit != 2 {
+		t.Fatalf("while degraded after SetDefaultLimits %+v, want the fallback limit 2", r)
+	}
+	if r := s.AllowN("k3", at(0), 3); r.Allowed || r.Window != time.Second {
+		t.Fatalf("3 units above the fallback limit 2: %+v", r)
+	}
+}
+
+// TestSharedFailOpenDeniesACostAboveAnyRate: under FailOpen a request above one rate's limit
+// is denied for good (no wait admits it), one within every limit is
+// admitted.
+func TestSharedFailOpenDeniesACostAboveAnyRate(t *testing.T) {
+	s := newShared(t, newClient(t, "127.0.0.1:1"), SharedConfig{
+		Config: shardlimit.Config{Algorithm: shardlimit.SlidingCounter,
+			Rates: []shardlimit.Rate{{Limit: 3, Window: time.Second}, {Limit: 100, Window: time.Minute}}},
+		FlushInterval: time.Millisecond, FlushTimeout: 20 * time.Millisecond, FailAfter: 1, Policy: FailOpen,
+	})
+	s.AllowN("k", at(0), 1)
+	eventually(t, 10*time.Second, func() string {
+		if s.State() != Degraded {
+			return "never degraded"
+		}
+		return ""
+	})
+	if r := s.AllowN("k", at(0), 4); r.Allowed || r.RetryAfter != shardlimit.Never {
+		t.Fatalf("4 units above the second's limit 3: %+v", r)
+	}
+	if r := s.AllowN("k", at(0), 3); !r.Allowed {
+		t.Fatalf("3 units fail open: %+v", r)
 	}
 }

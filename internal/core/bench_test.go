@@ -79,6 +79,62 @@ func BenchmarkAllowParallel(b *testing.B) {
 	}
 }
 
+// benchRates returns the rates of a hot-key benchmark of alg with k rates:
+// a minute and, for k = 2, a second. Limits never deny but for the sliding
+// log, which runs in steady state (see BenchmarkAllowN): 1000 per minute
+// and 100 per second, now advancing 60 ms per call.
+func benchRates(alg Algorithm, k int) ([]Rate, time.Duration) {
+	rates := []Rate{{MaxLimit, time.Minute}, {MaxLimit, time.Second}}
+	step := time.Duration(0)
+	if alg == SlidingLog {
+		rates = []Rate{{1000, time.Minute}, {100, time.Second}}
+		step = time.Minute / 1000
+	}
+	return rates[:k], step
+}
+
+// BenchmarkAllowRates: one hot key with one rate and with two, explicit
+// now, through AllowAt and AllowN: the target for two rates is at most
+// 1.5 times the time of one, and 0 allocations. Compare the rates=1 and
+// rates=2 rows with benchstat -col /rates (-count 8 or more).
+func BenchmarkAllowRates(b *testing.B) {
+	for _, alg := range allAlgorithms {
+		for _, form := range []string{"AllowAt", "AllowN"} {
+			for _, k := range []int{1, 2} {
+				b.Run(fmt.Sprintf("%v/%s/rates=%d", alg, form, k), func(b *testing.B) {
+					rates, step := benchRates(alg, k)
+					l, err := New(Config{Algorithm: alg, Rates: rates, JanitorInterval: -1})
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.Cleanup(func() { l.Close() })
+					now := benchNow
+					for range 1000 {
+						l.AllowN("192.0.2.1", now, 1)
+						now = now.Add(step)
+					}
+					b.ReportAllocs()
+					if form == "AllowAt" {
+						for b.Loop() {
+							if !l.AllowAt("192.0.2.1", now) {
+								b.Fatal("denied")
+							}
+							now = now.Add(step)
+						}
+						return
+					}
+					for b.Loop() {
+						if !l.AllowN("192.0.2.1", now, 1).Allowed {
+							b.Fatal("denied")
+						}
+						now = now.Add(step)
+					}
+				})
+			}
+		}
+	}
+}
+
 // BenchmarkAllowDistinctKeysParallel: one million distinct keys, each
 // goroutine walking its own stride; the first pass inserts them.
 func BenchmarkAllowDistinctKeysParallel(b *testing.B) {
@@ -132,8 +188,9 @@ func insertKeys(b *testing.B, newLimiter func() Limiter, units int) {
 
 // BenchmarkMemoryPerKey reports the heap bytes per key (B/key, see
 // insertKeys) with one admitted unit per key (sliding_log_full: 100 units
-// per key, a full ring at limit 100), and a plain map of strings under
-// striped mutexes as the baseline.
+// per key, a full ring at limit 100), with one rate (100 per minute) and
+// with two (and 10 per second), and a plain map of strings under striped
+// mutexes as the baseline.
 func BenchmarkMemoryPerKey(b *testing.B) {
 	type variant struct {
 		name  string
@@ -145,9 +202,21 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 		{"sliding_counter", SlidingCounter, 1}, {"sliding_log", SlidingLog, 1},
 		{"sliding_log_full", SlidingLog, 100},
 	} {
-		b.Run(v.name, func(b *testing.B) {
-			insertKeys(b, func() Limiter { return benchLimiter(b, v.alg, 100) }, v.units)
-		})
+		for _, k := range []int{1, 2} {
+			rates := []Rate{{100, time.Minute}, {10, time.Second}}[:k]
+			if v.units > rates[k-1].Limit {
+				continue // the second rate would deny the units
+			}
+			b.Run(fmt.Sprintf("%s/rates=%d", v.name, k), func(b *testing.B) {
+				insertKeys(b, func() Limiter {
+					l, err := New(Config{Algorithm: v.alg, Rates: rates, JanitorInterval: -1})
+					if err != nil {
+						b.Fatal(err)
+					}
+					return l
+				}, v.units)
+			})
+		}
 	}
 	b.Run("plain_map_baseline", func(b *testing.B) {
 		type entry struct {

@@ -288,115 +288,6 @@ func TestNegativeCost(t *testing.T) {
 	}
 }
 
-func TestZeroLimit(t *testing.T) {
-	for _, alg := range []Algorithm{FixedWindow, SlidingLog, SlidingCounter} {
-		t.Run(alg.String(), func(t *testing.T) {
-			l := mustNew(t, cfgFor(alg, 5, time.Minute, time.Second))
-			if err := l.SetLimit("blocked", 0); err != nil {
-				t.Fatal(err)
-			}
-			for _, sec := range []float64{0, 1, 59.999, 60, 3600} {
-				r := l.AllowN("blocked", at(sec), 1)
-				if r.Allowed || r.Remaining != 0 || r.RetryAfter != Never || r.Limit != 0 || r.Err != nil {
-					t.Fatalf("t=%v: %+v", sec, r)
-				}
-				if r := l.AllowN("blocked", at(sec), 0); !r.Allowed {
-					t.Fatalf("t=%v: peek denied", sec)
-				}
-			}
-			admitted := 0
-			for range 1000 {
-				if l.AllowN("blocked", at(3600), 1).Allowed {
-					admitted++
-				}
-			}
-			if admitted != 0 {
-				t.Fatalf("limit 0 admitted %d", admitted)
-			}
-			wantErr(t, l.SetLimit("blocked", -1), ErrInvalidConfig)
-			_, err := New(Config{Algorithm: alg, Limit: -1, Window: time.Minute})
-			wantErr(t, err, ErrInvalidConfig)
-
-			retry := map[Algorithm]int64{FixedWindow: 20, SlidingLog: 60, SlidingCounter: 61}[alg]
-			l = mustNew(t, cfgFor(alg, 5, time.Minute, time.Second))
-			l.SetLimit("blocked", 0)
-			for _, sec := range []float64{0, 1, 59.999, 60} {
-				l.AllowN("blocked", at(sec), 1)
-			}
-			if err := l.SetLimit("blocked", 3); err != nil {
-				t.Fatal(err)
-			}
-			runSteps(t, l, "blocked", concat(countdown(100, 3, 0), []step{{100, 1, false, 0, retry}}))
-
-			// A default limit of 0 blocks every key too.
-			l = mustNew(t, cfgFor(alg, 0, time.Minute, time.Second))
-			if r := l.AllowN("any", at(0), 1); r.Allowed || r.RetryAfter != Never {
-				t.Fatalf("default limit 0: %+v", r)
-			}
-		})
-	}
-	// GCRA: a ban keeps the usage, lifting it restores it exactly.
-	l := mustNew(t, cfgFor(GCRA, 4, 40*time.Second, 0))
-	runSteps(t, l, "k", countdown(0, 3, 1))
-	l.SetLimit("k", 0)
-	if r := l.AllowN("k", at(1), 1); r.Allowed || r.RetryAfter != Never {
-		t.Fatalf("banned: %+v", r)
-	}
-	l.ClearLimit("k")
-	// 3 units used at t=0, one refilled per 10 s: at t=10 two remain.
-	runSteps(t, l, "k", []step{{10, 1, true, 1, 0}, {10, 1, true, 0, 0}, {10, 1, false, 0, 10}})
-}
-
-func TestRaiseLimitAtRuntime(t *testing.T) {
-	type cell struct {
-		allowed bool
-		rem     int
-		retry   int64
-	}
-	A := func(rem int) cell { return cell{true, rem, 0} }
-	D := func(retry int64) cell { return cell{false, 0, retry} }
-	tables := map[Algorithm][5][]cell{
-		FixedWindow:    {{A(1), A(0), D(60)}, {A(2), A(1), A(0), D(50)}, {D(40)}, {A(0)}, {D(50)}},
-		SlidingLog:     {{A(1), A(0), D(60)}, {A(2), A(1), A(0), D(50)}, {D(50)}, {D(10)}, {A(0)}},
-		SlidingCounter: {{A(1), A(0), D(61)}, {A(2), A(1), A(0), D(51)}, {D(51)}, {D(11)}, {D(1)}},
-	}
-	times := [5]float64{0, 10, 20, 60, 70}
-	limits := [5]int{2, 5, 1, 0, 0}
-	for alg, rows := range tables {
-		t.Run(alg.String(), func(t *testing.T) {
-			l := mustNew(t, cfgFor(alg, 100, time.Minute, time.Second))
-			for i, row := range rows {
-				if limits[i] > 0 {
-					if err := l.SetLimit("k", limits[i]); err != nil {
-						t.Fatal(err)
-					}
-				}
-				for j, c := range row {
-					r := l.AllowN("k", at(times[i]), 1)
-					checkStep(t, i*10+j, r, step{times[i], 1, c.allowed, c.rem, c.retry})
-					if r.Limit != limits[min(i, 2)] {
-						t.Fatalf("t=%v: limit %d", times[i], r.Limit)
-					}
-				}
-			}
-		})
-	}
-}
-
-func TestPerKeyLimit(t *testing.T) {
-	for _, alg := range []Algorithm{FixedWindow, SlidingLog} {
-		l := mustNew(t, cfgFor(alg, 5, time.Minute, 0))
-		if err := l.SetLimit("A", 2); err != nil {
-			t.Fatal(err)
-		}
-		runSteps(t, l, "A", []step{{0, 1, true, 1, 0}, {0, 1, true, 0, 0}, {0, 1, false, 0, 60}})
-		runSteps(t, l, "B", concat(countdown(0, 5, 0), []step{{0, 1, false, 0, 60}}))
-		if r := l.Peek("A", at(0), 0); r.Limit != 2 {
-			t.Fatalf("A's limit %d", r.Limit)
-		}
-	}
-}
-
 func TestSubSecondWindow(t *testing.T) {
 	tables := map[Algorithm][]step{
 		FixedWindow: {{0, 1, true, 1, 0}, {0, 1, true, 0, 0}, {0, 1, false, 0, 1}, {0.25, 1, false, 0, 1},
@@ -542,5 +433,54 @@ func TestRetryAfterIsTheFirstAdmittingInstant(t *testing.T) {
 			}
 			l.Close()
 		}
+	}
+}
+
+// TestDeniedRequestsConsumeNoRate: a limiter fed random requests, many of
+// them denied by one rate while the others admit, decides every admitted
+// request exactly as a twin fed only the admitted ones; then each rate,
+// made binding in turn by raising the others' limits, reports the same
+// state in both.
+func TestDeniedRequestsConsumeNoRate(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			cfg := rateCfg(alg, threeRates)
+			a, b := mustNew(t, cfg), mustNew(t, cfg)
+			rng := rand.New(rand.NewPCG(7, uint64(alg)))
+			now := at(0)
+			denied := 0
+			for range 3000 {
+				now = now.Add(time.Duration(rng.IntN(40)) * time.Millisecond)
+				n := 1 + rng.IntN(2)
+				r := a.AllowN("k", now, n)
+				if !r.Allowed {
+					denied++
+					continue
+				}
+				if w := b.AllowN("k", now, n); w != r {
+					t.Fatalf("at %v n=%d: %+v; the twin that saw no denials: %+v", now.Sub(t0), n, r, w)
+				}
+			}
+			if denied < 500 {
+				t.Fatalf("only %d denials: the test does not exercise them", denied)
+			}
+			end := now
+			for k := range threeRates {
+				lims := []int{MaxSlidingLogLimit, MaxSlidingLogLimit, MaxSlidingLogLimit}
+				lims[k] = threeRates[k].Limit
+				for _, l := range []Limiter{a, b} {
+					if err := l.SetLimits("k", lims...); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for _, d := range []time.Duration{0, 10 * time.Millisecond, 50 * time.Millisecond, 500 * time.Millisecond, 5 * time.Second} {
+					for n := range threeRates[k].Limit + 2 {
+						if pa, pb := a.Peek("k", end.Add(d), n), b.Peek("k", end.Add(d), n); pa != pb || pa.Window != threeRates[k].Window {
+							t.Fatalf("rate %v binding, peek n=%d at +%v: %+v; twin %+v", threeRates[k], n, d, pa, pb)
+						}
+					}
+				}
+			}
+		})
 	}
 }

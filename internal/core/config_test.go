@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -131,5 +132,89 @@ func TestAlgorithmNames(t *testing.T) {
 	}
 	if Algorithm(0).String() != "Algorithm(0)" {
 		t.Fatal(Algorithm(0).String())
+	}
+}
+
+// TestConfigRatesValidatedAndCopied: Config.Rates is validated rate by rate, copied by New
+// and by Config.
+func TestConfigRatesValidatedAndCopied(t *testing.T) {
+	bad := []struct {
+		name string
+		alg  Algorithm
+		cfg  Config
+	}{
+		{"too many rates", FixedWindow, Config{Rates: []Rate{{1, 1}, {1, 2}, {1, 3}, {1, 4}, {1, 5}}}},
+		{"a window twice", GCRA, Config{Rates: []Rate{{1, time.Second}, {2, time.Second}}}},
+		{"Rates and Limit", FixedWindow, Config{Limit: 3, Rates: []Rate{{1, time.Second}}}},
+		{"Rates and Window", FixedWindow, Config{Window: time.Second, Rates: []Rate{{1, time.Minute}}}},
+		{"a zero window", SlidingLog, Config{Rates: []Rate{{1, time.Second}, {1, 0}}}},
+		{"a window too long", GCRA, Config{Rates: []Rate{{1, time.Second}, {1, MaxWindow + 1}}}},
+		{"a negative limit", FixedWindow, Config{Rates: []Rate{{1, time.Second}, {-1, time.Minute}}}},
+		{"a log limit too large", SlidingLog, Config{Rates: []Rate{{1, time.Second}, {MaxSlidingLogLimit + 1, time.Minute}}}},
+		{"a window not a multiple of the buckets", SlidingCounter, Config{Buckets: 10, Rates: []Rate{{1, time.Second}, {1, 15}}}},
+	}
+	for _, b := range bad {
+		b.cfg.Algorithm = b.alg
+		if l, err := New(b.cfg); !errors.Is(err, ErrInvalidConfig) || l != nil {
+			t.Errorf("%s: New = %v, %v; want ErrInvalidConfig", b.name, l, err)
+		}
+	}
+	four := []Rate{{4, time.Second}, {3, 2 * time.Second}, {2, 3 * time.Second}, {1, 4 * time.Second}}
+	for _, alg := range allAlgorithms {
+		cfg := Config{Algorithm: alg, Rates: slices.Clone(four), JanitorInterval: -1}
+		l := mustNew(t, cfg)
+		cfg.Rates[0].Limit = 99 // the caller's slice is not the limiter's
+		got := l.Config()
+		if got.Limit != 0 || got.Window != 0 || !slices.Equal(got.Rates, four) {
+			t.Fatalf("%v: Config() = %+v", alg, got)
+		}
+		got.Rates[1].Limit = 99
+		if !slices.Equal(l.Config().Rates, four) {
+			t.Fatalf("%v: Config().Rates aliases the limiter's", alg)
+		}
+		// Four rates: the 4 s one (1 unit) binds a fresh key.
+		if r := l.AllowN("k", at(0), 1); !r.Allowed || r.Window != 4*time.Second || r.Limit != 1 || r.Remaining != 0 {
+			t.Fatalf("%v: %+v", alg, r)
+		}
+		if r := l.AllowN("k", at(0), 2); r.Allowed || r.RetryAfter != Never || r.Window != 4*time.Second {
+			t.Fatalf("%v: %+v", alg, r)
+		}
+	}
+}
+
+// TestExtremeRatesGiveSaneResults: a nanosecond's window beside ten years', limits of 1
+// and the largest, costs up to MaxLimit, instants from the epoch to the
+// last accepted one and back: every Result is sane, and a finite
+// RetryAfter is exact.
+func TestExtremeRatesGiveSaneResults(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			big := MaxLimit
+			if alg == SlidingLog {
+				big = 1000 // the ring would grow to 64 MiB at MaxSlidingLogLimit
+			}
+			for _, rates := range [][]Rate{
+				{{1, 1}, {big, MaxWindow}},
+				{{big, 1}, {1, MaxWindow}},
+				{{3, 1}, {5, 2}, {7, 3}, {big, MaxWindow}},
+			} {
+				l := mustNew(t, Config{Algorithm: alg, Rates: rates, Buckets: 1})
+				hi := time.Unix(0, maxInstant-1)
+				instants := []time.Time{time.Unix(0, 0), time.Unix(0, 1), time.Unix(0, 2), t0, t0, t0.Add(1), t0.Add(-1),
+					hi.Add(-MaxWindow), hi.Add(-2), hi.Add(-1), hi, time.Unix(0, 5), hi}
+				for _, now := range instants {
+					for _, n := range []int{0, 1, 2, 3, big, big + 1, MaxLimit} {
+						r := l.AllowN("k", now, n)
+						if r.Err != nil {
+							t.Fatalf("%v at %d n=%d: %+v", rates, now.UnixNano(), n, r)
+						}
+						checkResultSane(t, r)
+						if !r.Allowed && r.RetryAfter != Never && now.UnixNano()+int64(r.RetryAfter) <= maxInstant {
+							checkRetryExact(t, l, "k", now, n, r.RetryAfter)
+						}
+					}
+				}
+			}
+		})
 	}
 }

@@ -373,3 +373,116 @@ func TestFullTableArenaStaysBounded(t *testing.T) {
 		}
 	}
 }
+
+func TestMaxKeysRejectNewKeys(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		l := mustNew(t, Config{Algorithm: alg, Limit: 5, Window: time.Minute, Shards: 1, MaxKeys: 64})
+		for i := range 64 {
+			if r := l.AllowN(fmt.Sprint("k", i), at(0), 1); !r.Allowed {
+				t.Fatalf("%v key %d: %+v", alg, i, r)
+			}
+		}
+		r := l.AllowN("new", at(1), 1)
+		wantErr(t, r.Err, ErrTooManyKeys)
+		if r.Allowed || l.Len() != 64 {
+			t.Fatalf("%v: full table admitted a new key: %+v, len %d", alg, r, l.Len())
+		}
+		l.AllowN("new", at(1), 0) // a peek stores nothing and refuses nothing
+		if st := l.Stats(); st.Refused != 1 || st.Allowed != 64 || st.Denied != 0 {
+			t.Fatalf("%v: stats %+v, want 1 refused, 64 allowed, 0 denied", alg, st)
+		}
+		// A known key is still decided.
+		if r := l.AllowN("k3", at(1), 1); !r.Allowed {
+			t.Fatalf("%v: known key %+v", alg, r)
+		}
+		// Once keys are idle, a new key finds room by sampling.
+		if r := l.AllowN("new", at(200), 1); !r.Allowed || r.Err != nil {
+			t.Fatalf("%v: new key after the others went idle: %+v", alg, r)
+		}
+		if l.Len() > 64 {
+			t.Fatalf("%v: len %d above the cap", alg, l.Len())
+		}
+	}
+}
+
+func TestMaxKeysEvictLeastRecent(t *testing.T) {
+	l := mustNew(t, Config{Algorithm: SlidingLog, Limit: 5, Window: time.Minute, Shards: 1, MaxKeys: 32, WhenFull: EvictLeastRecent})
+	l.SetLimit("vip", 3)
+	for i := range 31 {
+		l.AllowN(fmt.Sprint("k", i), at(float64(i)), 1)
+	}
+	for i := range 1000 {
+		if r := l.AllowN(fmt.Sprint("flood", i), at(40), 1); !r.Allowed {
+			t.Fatalf("flood key %d: %+v", i, r)
+		}
+		if l.Len() > 32 {
+			t.Fatalf("len %d above the cap", l.Len())
+		}
+	}
+	if r := l.Peek("vip", at(40), 0); r.Limit != 3 {
+		t.Fatalf("key with its own limit was evicted: %+v", r)
+	}
+	if l.Stats().Evicted < 999 {
+		t.Fatalf("stats %+v", l.Stats())
+	}
+}
+
+// TestMaxKeysRejectNewKeysWhileAnyRateBusy: under RejectNewKeys a stored key
+// whose short rate is idle but whose long one is not keeps its place.
+func TestMaxKeysRejectNewKeysWhileAnyRateBusy(t *testing.T) {
+	idleAt := map[Algorithm]float64{FixedWindow: 60, SlidingLog: 60, SlidingCounter: 66, GCRA: 6}
+	for _, alg := range allAlgorithms {
+		cfg := rateCfg(alg, twoRates)
+		cfg.Shards, cfg.MaxKeys = 1, 1
+		l := mustNew(t, cfg)
+		l.AllowN("a", at(0), 1)
+		if r := l.AllowN("b", at(2), 1); !errors.Is(r.Err, ErrTooManyKeys) {
+			t.Fatalf("%v: a new key while the minute of the stored one is busy: %+v", alg, r)
+		}
+		if r := l.AllowN("b", at(idleAt[alg]-0.001), 1); !errors.Is(r.Err, ErrTooManyKeys) {
+			t.Fatalf("%v: a new key just before the stored one is idle: %+v", alg, r)
+		}
+		if r := l.AllowN("b", at(idleAt[alg]), 1); !r.Allowed {
+			t.Fatalf("%v: a new key once the stored one is idle: %+v", alg, r)
+		}
+	}
+}
+
+// TestMaxKeysEvictedKeysLeaveNoRateState: with MaxKeys 1, each new key evicts
+// the last (EvictLeastRecent) and must start fresh on every rate, whether
+// the record's rate (the longest window) or an extra one was spent: the
+// shard's one position and slab entry are reused over and over.
+func TestMaxKeysEvictedKeysLeaveNoRateState(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		for _, rates := range [][]Rate{{{3, time.Second}, {10, time.Minute}}, {{10, time.Second}, {3, time.Minute}}} {
+			t.Run(fmt.Sprint(alg, rates), func(t *testing.T) {
+				cfg := rateCfg(alg, rates)
+				cfg.Shards, cfg.MaxKeys, cfg.WhenFull = 1, 1, EvictLeastRecent
+				l := mustNew(t, cfg)
+				bind := rates[0].Window // the smaller limit binds
+				if rates[1].Limit < rates[0].Limit {
+					bind = rates[1].Window
+				}
+				for i := range 300 {
+					key := fmt.Sprint("key", i%40) // keys return after 40 others
+					if i%3 == 0 {
+						key += "-long-enough-for-the-arena"
+					}
+					r := l.AllowN(key, at(0), 3)
+					if !r.Allowed || r.Remaining != 0 || r.Window != bind {
+						t.Fatalf("key %d (%q): %+v, want a fresh key's 3 units", i, key, r)
+					}
+					if r := l.AllowN(key, at(0), 1); r.Allowed {
+						t.Fatalf("key %d: a fourth unit: %+v", i, r)
+					}
+					if l.Len() != 1 {
+						t.Fatalf("%d keys stored, MaxKeys 1", l.Len())
+					}
+				}
+				if st := l.Stats(); st.Evicted != 299 {
+					t.Fatalf("stats %+v, want 299 evictions", st)
+				}
+			})
+		}
+	}
+}

@@ -148,3 +148,108 @@ func wantErr(t *testing.T, err, target error) {
 }
 
 var allAlgorithms = []Algorithm{FixedWindow, SlidingLog, SlidingCounter, GCRA}
+
+// keyShard returns the index of key's shard in l and whether key is
+// stored.
+func keyShard(l Limiter, key string) (int, bool) {
+	switch l := l.(type) {
+	case *FixedLimiter:
+		return lookupKey(&l.tab, key)
+	case *LogLimiter:
+		return lookupKey(&l.tab, key)
+	case *CounterLimiter:
+		return lookupKey(&l.tab, key)
+	case *GCRALimiter:
+		return lookupKey(&l.tab, key)
+	}
+	panic("no table")
+}
+
+func lookupKey[E any](tab *table[E], key string) (int, bool) {
+	h := tab.hash(key)
+	s := tab.shardFor(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := find(s, h, key)
+	return int(h & tab.mask), ok
+}
+
+// Windows of the step tables of several rates.
+const (
+	w100ms = 100 * time.Millisecond
+	w1s    = time.Second
+	w10s   = 10 * time.Second
+	w1m    = time.Minute
+)
+
+// rstep is one call in a step table of several rates: at seconds after t0,
+// cost n, and the expected Result: Allowed, the binding rate's Remaining,
+// Limit and Window, and RetryAfter exactly (0 when admitted, Never, or
+// anyRetry to skip).
+type rstep struct {
+	at      float64
+	n       int
+	allowed bool
+	rem     int
+	limit   int
+	window  time.Duration
+	retry   time.Duration
+}
+
+const anyRetry = time.Duration(-1)
+
+// ms returns x milliseconds, exact for whole nanoseconds.
+func ms(x float64) time.Duration { return time.Duration(x * 1e6) }
+
+// runRateSteps applies steps to key in order. Before each call a Peek at
+// the same instant must answer what the call decides; after a denied call
+// whose RetryAfter is finite, a peek RetryAfter later must be admitted and
+// one a nanosecond sooner denied.
+func runRateSteps(t *testing.T, l Limiter, key string, steps []rstep) {
+	t.Helper()
+	for i, s := range steps {
+		now := at(s.at)
+		p := l.Peek(key, now, s.n)
+		r := l.AllowN(key, now, s.n)
+		if r.Err != nil {
+			t.Fatalf("step %d (t=%v n=%d): error %v", i, s.at, s.n, r.Err)
+		}
+		if p != r {
+			t.Fatalf("step %d (t=%v n=%d): peek %+v, then AllowN %+v", i, s.at, s.n, p, r)
+		}
+		if r.Allowed != s.allowed || r.Remaining != s.rem || r.Limit != s.limit || r.Window != s.window ||
+			s.retry != anyRetry && r.RetryAfter != s.retry {
+			t.Fatalf("step %d (t=%v n=%d): %+v\nwant allowed=%v remaining=%d limit=%d window=%v retry=%v",
+				i, s.at, s.n, r, s.allowed, s.rem, s.limit, s.window, s.retry)
+		}
+		checkResultSane(t, r)
+		if !r.Allowed && r.RetryAfter != Never {
+			checkRetryExact(t, l, key, now, s.n, r.RetryAfter)
+		}
+	}
+}
+
+// checkRetryExact checks that n units for key fit at now+retry and not a
+// nanosecond sooner, by peeks (which change nothing).
+func checkRetryExact(t *testing.T, l Limiter, key string, now time.Time, n int, retry time.Duration) {
+	t.Helper()
+	if r := l.Peek(key, now.Add(retry-1), n); r.Allowed {
+		t.Fatalf("n=%d at %v: admitted a nanosecond before its RetryAfter %v: %+v", n, now.Sub(t0), retry, r)
+	}
+	if r := l.Peek(key, now.Add(retry), n); !r.Allowed {
+		t.Fatalf("n=%d at %v: denied at its RetryAfter %v: %+v", n, now.Sub(t0), retry, r)
+	}
+}
+
+// twoRates is the shape: a short burst limit and a long quota,
+// given longest last.
+var twoRates = []Rate{{3, time.Second}, {10, time.Minute}}
+
+// threeRates: 2 per 100 ms, 5 per second, 8 per 10 s, given out of order.
+var threeRates = []Rate{{5, time.Second}, {8, 10 * time.Second}, {2, 100 * time.Millisecond}}
+
+// rateCfg returns a config of alg with rates (10 buckets per window for
+// the counter), no janitor.
+func rateCfg(alg Algorithm, rates []Rate) Config {
+	return Config{Algorithm: alg, Rates: rates, Buckets: 10, JanitorInterval: -1}
+}

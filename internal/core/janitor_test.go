@@ -156,79 +156,6 @@ func TestNoLeakAfterClose(t *testing.T) {
 	}
 }
 
-func TestMaxKeysRejectNewKeys(t *testing.T) {
-	for _, alg := range allAlgorithms {
-		l := mustNew(t, Config{Algorithm: alg, Limit: 5, Window: time.Minute, Shards: 1, MaxKeys: 64})
-		for i := range 64 {
-			if r := l.AllowN(fmt.Sprint("k", i), at(0), 1); !r.Allowed {
-				t.Fatalf("%v key %d: %+v", alg, i, r)
-			}
-		}
-		r := l.AllowN("new", at(1), 1)
-		wantErr(t, r.Err, ErrTooManyKeys)
-		if r.Allowed || l.Len() != 64 {
-			t.Fatalf("%v: full table admitted a new key: %+v, len %d", alg, r, l.Len())
-		}
-		l.AllowN("new", at(1), 0) // a peek stores nothing and refuses nothing
-		if st := l.Stats(); st.Refused != 1 || st.Allowed != 64 || st.Denied != 0 {
-			t.Fatalf("%v: stats %+v, want 1 refused, 64 allowed, 0 denied", alg, st)
-		}
-		// A known key is still decided.
-		if r := l.AllowN("k3", at(1), 1); !r.Allowed {
-			t.Fatalf("%v: known key %+v", alg, r)
-		}
-		// Once keys are idle, a new key finds room by sampling.
-		if r := l.AllowN("new", at(200), 1); !r.Allowed || r.Err != nil {
-			t.Fatalf("%v: new key after the others went idle: %+v", alg, r)
-		}
-		if l.Len() > 64 {
-			t.Fatalf("%v: len %d above the cap", alg, l.Len())
-		}
-	}
-}
-
-func TestMaxKeysEvictLeastRecent(t *testing.T) {
-	l := mustNew(t, Config{Algorithm: SlidingLog, Limit: 5, Window: time.Minute, Shards: 1, MaxKeys: 32, WhenFull: EvictLeastRecent})
-	l.SetLimit("vip", 3)
-	for i := range 31 {
-		l.AllowN(fmt.Sprint("k", i), at(float64(i)), 1)
-	}
-	for i := range 1000 {
-		if r := l.AllowN(fmt.Sprint("flood", i), at(40), 1); !r.Allowed {
-			t.Fatalf("flood key %d: %+v", i, r)
-		}
-		if l.Len() > 32 {
-			t.Fatalf("len %d above the cap", l.Len())
-		}
-	}
-	if r := l.Peek("vip", at(40), 0); r.Limit != 3 {
-		t.Fatalf("key with its own limit was evicted: %+v", r)
-	}
-	if l.Stats().Evicted < 999 {
-		t.Fatalf("stats %+v", l.Stats())
-	}
-}
-
-func TestResetForgetsUsage(t *testing.T) {
-	for _, alg := range allAlgorithms {
-		l := mustNew(t, cfgFor(alg, 2, time.Minute, time.Second))
-		l.AllowN("a", at(0), 2)
-		l.SetLimit("b", 1)
-		l.AllowN("b", at(0), 1)
-		if err := l.Reset("a"); err != nil {
-			t.Fatal(err)
-		}
-		l.Reset("b")
-		l.Reset("missing")
-		if r := l.AllowN("a", at(1), 2); !r.Allowed {
-			t.Fatalf("%v: a after reset: %+v", alg, r)
-		}
-		if r := l.AllowN("b", at(1), 1); !r.Allowed || r.Limit != 1 {
-			t.Fatalf("%v: b after reset kept its own limit: %+v", alg, r)
-		}
-	}
-}
-
 // janitorJob returns the limiter's place in the sweeper's schedule, nil if
 // its janitor is disabled.
 func (l *limiter[E]) janitorJob() *janitorJob { return l.jan }
@@ -484,5 +411,128 @@ func TestJanitorCloseWaitsForItsOwnSweepOnly(t *testing.T) {
 	}
 	if err := goleak.Find(before); err != nil {
 		t.Fatalf("the sweeper outlived its last job: %v", err)
+	}
+}
+
+// TestKeyIdleOnlyWhenEveryRateIs: with 5 per second and 3 per
+// minute, a unit at 0 s leaves the second idle at 1 s but the minute busy
+// until its algorithm lets the unit go; Sweep evicts the key exactly when
+// its state equals a fresh key's, and the key returns as a fresh one, a
+// stale instant included.
+func TestKeyIdleOnlyWhenEveryRateIs(t *testing.T) {
+	rates := []Rate{{5, time.Second}, {3, time.Minute}}
+	idleAt := map[Algorithm]float64{
+		FixedWindow:    60, // the minute's window ends
+		SlidingLog:     60, // the unit expires
+		SlidingCounter: 66, // its 6 s bucket stops weighing
+		GCRA:           20, // one emission interval of the minute
+	}
+	for _, alg := range allAlgorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			cfg := rateCfg(alg, rates)
+			cfg.Shards = 1
+			l, fresh := mustNew(t, cfg), mustNew(t, cfg)
+			if r := l.AllowN("k", at(0), 1); !r.Allowed {
+				t.Fatal(r)
+			}
+			evictedAt := sweepUntilEvicted(t, l, fresh, 0, 70, 6, true)
+			if evictedAt != idleAt[alg] {
+				t.Fatalf("evicted at %v s, want %v s", evictedAt, idleAt[alg])
+			}
+			// It returns fresh: as a fresh key's first requests at the
+			// eviction's instant, for a request read before it too.
+			for i, sec := range []float64{1, evictedAt, evictedAt + 0.5} {
+				for range 4 {
+					got, want := l.AllowN("k", at(sec), 1), fresh.AllowN("k", at(max(sec, evictedAt)), 1)
+					if got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.Window != want.Window ||
+						!at(sec).Add(got.ResetAfter).Equal(at(max(sec, evictedAt)).Add(want.ResetAfter)) {
+						t.Fatalf("return %d at %v s: %+v, want as a fresh key's %+v", i, sec, got, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// sweepUntilEvicted sweeps l every 100 ms from after sec0 to sec1 until it
+// evicts its one key "k", checking that a sweep evicts it only when its
+// peeks at every cost up to maxCost equal those of fresh's key "k", which
+// is never used, and, if iff, always then; it returns the instant of the
+// eviction, -1 if none. (Peeks show the binding rate: a rate that cannot
+// bind, its limit well above another's, may hide its usage from them.)
+func sweepUntilEvicted(t *testing.T, l, fresh Limiter, sec0, sec1 float64, maxCost int, iff bool) float64 {
+	t.Helper()
+	for i := int(sec0*10) + 1; i <= int(sec1*10); i++ {
+		x := float64(i) / 10
+		p, f := fingerprint(l, "k", at(x), maxCost), fingerprint(fresh, "k", at(x), maxCost)
+		same := fmt.Sprint(p) == fmt.Sprint(f)
+		n := l.Sweep(at(x))
+		if n != 0 && !same || n == 0 && same && iff {
+			t.Fatalf("sweep at %v s evicted %d; the key's peeks %+v, a fresh key's %+v", x, n, p, f)
+		}
+		if n != 0 {
+			return x
+		}
+	}
+	return -1
+}
+
+// TestSweepWaitsForTheLastRateToGoIdle: a key is idle only when every
+// rate is, and the last rate to go idle need not be the longest window's:
+// fixed windows of 7 s and a minute do not nest (a unit at 59.5 s leaves
+// the minute idle at 60 s and its 7 s window [55 s, 62 s) busy until
+// 62 s: t0 is 1 s past a multiple of 7 s); one-bucket counters of 1.5 s
+// and 1.4 s windows let a unit at 1.85 s go at 4.5 s and 4.6 s; GCRA's 1
+// per 10 s holds a unit longer than 10 per minute. The sliding log's
+// shorter windows always end first: it waits for the minute.
+func TestSweepWaitsForTheLastRateToGoIdle(t *testing.T) {
+	for _, c := range []struct {
+		alg        Algorithm
+		rates      []Rate
+		buckets    int
+		used, idle float64
+	}{
+		{FixedWindow, []Rate{{5, time.Minute}, {2, 7 * time.Second}}, 0, 59.5, 62},
+		{SlidingCounter, []Rate{{2, 1500 * time.Millisecond}, {2, 1400 * time.Millisecond}}, 1, 1.85, 4.6},
+		{GCRA, []Rate{{10, time.Minute}, {1, 10 * time.Second}}, 0, 59.5, 69.5},
+		{SlidingLog, []Rate{{5, time.Minute}, {2, 7 * time.Second}}, 0, 59.5, 119.5},
+	} {
+		t.Run(c.alg.String(), func(t *testing.T) {
+			cfg := Config{Algorithm: c.alg, Rates: c.rates, Buckets: c.buckets, Shards: 1, JanitorInterval: -1}
+			l, fresh := mustNew(t, cfg), mustNew(t, cfg)
+			if r := l.AllowN("k", at(c.used), 1); !r.Allowed {
+				t.Fatal(r)
+			}
+			if got := sweepUntilEvicted(t, l, fresh, c.used, c.idle+10, 6, false); got != c.idle {
+				t.Fatalf("evicted at %v s, want %v s", got, c.idle)
+			}
+		})
+	}
+}
+
+// TestJanitorIntervalDefaultsToTheLongestWindow: the janitor's default interval is the
+// window clamped to [1 s, 1 min]; with several rates, the longest window,
+// after which a key used once is idle. Config.Window is 0 then, and the
+// default read it: a limiter of 3 per second and 100 per hour swept its
+// whole table every second, though no key could be idle for an hour.
+func TestJanitorIntervalDefaultsToTheLongestWindow(t *testing.T) {
+	for _, c := range []struct {
+		rates []Rate
+		want  time.Duration
+	}{
+		{[]Rate{{3, time.Second}, {100, time.Hour}}, time.Minute},
+		{[]Rate{{3, 10 * time.Millisecond}, {5, 5 * time.Second}}, 5 * time.Second},
+		{[]Rate{{5, 30 * time.Second}}, 30 * time.Second},
+		{[]Rate{{5, time.Millisecond}, {9, 2 * time.Millisecond}}, time.Second},
+	} {
+		l, err := New(Config{Algorithm: GCRA, Rates: c.rates})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := l.Config().JanitorInterval
+		l.Close()
+		if got != c.want {
+			t.Errorf("rates %v: janitor interval %v, want %v", c.rates, got, c.want)
+		}
 	}
 }

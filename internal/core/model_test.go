@@ -1,6 +1,8 @@
 package core
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"math/big"
 	"math/rand/v2"
@@ -8,250 +10,6 @@ import (
 	"testing"
 	"time"
 )
-
-// Reference models: naive, obviously correct implementations of the four
-// algorithms with exact arithmetic (math/big where a product could
-// overflow), checked against the fast ones on random sequences and by a
-// fuzz target. Instants are Unix nanoseconds. The harness also feeds the
-// limiter instants behind a key's latest; the models see them raised to
-// the key's running maximum (the time rule), and the limiter's durations,
-// measured from the caller's instant, end where the model's do. A limiter
-// of several rates is modelled by one model per rate (see harness).
-
-type model interface {
-	// decide decides n units for key at t under limit lim, the key's state
-	// being encoded for limit enc (0: none); a state re-encoded for lim is
-	// kept only when consume.
-	decide(key string, t int64, n int, consume bool, lim, enc int) Result
-	// relimit re-encodes key's state from old to lim at once (SetLimit),
-	// relative to the key's latest instant last.
-	relimit(key string, last int64, old, lim int)
-}
-
-// fixedModel: a count per key and window id floor(t/W).
-type fixedModel struct {
-	w     int64
-	win   map[string]int64
-	count map[string]int
-}
-
-func (m *fixedModel) decide(key string, t int64, n int, consume bool, lim, _ int) Result {
-	id := t / m.w
-	used := 0
-	if w, ok := m.win[key]; ok && w == id {
-		used = m.count[key]
-	}
-	r := Result{Limit: lim, ResetAfter: time.Duration((id+1)*m.w - t)}
-	switch {
-	case n == 0:
-		r.Allowed = true
-	case n > lim:
-		r.RetryAfter = Never
-	case used+n <= lim:
-		r.Allowed = true
-		used += n
-		if consume {
-			m.win[key], m.count[key] = id, used
-		}
-	default:
-		r.RetryAfter = time.Duration((id+1)*m.w - t)
-	}
-	r.Remaining = max(0, lim-used)
-	return r
-}
-
-func (m *fixedModel) relimit(string, int64, int, int) {}
-
-// logModel: every admitted unit's exact instant.
-type logModel struct {
-	w     int64
-	units map[string][]int64 // ascending
-}
-
-func (m *logModel) decide(key string, t int64, n int, consume bool, lim, _ int) Result {
-	var live []int64
-	for _, s := range m.units[key] {
-		if s <= t && t < s+m.w {
-			live = append(live, s)
-		}
-	}
-
-	r := Result{Limit: lim}
-	used := len(live)
-	switch {
-	case n == 0:
-		r.Allowed = true
-	case n > lim:
-		r.RetryAfter = Never
-	case used+n <= lim:
-		r.Allowed = true
-		used += n
-		for range n {
-			live = append(live, t)
-		}
-		if consume {
-			m.units[key] = live
-		}
-	default:
-		r.RetryAfter = time.Duration(live[used+n-lim-1] + m.w - t)
-	}
-	r.Remaining = max(0, lim-used)
-	r.ResetAfter = time.Duration(m.w)
-	if len(live) > 0 && (consume || !r.Allowed || n == 0 || len(live) > used-n) {
-		r.ResetAfter = time.Duration(live[0] + m.w - t)
-	}
-	if r.Allowed && n > 0 && !consume && used == n {
-		r.ResetAfter = time.Duration(m.w)
-	}
-	return r
-}
-
-func (m *logModel) relimit(string, int64, int, int) {}
-
-// counterModel: the sliding counter (the oldest bucket weighted by its
-// overlap, rounded up) with a map of bucket counts per key; the retry
-// instant is found by binary search, the estimate being non-increasing in
-// time.
-type counterModel struct {
-	w, g    int64
-	n       int64
-	buckets map[string]map[int64]int
-}
-
-func (m *counterModel) estimate(b map[int64]int, t int64) int64 {
-	j := t / m.g
-	var sum int64
-	for id := j - m.n + 1; id <= j; id++ {
-		sum += int64(b[id])
-	}
-	num := new(big.Int).Mul(big.NewInt(int64(b[j-m.n])), big.NewInt(m.g-(t-j*m.g)))
-	q, r := new(big.Int).QuoRem(num, big.NewInt(m.g), new(big.Int))
-	if r.Sign() != 0 {
-		q.Add(q, big.NewInt(1))
-	}
-	return sum + q.Int64()
-}
-
-func (m *counterModel) decide(key string, t int64, n int, consume bool, lim, _ int) Result {
-	b := m.buckets[key]
-	if b == nil {
-		b = map[int64]int{}
-		m.buckets[key] = b
-	}
-	est := m.estimate(b, t)
-	r := Result{Limit: lim}
-	j := t / m.g
-	switch {
-	case n == 0:
-		r.Allowed = true
-	case n > lim:
-		r.RetryAfter = Never
-	case est+int64(n) <= int64(lim):
-		r.Allowed = true
-		est += int64(n)
-		if consume {
-			b[j] += n
-		}
-	default:
-		lo, hi := t, t+m.w+2*m.g // est(lo)+n > lim, est(hi)+n <= lim
-		for hi-lo > 1 {
-			mid := lo + (hi-lo)/2
-			if m.estimate(b, mid)+int64(n) <= int64(lim) {
-				hi = mid
-			} else {
-				lo = mid
-			}
-		}
-		r.RetryAfter = time.Duration(hi - t)
-	}
-	r.Remaining = int(max(0, int64(lim)-est))
-	oldest := j
-	for id := j - m.n; id <= j; id++ {
-		if b[id] != 0 {
-			oldest = id
-			break
-		}
-	}
-	r.ResetAfter = time.Duration((oldest+m.n+1)*m.g - t)
-	return r
-}
-
-func (m *counterModel) relimit(string, int64, int, int) {}
-
-// gcraModel: the theoretical arrival time as an exact rational.
-type gcraModel struct {
-	w   int64
-	tat map[string]*big.Rat
-}
-
-func (m *gcraModel) decide(key string, t int64, n int, consume bool, lim, enc int) Result {
-	now := new(big.Rat).SetInt64(t)
-	tat := now
-	if v := m.tat[key]; v != nil && v.Cmp(now) > 0 {
-		tat = v
-		if lim > 0 && enc > 0 && lim != enc {
-			d := new(big.Rat).Sub(tat, now)
-			tat = d.Add(d.Mul(d, big.NewRat(int64(enc), int64(lim))), now)
-			if consume {
-				m.tat[key] = tat
-			}
-		}
-	}
-	w := new(big.Rat).SetInt64(m.w)
-	r := Result{Limit: lim}
-	switch {
-	case n == 0:
-		r.Allowed = true
-	case n > lim:
-		r.RetryAfter = Never
-	default:
-		ntat := new(big.Rat).Add(tat, big.NewRat(int64(n)*m.w, int64(lim)))
-		if new(big.Rat).Sub(ntat, now).Cmp(w) <= 0 {
-			r.Allowed = true
-			tat = ntat
-			if consume {
-				m.tat[key] = ntat
-			}
-		} else {
-			r.RetryAfter = time.Duration(ceilRat(new(big.Rat).Sub(ntat, w)) - t)
-		}
-	}
-	if lim > 0 {
-		// floor((W - (tat - t)) * L / W), at least 0
-		left := new(big.Rat).Sub(w, new(big.Rat).Sub(tat, now))
-		q := new(big.Rat).Quo(new(big.Rat).Mul(left, big.NewRat(int64(lim), 1)), w)
-		r.Remaining = int(max(0, floorRat(q)))
-	}
-	r.ResetAfter = time.Duration(ceilRat(tat) - t)
-	return r
-}
-
-func (m *gcraModel) relimit(key string, last int64, old, lim int) {
-	v := m.tat[key]
-	if v == nil || old == 0 {
-		return
-	}
-	l := new(big.Rat).SetInt64(last)
-	if v.Cmp(l) <= 0 {
-		return
-	}
-	d := new(big.Rat).Sub(v, l)
-	d.Mul(d, big.NewRat(int64(old), int64(lim)))
-	m.tat[key] = d.Add(d, l)
-}
-
-func floorRat(x *big.Rat) int64 {
-	q := new(big.Int).Div(x.Num(), x.Denom()) // Euclidean: floor for positive denominators
-	return q.Int64()
-}
-
-func ceilRat(x *big.Rat) int64 {
-	f := floorRat(x)
-	if new(big.Rat).SetInt64(f).Cmp(x) != 0 {
-		f++
-	}
-	return f
-}
 
 // harness runs one limiter and its model side by side. A limiter of K
 // rates is modelled by K single-rate models combined all or nothing: a
@@ -275,6 +33,16 @@ type harness struct {
 	window int64            // the shortest window: the pace of the clock in step
 	calls  int              // consuming calls so far: they rotate through the API's forms
 	swept  int              // keys evicted by sweeps
+
+	// A capped table (capTable): a new key may evict another, or be
+	// refused.
+	capped bool
+	policy FullPolicy
+	clock  *ManualClock // nil: the default clock, far ahead of the instants
+	now    int64        // the limiter's clock, Unix ns
+	keys   []string     // the keys step draws from; nil: "a" to "d"
+	evicts int          // keys evicted by new keys
+	refuse int          // new keys refused
 }
 
 // newHarness returns a harness of one rate, configured by Limit and Window.
@@ -293,7 +61,7 @@ func newRatesHarness(tb testing.TB, alg Algorithm, rates []Rate, buckets int, as
 	}
 	l := mustNew(tb, cfg)
 	h := &harness{t: tb, alg: alg, l: l, rates: slices.Clone(rates), own: map[string][]int{}, enc: map[string][]int{},
-		last: map[string]int64{}, floor: make([]int64, 4), unit: 1, window: math.MaxInt64}
+		last: map[string]int64{}, floor: make([]int64, 4), unit: 1, window: math.MaxInt64, now: math.MaxInt64}
 	longest := int64(0)
 	for _, r := range rates {
 		h.def = append(h.def, r.Limit)
@@ -325,6 +93,53 @@ func (h *harness) limitsOf(key string) []int {
 		return v
 	}
 	return h.def
+}
+
+// capTable rebuilds h's limiter with a full table: one shard of at most
+// maxKeys keys (40 keys to draw from when large, else 4) under policy,
+// with a manual clock that runs behind or ahead of the instants if
+// clocked. A new key may evict another (idle, or the least recent under
+// EvictLeastRecent): the evicted key's model state is forgotten, and the
+// shard's floor rises to the later of the instant it was judged at (the
+// new key's) and its own latest, capped by the limiter's clock. Every
+// decision still matches the models: an evicted key returning with an
+// instant behind the floor is decided as a fresh key at the floor, and no
+// key with limits of its own is evicted.
+func (h *harness) capTable(policy FullPolicy, large, clocked bool) {
+	cfg := h.l.Config()
+	cfg.MaxKeys, cfg.WhenFull, cfg.Shards = 2, policy, 1
+	if large {
+		// 25 keys of 40 in a table of 42 positions: probe runs, keys
+		// moving back.
+		cfg.MaxKeys, h.keys = 25, cappedKeys
+	}
+	if clocked {
+		h.clock = NewManualClock(time.Unix(t0Unix, 0))
+		cfg.Clock = h.clock
+	}
+	h.l.Close()
+	h.l = mustNew(h.t, cfg)
+	h.floor = make([]int64, 1)
+	h.capped, h.policy = true, policy
+}
+
+// cappedKeys are the keys of a large capped table: short and long (kept in
+// the arena) keys, 40 of them for a shard of 25.
+var cappedKeys = func() []string {
+	var keys []string
+	for i := range 20 {
+		keys = append(keys, fmt.Sprint("k", i), fmt.Sprintf("a-key-long-enough-for-the-arena-%d", i))
+	}
+	return keys
+}()
+
+// forget drops key's state from every model (its eviction).
+func (h *harness) forget(key string) {
+	for _, m := range h.m {
+		m.forget(key)
+	}
+	delete(h.enc, key)
+	delete(h.last, key)
 }
 
 // decide is the combined model's decision of n units for key at t (the
@@ -377,12 +192,17 @@ func (h *harness) decide(key string, t int64, n int, real bool, lims, enc []int)
 	return want
 }
 
+// allow decides n units for key at t through one of the API's forms (in
+// turn) and checks the Result against the models. On a capped table it
+// finds the keys the call's insert evicted and a new key the table
+// refused; on any other, neither may happen.
 func (h *harness) allow(key string, t int64, n int, consume bool) {
 	h.t.Helper()
 	caller := t
 	t = max(t, h.last[key])
-	if _, stored := h.enc[key]; !stored {
-		sh, _ := keyShard(h.l, key)
+	enc, stored := h.enc[key]
+	sh, _ := keyShard(h.l, key)
+	if !stored {
 		t = max(t, h.floor[sh])
 	}
 	var got Result
@@ -401,11 +221,14 @@ func (h *harness) allow(key string, t int64, n int, consume bool) {
 		got = h.l.AllowN(key, now, n)
 	}
 	lims := h.limitsOf(key)
-	enc, stored := h.enc[key]
 	// The limiter stores a key, and re-encodes its state, on every
 	// decision that may consume, denied ones included (a cost above the
 	// limit too): its instant becomes the key's latest.
 	real := consume && n > 0
+	h.checkEvictions(key, sh, t, real && !stored)
+	if real && !stored && h.refused(key, sh, got, boolOnly) {
+		return
+	}
 	want := h.decide(key, t, n, real, lims, enc)
 	if real {
 		h.last[key] = t
@@ -430,6 +253,61 @@ func (h *harness) allow(key string, t int64, n int, consume bool) {
 	if got != want {
 		h.t.Fatalf("%v %v key %q t=%d (caller %d) n=%d consume=%v limits %v:\n got %+v\nwant %+v", h.alg, h.rates, key, t, caller, n, consume, lims, got, want)
 	}
+}
+
+// checkEvictions finds the stored keys a call on key (in shard sh, decided
+// at t) evicted: only a call that inserts a new key into a capped table
+// may, and never a key with limits of its own. Their model state is
+// forgotten and the shard's floor rises.
+func (h *harness) checkEvictions(key string, sh int, t int64, inserts bool) {
+	h.t.Helper()
+	evicted, evictedLast := false, int64(0)
+	for k := range h.enc {
+		if _, ok := keyShard(h.l, k); ok || k == key {
+			continue
+		}
+		if _, own := h.own[k]; own {
+			h.t.Fatalf("%v %v: key %q, which has limits of its own, was evicted", h.alg, h.rates, k)
+		}
+		if !h.capped || !inserts {
+			h.t.Fatalf("%v %v: key %q was evicted by a call that inserts no key into a full table", h.alg, h.rates, k)
+		}
+		evictedLast = max(evictedLast, h.last[k])
+		h.forget(k)
+		evicted = true
+		h.evicts++
+	}
+	if evicted {
+		// An evicted key's next request is decided no earlier than its
+		// latest instant, nor than the new key's, both capped by the
+		// clock.
+		h.floor[sh] = max(h.floor[sh], min(max(t, evictedLast), h.now))
+	}
+}
+
+// refused reports whether the table refused to store the new key (in
+// shard sh); the decision got must then fail with ErrTooManyKeys, which
+// only a capped table answers, and under EvictLeastRecent only when every
+// key of the shard has limits of its own.
+func (h *harness) refused(key string, sh int, got Result, boolOnly bool) bool {
+	h.t.Helper()
+	if _, ok := keyShard(h.l, key); ok {
+		return false
+	}
+	h.refuse++
+	if !h.capped || got.Allowed || !boolOnly && !errors.Is(got.Err, ErrTooManyKeys) {
+		h.t.Fatalf("%v %v: new key %q refused: %+v", h.alg, h.rates, key, got)
+	}
+	if h.policy == EvictLeastRecent {
+		for k := range h.enc {
+			if s, _ := keyShard(h.l, k); s == sh {
+				if _, own := h.own[k]; !own {
+					h.t.Fatalf("%v %v: new key %q refused while key %q could be evicted", h.alg, h.rates, key, k)
+				}
+			}
+		}
+	}
+	return true
 }
 
 // setLimits gives key limits of its own, one per rate (SetLimit with one).
@@ -494,31 +372,6 @@ func (h *harness) sweep(now int64) {
 	}
 }
 
-// keyShard returns the index of key's shard in l and whether key is
-// stored.
-func keyShard(l Limiter, key string) (int, bool) {
-	switch l := l.(type) {
-	case *FixedLimiter:
-		return lookupKey(&l.tab, key)
-	case *LogLimiter:
-		return lookupKey(&l.tab, key)
-	case *CounterLimiter:
-		return lookupKey(&l.tab, key)
-	case *GCRALimiter:
-		return lookupKey(&l.tab, key)
-	}
-	panic("no table")
-}
-
-func lookupKey[E any](tab *table[E], key string) (int, bool) {
-	h := tab.hash(key)
-	s := tab.shardFor(h)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := find(s, h, key)
-	return int(h & tab.mask), ok
-}
-
 func (h *harness) clearLimit(key string) {
 	if err := h.l.ClearLimit(key); err != nil {
 		h.t.Fatal(err)
@@ -556,14 +409,23 @@ func (h *harness) limitsFrom(b uint8) []int {
 // limit change or a sweep. One decision (or sweep) in four comes with an
 // instant behind the clock, by up to two windows (gap's upper bits): a
 // request read early, a stalled caller, a clock stepped back.
-// The clock moves by fractions of the shortest window.
+// The clock moves by fractions of the shortest window; a capped table's
+// manual clock is up to a window behind it or ahead of it (op's upper
+// bits).
 func (h *harness) step(op, key, gap, n, lim uint8, clock *int64) {
 	*clock += int64(gap%64) * h.window / 64 / h.unit * h.unit
 	now := *clock
 	if op>>4&3 == 0 {
 		now -= int64(gap>>2) * h.window / 32 / h.unit * h.unit
 	}
+	if h.clock != nil {
+		h.now = *clock + (int64(op>>6)-2)*h.window/2
+		h.clock.Set(time.Unix(0, h.now))
+	}
 	k := string('a' + rune(key%4))
+	if h.keys != nil {
+		k = h.keys[int(key)%len(h.keys)]
+	}
 	cost := int(n) % (slices.Max(h.limitsOf(k)) + 2)
 	switch op % 16 {
 	case 0:
@@ -571,8 +433,8 @@ func (h *harness) step(op, key, gap, n, lim uint8, clock *int64) {
 	case 1:
 		if lim%4 == 0 {
 			h.setDefaults(h.limitsFrom(lim))
-		} else {
-			h.setLimits(k, h.limitsFrom(lim))
+		} else if _, stored := h.enc[k]; stored || !h.capped {
+			h.setLimits(k, h.limitsFrom(lim)) // on a capped table, SetLimits of a new key could evict
 		}
 	case 2:
 		h.clearLimit(k)
@@ -583,61 +445,39 @@ func (h *harness) step(op, key, gap, n, lim uint8, clock *int64) {
 	}
 }
 
-// modelConfigs are the configurations the models run: one rate (Limit and
-// Window), then several (Config.Rates, not in window order, windows that
-// divide each other and windows that do not, and one rate given as Rates).
-// The fuzz target indexes them: new ones go at the end.
-var modelConfigs = []struct {
-	alg     Algorithm
-	windows []time.Duration
-	buckets int
-	asRates bool // one rate given as Config.Rates
-}{
-	{FixedWindow, []time.Duration{time.Second}, 0, false},
-	{FixedWindow, []time.Duration{7 * time.Second}, 0, false},
-	{SlidingLog, []time.Duration{time.Second}, 0, false},
-	{SlidingLog, []time.Duration{time.Minute}, 0, false},
-	{SlidingCounter, []time.Duration{time.Second}, 10, false},
-	{SlidingCounter, []time.Duration{3 * time.Second}, 3, false},
-	{SlidingCounter, []time.Duration{time.Minute}, 1, false},
-	{GCRA, []time.Duration{time.Second}, 0, false},
-	{GCRA, []time.Duration{7 * time.Second}, 0, false},
-
-	{FixedWindow, []time.Duration{time.Second, 3 * time.Second}, 0, false},
-	{FixedWindow, []time.Duration{7 * time.Second, time.Second, time.Minute}, 0, false},
-	{SlidingLog, []time.Duration{time.Second, 10 * time.Second}, 0, false},
-	{SlidingLog, []time.Duration{time.Minute, time.Second, 7 * time.Second}, 0, false},
-	{SlidingLog, []time.Duration{1500 * time.Millisecond, time.Second}, 0, false},
-	{SlidingCounter, []time.Duration{1200 * time.Millisecond, 3 * time.Second}, 3, false},
-	{SlidingCounter, []time.Duration{time.Second, 10 * time.Second, time.Minute}, 10, false},
-	{SlidingCounter, []time.Duration{time.Minute, time.Second}, 1, false},
-	{GCRA, []time.Duration{time.Second, 7 * time.Second}, 0, false},
-	{GCRA, []time.Duration{3 * time.Second, time.Second, 10 * time.Second}, 0, false},
-	{FixedWindow, []time.Duration{2 * time.Second}, 0, true},
-	{SlidingLog, []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 5 * time.Second}, 0, false},
-	{GCRA, []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 5 * time.Second}, 0, false},
-	{FixedWindow, []time.Duration{3 * time.Second, time.Second, 5 * time.Second, 2 * time.Second}, 0, false},
-	{SlidingCounter, []time.Duration{time.Second, 4 * time.Second, 3 * time.Second, 2 * time.Second}, 2, false},
-}
-
-// configName names a model configuration in subtests.
-func configName(alg Algorithm, windows []time.Duration) string {
-	name := alg.String()
-	for _, w := range windows {
-		name += "/" + w.String()
+// runModels runs seeds random sequences of steps operations on
+// configuration c, each seed's rates drawn first; prepare, if not nil, may
+// rebuild the harness's limiter (a capped or shared table) and returns
+// what to do after each step. It returns the harnesses, for their counts.
+func runModels(t *testing.T, c modelConfig, seeds uint64, steps int, salt uint64, prepare func(h *harness, seed uint64, rng *rand.Rand) func()) []*harness {
+	var hs []*harness
+	for seed := range seeds {
+		rng := rand.New(rand.NewPCG(seed, salt))
+		h := newRatesHarness(t, c.alg, ratesOf(c.windows, func(int) int { return 1 + rng.IntN(8) }), c.buckets, c.asRates)
+		var after func()
+		if prepare != nil {
+			after = prepare(h, seed, rng)
+		}
+		clock := int64(t0Unix) * 1e9
+		for range steps {
+			h.step(uint8(rng.Uint32()), uint8(rng.Uint32()), uint8(rng.IntN(24)|rng.IntN(4)<<6), uint8(rng.Uint32()), uint8(rng.Uint32()), &clock)
+			if after != nil {
+				after()
+			}
+		}
+		hs = append(hs, h)
 	}
-	return name
+	return hs
 }
 
-// ratesOf returns windows with limits: lim(k) for rate k.
-func ratesOf(windows []time.Duration, lim func(k int) int) []Rate {
-	rates := make([]Rate, len(windows))
-	for k, w := range windows {
-		rates[k] = Rate{lim(k), w}
-	}
-	return rates
-}
-
+// TestAlgorithmsMatchReferenceModels runs every configuration against the
+// models on three kinds of table: one that holds any number of keys; one
+// shard capped at two keys of the four the harness uses (or at 25 of 40),
+// under both FullPolicy values, with a clock behind or ahead of the
+// instants (see capTable); and, but for GCRA, one built for package sync,
+// collected at random and told the store holds what it sent, which with
+// no other node's units decides exactly as the local algorithms do,
+// through refunds, limit changes, stale instants and sweeps.
 func TestAlgorithmsMatchReferenceModels(t *testing.T) {
 	// One goroutine: the race detector finds nothing here and makes each
 	// seed about ten times slower, so under it 5 seeds run (the test
@@ -646,25 +486,73 @@ func TestAlgorithmsMatchReferenceModels(t *testing.T) {
 	if raceEnabled {
 		seeds = 5
 	}
+	totalEvicts, cappedRuns := 0, 0
 	for _, c := range modelConfigs {
 		t.Run(configName(c.alg, c.windows), func(t *testing.T) {
-			swept := 0
-			defer func() { t.Logf("%d keys swept", swept) }()
-			for seed := range seeds {
-				rng := rand.New(rand.NewPCG(seed, uint64(c.alg)))
-				h := newRatesHarness(t, c.alg, ratesOf(c.windows, func(int) int { return 1 + rng.IntN(8) }), c.buckets, c.asRates)
-				clock := int64(t0Unix) * 1e9
-				for range 2000 {
-					h.step(uint8(rng.Uint32()), uint8(rng.Uint32()), uint8(rng.IntN(24)|rng.IntN(4)<<6), uint8(rng.Uint32()), uint8(rng.Uint32()), &clock)
+			t.Run("any keys", func(t *testing.T) {
+				swept := 0
+				for _, h := range runModels(t, c, seeds, 2000, uint64(c.alg), nil) {
+					swept += h.swept
 				}
-				swept += h.swept
+				t.Logf("%d keys swept", swept)
+			})
+			for _, policy := range []FullPolicy{RejectNewKeys, EvictLeastRecent} {
+				t.Run("MaxKeys/"+policyName(policy), func(t *testing.T) {
+					hs := runModels(t, c, 4, 800, uint64(c.alg)*7+uint64(policy), func(h *harness, seed uint64, _ *rand.Rand) func() {
+						h.capTable(policy, seed%2 == 1, seed%3 != 0)
+						return nil
+					})
+					evicts, refused := 0, 0
+					for _, h := range hs {
+						evicts += h.evicts
+						refused += h.refuse
+					}
+					if evicts+refused < 50 {
+						t.Fatalf("%d evictions and %d refusals: the test tests little", evicts, refused)
+					}
+					totalEvicts += evicts
+					cappedRuns++
+				})
 			}
+			if c.alg == GCRA {
+				return // not shareable
+			}
+			t.Run("shared", func(t *testing.T) {
+				runModels(t, c, 6, 1000, uint64(c.alg)+77, func(h *harness, _ uint64, rng *rand.Rand) func() {
+					cfg := h.l.Config()
+					h.l.Close()
+					l, tab := newSharedT(t, cfg)
+					h.l = l
+					return func() {
+						if rng.IntN(3) == 0 {
+							applySent(tab)
+						}
+					}
+				})
+			})
 		})
+	}
+	if !t.Failed() && cappedRuns == 2*len(modelConfigs) && totalEvicts < 1000 {
+		t.Fatalf("%d evictions in all: the capped tables test little", totalEvicts)
+	}
+}
+
+// applySent collects every shard of tab and tells it the store holds
+// exactly what it sent: no other node's units.
+func applySent(tab Synced) {
+	for _, f := range collectAll(tab) {
+		totals := make([]int64, len(f.Sent))
+		for i, s := range f.Sent {
+			totals[i] = int64(s)
+		}
+		tab.Apply(&f, totals)
 	}
 }
 
 // FuzzAlgorithmsMatchReferenceModels drives every configuration with
-// operations decoded from the input, five bytes each. Run longer by hand:
+// operations decoded from the input, five bytes each; cfg's low bits pick
+// the configuration, its top bit a capped table (bit 6 its policy, bit 5
+// a manual clock). Run longer by hand:
 //
 //	go test -run '^$' -fuzz FuzzAlgorithmsMatchReferenceModels -fuzztime 5m
 func FuzzAlgorithmsMatchReferenceModels(f *testing.F) {
@@ -675,8 +563,11 @@ func FuzzAlgorithmsMatchReferenceModels(f *testing.F) {
 	f.Add(uint8(9), uint8(0x53), []byte("\x03\x00\x00\x02\x00\x03\x00\x00\x05\x00\x01\x00\x00\x00\x17\x03\x00\x40\x01\x00\x04\x00\x08\x01\x00"))
 	f.Add(uint8(12), uint8(0x97), []byte("\x03\x01\x00\x03\x00\x03\x01\x01\x03\x00\x01\x01\x00\x00\x26\x03\x01\x10\x01\x00\x00\x01\x20\x02\x00"))
 	f.Add(uint8(17), uint8(0x64), []byte("\x03\x02\x00\x03\x00\x01\x00\x00\x00\x0c\x03\x02\x02\x01\x00\x03\x02\x30\x01\x00"))
+	// A capped table: two keys of four in one shard.
+	f.Add(uint8(0x80|3), uint8(4), []byte("\x03\x00\x00\x01\x00\x03\x01\x00\x01\x00\x03\x02\x10\x01\x00\x03\x03\x10\x01\x00\x03\x00\x40\x01\x00"))
+	f.Add(uint8(0xe0|10), uint8(0x35), []byte("\x03\x00\x00\x01\x00\x01\x01\x00\x00\x05\xc3\x02\x10\x01\x00\x43\x03\x10\x01\x00\x0f\x00\x3f\x00\x00\x03\x00\x00\x01\x00"))
 	f.Fuzz(func(t *testing.T, cfg, limit uint8, ops []byte) {
-		c := modelConfigs[int(cfg)%len(modelConfigs)]
+		c := modelConfigs[int(cfg&0x1f)%len(modelConfigs)]
 		rates := ratesOf(c.windows, func(k int) int {
 			if k == 0 {
 				return int(limit % 10)
@@ -684,6 +575,9 @@ func FuzzAlgorithmsMatchReferenceModels(f *testing.F) {
 			return int((uint32(limit)*2246822519 + uint32(k)*3266489917) >> 20 % 10)
 		})
 		h := newRatesHarness(t, c.alg, rates, c.buckets, c.asRates)
+		if cfg&0x80 != 0 {
+			h.capTable(FullPolicy(cfg>>6&1), false, cfg&0x20 != 0)
+		}
 		clock := int64(t0Unix) * 1e9
 		for i := 0; i+5 <= len(ops) && i < 5*500; i += 5 {
 			h.step(ops[i], ops[i+1], ops[i+2], ops[i+3], ops[i+4], &clock)

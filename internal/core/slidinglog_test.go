@@ -1,7 +1,9 @@
 package core
 
 import (
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"testing"
 	"time"
@@ -127,5 +129,122 @@ func TestSlidingLogRetryAfterBehindTheLatest(t *testing.T) {
 	}
 	if p := l.Peek("k", now.Add(r.RetryAfter), 3); !p.Allowed {
 		t.Fatalf("denied RetryAfter %v later: %+v", r.RetryAfter, p)
+	}
+}
+
+// TestSlidingLogDecidesEveryRate: step tables of two and three rates against
+// hand-computed values: all or nothing, the binding rate's numbers, and
+// RetryAfter the first instant every rate admits (see runRateSteps).
+func TestSlidingLogDecidesEveryRate(t *testing.T) {
+	l := mustNew(t, Config{Algorithm: SlidingLog, Rates: twoRates})
+	runRateSteps(t, l, "k", []rstep{
+		{0, 1, true, 2, 3, w1s, 0},
+		{0.1, 1, true, 1, 3, w1s, 0},
+		{0.2, 1, true, 0, 3, w1s, 0},
+		{0.3, 1, false, 0, 3, w1s, ms(700)}, // the unit of 0 s expires at 1 s
+		{1, 1, true, 0, 3, w1s, 0},          // the minute: 6 left
+		{1.05, 1, false, 0, 3, w1s, ms(50)},
+		{1.1, 2, false, 1, 3, w1s, ms(100)}, // the unit of 0.2 s must expire too
+		{1.2, 2, true, 0, 3, w1s, 0},        // the minute: 4 left
+		{2.2, 3, true, 0, 3, w1s, 0},        // the units of 1.2 s expired at 2.2 s; the minute: 1 left
+		// The second admits 2, the minute has 1 left: the unit of 0 s
+		// must expire, at 60 s.
+		{3.5, 2, false, 1, 10, w1m, ms(56500)},
+		{3.5, 1, true, 0, 10, w1m, 0},
+		{4, 1, false, 0, 10, w1m, 56 * time.Second},
+		{60, 1, true, 0, 10, w1m, 0}, // the unit of 0 s expired
+		{60.05, 1, false, 0, 10, w1m, ms(50)},
+		{60.1, 2, false, 1, 10, w1m, ms(100)},
+		{60.2, 2, true, 0, 10, w1m, 0},        // both at 0: the minute binds
+		{60.3, 1, false, 0, 10, w1m, ms(700)}, // both deny until 61 s
+		{61, 1, true, 0, 10, w1m, 0},
+		{61, 4, false, 0, 10, w1m, Never},
+	})
+
+	l = mustNew(t, Config{Algorithm: SlidingLog, Rates: threeRates})
+	runRateSteps(t, l, "k", []rstep{
+		{0, 1, true, 1, 2, w100ms, 0},
+		{0, 1, true, 0, 2, w100ms, 0},
+		{0.05, 1, false, 0, 2, w100ms, ms(50)},
+		{0.1, 2, true, 0, 2, w100ms, 0},
+		{0.2, 2, false, 1, 5, w1s, ms(800)},
+		{0.2, 3, false, 1, 5, w1s, Never},
+		{0.2, 1, true, 0, 5, w1s, 0},
+		{1, 2, true, 0, 5, w1s, 0},             // 100 ms and second at 0: the second binds
+		{1.1, 2, false, 1, 8, w10s, ms(8900)},  // the 10 s binds
+		{1.1, 1, true, 0, 8, w10s, 0},          //
+		{1.15, 1, false, 0, 8, w10s, ms(8850)}, // only the 10 s denies
+		{10, 2, true, 0, 8, w10s, 0},           // the units of 0 s expired
+		{10.05, 1, false, 0, 8, w10s, ms(50)},  // 100 ms and 10 s both deny until 10.1 s
+		{10.1, 1, true, 1, 8, w10s, 0},         // 100 ms and 10 s both at 1: the 10 s binds
+		// Stale: decided at 10.1 s, durations from 5 s.
+		{5, 2, false, 1, 8, w10s, ms(5200)},
+		{10.2, 1, true, 1, 8, w10s, 0},
+	})
+}
+
+// TestSlidingLogRetryAfterOffTheGrid: a sliding log of several rates keeps
+// one ring at the longest window's resolution (100 ns for a minute, 10 µs
+// for an hour, 1 ms for a day); at instants off that grid, a denied
+// request fits exactly at now+RetryAfter and not a nanosecond sooner,
+// whichever rate binds.
+func TestSlidingLogRetryAfterOffTheGrid(t *testing.T) {
+	for ci, rates := range [][]Rate{
+		{{5, time.Hour}},
+		{{5, time.Hour}, {3, time.Minute}},
+		{{4, time.Minute}, {2, 7 * time.Second}, {3, 13 * time.Second}},
+		{{6, 24 * time.Hour}, {3, time.Hour}},
+	} {
+		denied := 0
+		for seed := range uint64(10) {
+			rng := rand.New(rand.NewPCG(seed, uint64(ci)))
+			l := mustNew(t, Config{Algorithm: SlidingLog, Rates: rates})
+			shortest := rates[0].Window
+			for _, r := range rates {
+				shortest = min(shortest, r.Window)
+			}
+			now := at(0).Add(time.Duration(rng.Int64N(1e9)))
+			for range 400 {
+				now = now.Add(time.Duration(rng.Int64N(int64(shortest) / 3)))
+				n := 1 + rng.IntN(2)
+				r := l.AllowN("k", now, n)
+				if r.Allowed || r.RetryAfter == Never {
+					continue
+				}
+				denied++
+				fit := now.Add(r.RetryAfter)
+				if p := l.Peek("k", fit, n); !p.Allowed {
+					t.Fatalf("%v seed %d: denied at now+RetryAfter (%v): %+v", rates, seed, r.RetryAfter, p)
+				}
+				if l.Peek("k", fit.Add(-1), n).Allowed {
+					t.Fatalf("%v seed %d: admitted a nanosecond before now+RetryAfter (%v)", rates, seed, r.RetryAfter)
+				}
+			}
+		}
+		if denied < 100 {
+			t.Fatalf("%v: only %d denials", rates, denied)
+		}
+	}
+}
+
+// TestStatsRingFullIsNotADenial: a sliding log key whose ring cannot grow
+// (the shard's ring memory is exhausted) fails its decision with
+// ErrTooManyKeys. Stats.Denied counts "decisions that denied a positive
+// cost (errors excluded)", so the failure is not a denial: it is refused.
+func TestStatsRingFullIsNotADenial(t *testing.T) {
+	l := mustNew(t, Config{Algorithm: SlidingLog, Limit: 100, Window: 10 * time.Second, Shards: 1})
+	if !l.AllowN("k", at(0.5), 1).Allowed {
+		t.Fatal("the first unit was denied")
+	}
+	s := &l.(*LogLimiter).tab.shards[0]
+	s.mu.Lock()
+	s.rings.pages = append(s.rings.pages, make([][]uint32, maxRingPages-len(s.rings.pages))...)
+	s.rings.cur = -1 // no page may be added: the ring of 4 cannot grow to 8
+	s.mu.Unlock()
+	if r := l.AllowN("k", at(0.5), 5); !errors.Is(r.Err, ErrTooManyKeys) {
+		t.Fatalf("a ring that cannot grow: %+v", r)
+	}
+	if st := l.Stats(); st.Allowed != 1 || st.Denied != 0 || st.Refused != 1 {
+		t.Fatalf("stats %+v: want 1 allowed, no denial and 1 refused (the failure is an error)", st)
 	}
 }
