@@ -79,10 +79,15 @@ type ExactConfig struct {
 	// outage (see the package doc on eviction).
 	EvictionCheck time.Duration
 
+	// HealthInterval is the interval over which the limiter measures the
+	// share of its decisions the failure policy made (see State), in
+	// [1ms, 1h]; default DefaultHealthInterval (1s).
+	HealthInterval time.Duration
+
 	// OnStateChange, if set, is called on every change between Healthy and
-	// Degraded, in order, from the limiter's background goroutine (never
+	// Degraded, in order, from the client's background goroutine (never
 	// from a deciding goroutine). It must not block for long and must not
-	// call Close.
+	// call Close or Shutdown of any limiter.
 	OnStateChange func(StateChange)
 }
 
@@ -257,11 +262,12 @@ func (e *Exact) configureProbe(cfg *ExactConfig) error {
 			return err
 		}
 	}
-	var why error
-	if !canReadEviction(e.client) {
-		why = errNoInfo
+	e.evictEvery = max(every, 0)
+	share, err := newShareWatch(cfg.HealthInterval)
+	if err != nil {
+		return err
 	}
-	e.watch = newEvictionWatch(every, why)
+	e.share = share
 	return nil
 }
 
