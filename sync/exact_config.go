@@ -74,6 +74,9 @@ type ExactConfig struct {
 
 	// EvictionCheck is how often the background goroutine reads Redis's
 	// eviction state (INFO), in [1ms, 1h]; default 2s; negative: never.
+	// The goroutine is the client's: it reads INFO once for all the
+	// client's limiters, at the shortest EvictionCheck among them and at
+	// most once a second.
 	// While Redis's evicted_keys grows the limiter is Degraded, with an
 	// error wrapping ErrEvicting, and decides by Policy as during an
 	// outage (see the package doc on eviction).

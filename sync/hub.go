@@ -275,7 +275,9 @@ func (h *hub) takeActive() {
 
 // activateShared makes the hub visit s from its next round on: s has
 // something to flush. Safe for concurrent use; it never blocks for long
-// (it is called under a shard lock of s).
+// (it is called under a shard lock of s). It does not wake the hub: s
+// flushes at the next tick of its FlushInterval, which is scheduled
+// anyway.
 func (h *hub) activateShared(s *Shared) {
 	if s.active.Load() || !s.active.CompareAndSwap(false, true) {
 		return
@@ -283,7 +285,6 @@ func (h *hub) activateShared(s *Shared) {
 	h.actMu.Lock()
 	h.actS = append(h.actS, s)
 	h.actMu.Unlock()
-	h.poke()
 }
 
 // activateExact makes the hub visit e from its next round on: e has

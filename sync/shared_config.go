@@ -76,6 +76,9 @@ type SharedConfig struct {
 
 	// EvictionCheck is how often the reconciler reads the store's
 	// eviction state (INFO), in [1ms, 1h]; default 2s; negative: never.
+	// The reconciler is the store's (see the package doc): it reads INFO
+	// once for all the store's limiters, at the shortest EvictionCheck
+	// among them and at most once a second.
 	// While the store's evicted_keys grows the limiter is Degraded, with an
 	// error wrapping ErrEvicting (see the package doc on eviction). Only a
 	// RedisBackend can be read; another Backend's eviction is not watched.
@@ -96,7 +99,9 @@ type SharedConfig struct {
 
 // NewShared returns a Shared limiter reaching the store through client (or
 // cfg.Backend). It does no I/O, so it returns at once whether or not the
-// store is reachable. It starts the reconciler goroutine; call Close.
+// store is reachable. It joins the background goroutine of the store's
+// limiters (see the package doc), starting it if it is the first; call
+// Close.
 //
 // It returns an error wrapping shardlimit.ErrInvalidConfig if both client
 // and cfg.Backend are nil, cfg.Algorithm is GCRA or unknown, or any field is
