@@ -170,7 +170,7 @@ func (e *Exact) join() {
 // leave takes e out of its hub (see hub.leave).
 func (e *Exact) leave(ctx context.Context) {
 	h := e.hub
-	h.leave(ctx, func() {
+	h.leave(ctx, true, func() {
 		removeItem(&h.exact, e)
 		add(h.checks, e.evictEvery, -1)
 		e.left.Store(true)

@@ -65,8 +65,9 @@ type tick struct {
 // round is one pass of a hub over its limiters; cancel ends its store
 // calls early (a Close whose deadline passed).
 type round struct {
-	cancel context.CancelFunc
-	done   chan struct{}
+	cancel    context.CancelFunc
+	done      chan struct{}
+	exactDone chan struct{} // closed once the round is done with Exact limiters
 }
 
 // hubs holds the hub of every store in use, by client (or Backend).
@@ -153,18 +154,24 @@ func (h *hub) poke() {
 // leave removes a limiter (remove, run under h.mu, takes it out of the
 // hub's lists), waits until no round uses it (if ctx ends first, the round
 // in progress is cancelled: its store calls end at once), and stops the
-// hub if it was the last user.
-func (h *hub) leave(ctx context.Context, remove func()) {
+// hub if it was the last user. An Exact limiter (exact) waits only for the
+// part of the round that can use it, not for the flushes of the Shared
+// ones.
+func (h *hub) leave(ctx context.Context, exact bool, remove func()) {
 	h.mu.Lock()
 	remove()
 	r := h.cur
 	h.mu.Unlock()
 	if r != nil {
+		wait := r.done
+		if exact {
+			wait = r.exactDone
+		}
 		select {
-		case <-r.done:
+		case <-wait:
 		case <-ctx.Done():
 			r.cancel()
-			<-r.done
+			<-wait
 		}
 	}
 	hubs.mu.Lock()
@@ -217,7 +224,7 @@ func (h *hub) run() {
 // round does what is due at once for the limiters with work (see
 // activate) and returns when the next thing is due.
 func (h *hub) round() time.Time {
-	r := &round{done: make(chan struct{})}
+	r := &round{done: make(chan struct{}), exactDone: make(chan struct{})}
 	var ctx context.Context
 	ctx, r.cancel = context.WithCancel(context.Background())
 	h.mu.Lock()
@@ -233,11 +240,15 @@ func (h *hub) round() time.Time {
 		}
 	}
 	h.mu.Unlock()
+	exactDone := false
 	defer func() {
 		r.cancel()
 		h.mu.Lock()
 		h.cur = nil
 		h.mu.Unlock()
+		if !exactDone {
+			close(r.exactDone)
+		}
 		close(r.done)
 	}()
 	h.takeActive()
@@ -247,6 +258,8 @@ func (h *hub) round() time.Time {
 		h.evict(ctx, now, max(every, minEvictionCheck), &next)
 	}
 	h.runExact(ctx, now, &next)
+	exactDone = true
+	close(r.exactDone)
 	h.runShared(ctx, now, &next)
 	return next
 }

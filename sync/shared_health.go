@@ -163,12 +163,13 @@ func (s *Shared) join() {
 	add(h.checks, s.evictEvery, 1)
 	h.mu.Unlock()
 	h.activateShared(s)
+	h.poke() // to tick at its FlushInterval from now on
 }
 
 // leave takes s out of its hub (see hub.leave).
 func (s *Shared) leave(ctx context.Context) {
 	h := s.hub
-	h.leave(ctx, func() {
+	h.leave(ctx, false, func() {
 		removeItem(&h.shared, s)
 		add(h.intervals, s.interval, -1)
 		add(h.checks, s.evictEvery, -1)
