@@ -1,14 +1,18 @@
 package sync
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	stdsync "sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/shardlimit/shardlimit"
 	"github.com/shardlimit/shardlimit/internal/redistest"
 )
@@ -125,5 +129,73 @@ func BenchmarkHubIdle(b *testing.B) {
 			b.ReportMetric(ic.infoPerSec, "info/s")
 			b.ReportMetric(float64(ic.goroutines), "goroutines+")
 		})
+	}
+}
+
+// pipelineCounter is a go-redis hook that records the size of every
+// pipeline of EVALSHA the client sends (not the EVAL that follows a
+// NOSCRIPT, nor go-redis's connection handshake).
+type pipelineCounter struct {
+	mu    stdsync.Mutex
+	sizes []int
+}
+
+func (p *pipelineCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (p *pipelineCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (p *pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 0 && cmds[0].Name() == "evalsha" {
+			p.mu.Lock()
+			p.sizes = append(p.sizes, len(cmds))
+			p.mu.Unlock()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestHubFlushesTogether: the flushes of 40 Shared limiters on one client,
+// each with one key decided, go out together: in pipelines of at most the
+// smallest MaxBatch (10), at most a few rounds of them, not one pipeline
+// per limiter.
+func TestHubFlushesTogether(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := newClient(t, srv.Addr)
+	pc := &pipelineCounter{}
+	c.AddHook(pc)
+	const n = 40
+	lims := make([]*Shared, n)
+	for i := range lims {
+		lims[i] = newShared(t, c, SharedConfig{
+			Config:        shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 10, Window: time.Minute},
+			FlushInterval: 200 * time.Millisecond, MaxBatch: 10 + i, EvictionCheck: -1})
+	}
+	for _, s := range lims {
+		s.AllowN("k", at(time.Second), 1)
+	}
+	eventually(t, 10*time.Second, func() string {
+		for i, s := range lims {
+			if st := s.SharedStats(); st.SentUnits != 1 {
+				return fmt.Sprintf("limiter %d: %+v", i, st)
+			}
+		}
+		return ""
+	})
+	pc.mu.Lock()
+	sizes := slices.Clone(pc.sizes)
+	pc.mu.Unlock()
+	t.Logf("%d items of %d limiters in %d pipelines of %v", n, n, len(sizes), sizes)
+	total := 0
+	for _, sz := range sizes {
+		total += sz
+		if sz > 10 {
+			t.Errorf("a pipeline of %d items, above the smallest MaxBatch 10", sz)
+		}
+	}
+	// The limiters' decisions may straddle a tick or two (a loaded
+	// machine), never one pipeline per limiter.
+	if total != n || len(sizes) > 3*n/10 {
+		t.Errorf("%d items in %d pipelines %v: want %d in at most %d", total, len(sizes), sizes, n, 3*n/10)
 	}
 }
