@@ -36,6 +36,7 @@
 //	shardlimit_keys_refused_total{limiter}                  new keys a full table refused
 //	shardlimit_store_healthy{limiter}                       sync limiters: 1 while the store answers
 //	shardlimit_store_trips_total, _recoveries_total         sync limiters: state changes
+//	shardlimit_store_policy_share{limiter}                  sync limiters: share of the last health interval's work the failure policy decided (degraded above 0.1)
 //	shardlimit_shared_*                                     sync.Shared: flushes, items, flush duration and gap, units sent, retried, unknown, dropped, pending keys, clock offset
 //	shardlimit_exact_*                                      sync.Exact: calls, errors, timeouts, policy decisions, probes
 package metrics

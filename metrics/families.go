@@ -107,6 +107,8 @@ var (
 		"1 while the store evicts keys (its evicted_keys grew between the last two checks): the limiter is then degraded, since an evicted counter reads as a fresh budget.")
 	storeEvicted = family("shardlimit_store_evicted_keys_total", Counter, "{key}",
 		"Keys the store evicted while this limiter watched it (growth of INFO evicted_keys).")
+	storePolicyShare = family("shardlimit_store_policy_share", Gauge, "",
+		"Share of the limiter's work in its last whole health interval that its failure policy decided, 0 to 1: for sync.Exact its decisions whose store call failed, timed out or got an unreadable reply (or that it made while degraded); for sync.Shared the items of its flushes the store did not apply. Above 0.1 of at least 20 the limiter is degraded; below 0.05 for a whole interval it is healthy again.")
 )
 
 func boolGauge(b bool) float64 {
@@ -176,6 +178,7 @@ var sharedRows = []row[shardsync.SharedStats]{
 	{storeBadReplies, func(s *shardsync.SharedStats) float64 { return float64(s.BadReplies) }},
 	{storeEvicting, func(s *shardsync.SharedStats) float64 { return boolGauge(s.Eviction.Evicting) }},
 	{storeEvicted, func(s *shardsync.SharedStats) float64 { return float64(s.Eviction.Evicted) }},
+	{storePolicyShare, func(s *shardsync.SharedStats) float64 { return s.PolicyShare }},
 }
 
 // exactRows are the families of a sync.Exact limiter.
@@ -204,6 +207,7 @@ var exactRows = []row[shardsync.ExactStats]{
 	{storeBadReplies, func(s *shardsync.ExactStats) float64 { return float64(s.BadReplies) }},
 	{storeEvicting, func(s *shardsync.ExactStats) float64 { return boolGauge(s.Eviction.Evicting) }},
 	{storeEvicted, func(s *shardsync.ExactStats) float64 { return float64(s.Eviction.Evicted) }},
+	{storePolicyShare, func(s *shardsync.ExactStats) float64 { return s.PolicyShare }},
 }
 
 // Families returns every family Collect may report, in the order WriteText

@@ -23,9 +23,12 @@ var storeFields = map[string]string{
 	"Pending": "shardlimit_shared_pending_keys", "Calls": "shardlimit_exact_calls_total",
 	"Errors": "shardlimit_exact_call_errors_total", "Timeouts": "shardlimit_exact_call_timeouts_total",
 	"PolicyDecisions": "shardlimit_exact_policy_decisions_total", "Probes": "shardlimit_exact_probes_total",
-	"ProbeFailures": "shardlimit_exact_probe_failures_total",
-	"Eviction":      "shardlimit_store_evicting and shardlimit_store_evicted_keys_total",
-	"LastError":     "- an error, not a number: shown by the demo's /status",
+	"ProbeFailures":   "shardlimit_exact_probe_failures_total",
+	"Eviction":        "shardlimit_store_evicting and shardlimit_store_evicted_keys_total",
+	"LastError":       "- an error, not a number: shown by the demo's /status",
+	"PolicyShare":     "shardlimit_store_policy_share",
+	"RecentDecisions": "- the count PolicyShare is a share of: shown by the demo's /status",
+	"RecentItems":     "- the count PolicyShare is a share of: shown by the demo's /status",
 }
 
 // TestEveryStoreFieldExported is a tripwire: each field of

@@ -229,69 +229,91 @@ func (b *RedisBackend) scriptArgs(it *Item) ([]string, []any) {
 // deadline too.
 func (b *RedisBackend) Add(ctx context.Context, items []Item, out []ItemResult) []ItemResult {
 	out = sizeResults(out, len(items))
+	addParts(ctx, b.client, []addPart{{b: b, items: items, out: out}})
+	return out
+}
+
+// addPart is the items of one RedisBackend in a pipeline that may carry
+// the items of several (the flushes of several Shared limiters on one
+// client): out has one reset result per item (see sizeResults).
+type addPart struct {
+	b     *RedisBackend
+	items []Item
+	out   []ItemResult
+}
+
+// addParts sends the items of every part, all on client, as one pipeline
+// (see Add) and fills each part's out.
+func addParts(ctx context.Context, client RedisClient, parts []addPart) {
 	if err := ctx.Err(); err != nil {
-		for i := range out {
-			out[i].Outcome, out[i].Err = NotApplied, err
+		for _, p := range parts {
+			for i := range p.out {
+				p.out[i].Outcome, p.out[i].Err = NotApplied, err
+			}
 		}
-		return out
+		return
 	}
 	var batch []pending
-	for i := range items {
-		if err := checkItem(&items[i]); err != nil {
-			out[i].Outcome, out[i].Err = NotApplied, err
-			continue
+	for pi, p := range parts {
+		for i := range p.items {
+			if err := checkItem(&p.items[i]); err != nil {
+				p.out[i].Outcome, p.out[i].Err = NotApplied, err
+				continue
+			}
+			keys, args := p.b.scriptArgs(&p.items[i])
+			batch = append(batch, pending{part: pi, idx: i, span: p.items[i].Span, keys: keys, args: args})
 		}
-		keys, args := b.scriptArgs(&items[i])
-		batch = append(batch, pending{idx: i, span: items[i].Span, keys: keys, args: args})
 	}
 	if len(batch) == 0 {
-		return out
+		return
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		b.exec(ctx, batch)
+		execBatch(ctx, client, batch)
 	}()
 	select {
 	case <-done:
 		for i := range batch {
 			p := &batch[i]
-			r := &out[p.idx]
+			r := &parts[p.part].out[p.idx]
 			r.Outcome, r.Total, r.Err = p.res.Outcome, p.res.Total, p.res.Err
 			r.Totals = append(r.Totals[:0], p.res.Totals...)
 		}
 	case <-ctx.Done():
-		// exec still owns batch: mark the items sent (all of out but the
+		// execBatch still owns batch: mark the items sent (all but the
 		// invalid ones) without reading it.
-		for i := range out {
-			if out[i].Outcome != NotApplied {
-				out[i].Outcome, out[i].Err = MaybeApplied, ctx.Err()
+		for _, p := range parts {
+			for i := range p.out {
+				if p.out[i].Outcome != NotApplied {
+					p.out[i].Outcome, p.out[i].Err = MaybeApplied, ctx.Err()
+				}
 			}
 		}
 	}
-	return out
 }
 
-// pending is one item of a batch on its way to Redis. exec owns it once
-// started: Add never reads it again if it stops waiting.
+// pending is one item of a batch on its way to Redis. execBatch owns it
+// once started: addParts never reads it again if it stops waiting.
 type pending struct {
-	idx  int // in items
+	part int // in parts
+	idx  int // in the part's items
 	span int
 	keys []string
 	args []any
 	res  ItemResult
 }
 
-// exec sends batch as one pipeline of EVALSHA and then the items answered
-// NOSCRIPT as one pipeline of EVAL, and fills each res.
-func (b *RedisBackend) exec(ctx context.Context, batch []pending) {
+// execBatch sends batch as one pipeline of EVALSHA on client and then the
+// items answered NOSCRIPT as one pipeline of EVAL, and fills each res.
+func execBatch(ctx context.Context, client RedisClient, batch []pending) {
 	cmds := make([]*redis.Cmd, len(batch))
-	pipe := b.client.Pipeline()
+	pipe := client.Pipeline()
 	for i := range batch {
 		cmds[i] = addScript.EvalSha(ctx, pipe, batch[i].keys, batch[i].args...)
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command below
-	refreshTopology(b.client, cmds)
+	refreshTopology(client, cmds)
 	var again []int
 	for i, cmd := range cmds {
 		if isNoScript(cmd.Err()) {
@@ -303,7 +325,7 @@ func (b *RedisBackend) exec(ctx context.Context, batch []pending) {
 	if len(again) == 0 {
 		return
 	}
-	pipe = b.client.Pipeline()
+	pipe = client.Pipeline()
 	for _, i := range again {
 		cmds[i] = addScript.Eval(ctx, pipe, batch[i].keys, batch[i].args...)
 	}

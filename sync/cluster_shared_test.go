@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	stdsync "sync"
@@ -141,6 +142,17 @@ func TestRedisClusterShared(t *testing.T) {
 		for _, l := range []*Shared{s, two} {
 			if ev := l.SharedStats().Eviction; ev.Policy != "noeviction" || !ev.Safe() || ev.Err != nil {
 				return fmt.Sprintf("eviction %+v", ev)
+			}
+		}
+		return ""
+	})
+	// One INFO per check for all the client's limiters, from every
+	// master: the check the monitors see comes at most EvictionCheck (2 s)
+	// after they started.
+	eventually(t, 10*time.Second, func() string {
+		for i, m := range mons {
+			if !slices.ContainsFunc(m.Sync(t), func(cmd []string) bool { return strings.EqualFold(cmd[0], "INFO") }) {
+				return fmt.Sprintf("master %s got no INFO", masters[i])
 			}
 		}
 		return ""

@@ -8,7 +8,8 @@
 //
 //   - Shared, a shardlimit.Limiter that decides every request in-process,
 //     with no round trip, and shares its counts approximately with every
-//     other process through the store: a reconciler goroutine flushes the
+//     other process through the store: the reconciler (the store's
+//     background goroutine, see below) flushes the
 //     units admitted since its last flush every FlushInterval (50 ms by
 //     default) and folds the cluster's totals back into the local
 //     decisions (fixed window, sliding counter, sliding log), for every
@@ -24,6 +25,66 @@
 //     cluster-wide limits at the price of one round trip per decision, with
 //     a timeout and a failure policy (by default a local limiter takes over
 //     while Redis is unreachable).
+//
+// # One store, one background goroutine
+//
+// Every limiter of this package on one go-redis client (the same client
+// value; for a Shared limiter with a Backend of another kind, the same
+// Backend value) shares one background goroutine, the store's hub, started
+// by the first of them and stopped by the Close of the last. It does the
+// work the limiters would otherwise each do on a goroutine of their own:
+//
+//   - It flushes the Shared limiters. Those of one FlushInterval share a
+//     tick, one FlushInterval after the end of the previous tick, and all
+//     of them that have something to send send it together, in pipelines
+//     of at most the smallest MaxBatch among them (Shared limiters of
+//     another FlushInterval tick on their own; each limiter's back-off
+//     while its store fails is its own). An idle limiter costs a check of
+//     its shards per tick and sends nothing.
+//   - It probes the store (PING, with each limiter's back-off) for the
+//     Exact limiters whose calls stopped reaching it: one PING for all
+//     whose probe is due.
+//   - It reads the store's eviction state, one INFO per check for all of
+//     them, every EvictionCheck (the shortest of its limiters'), and never
+//     more than once per second.
+//   - It measures each limiter's failure share (see State) and calls each
+//     limiter's OnStateChange, in order.
+//
+// So the goroutines do not grow with the number of limiters (rules), and
+// neither does the store's traffic while they are idle. Each limiter keeps
+// its own State, counters and OnStateChange; the store's eviction state is
+// the hub's, the same for all of them.
+//
+// # Health
+//
+// A limiter is Degraded, and decides by its FailurePolicy, while any of
+// these holds, and Healthy otherwise:
+//
+//   - The store is unreachable: for Shared, FailAfter flushes in a row
+//     applied nothing; for Exact, its calls kept failing with transport
+//     errors for DegradeAfter (see ExactConfig). The hub probes the store
+//     until it answers.
+//   - The store evicts keys (see Eviction below).
+//   - Its failure share is too large: more than DegradePercent (10%) of
+//     its work in one HealthInterval (1 s by default, intervals aligned to
+//     multiples of it) went to the failure policy, out of at least
+//     MinHealthCount (20). For Exact the work is its decisions, and a
+//     decision goes to the policy when its call failed, timed out or got
+//     a reply that cannot be read; for Shared it is the items its flushes
+//     send, and an item goes to the policy when the store did not apply it
+//     (its keys were decided without the store's counts). A limiter
+//     Degraded by its share becomes Healthy after a whole interval in
+//     which less than RecoverPercent (5%) of its work went to the policy,
+//     or none failed: a share between the two changes nothing, so the
+//     state does not flap, and one failure of an idle limiter changes
+//     nothing. Unlike an outage, a limiter Degraded by its share keeps
+//     calling the store, so it sees the store recover. The share of the
+//     last whole interval is ExactStats.PolicyShare and
+//     SharedStats.PolicyShare; the change's Err wraps ErrPolicyShare and
+//     the last store error, with its cause.
+//
+// Leaving an outage or eviction starts a new interval: the failures of the
+// outage do not keep a limiter that is back Degraded by its share.
 //
 // # Redis keys
 //
@@ -104,8 +165,9 @@
 // again; Exact decides by its FailurePolicy; every count already written
 // stays. Both stay within the outage bound.
 //
-// Both limiters read INFO when they start and every EvictionCheck (2 s)
-// after: the policy and maxmemory (Stats.Eviction, and Eviction.Safe), and
+// The store's background goroutine (see above) reads INFO when its first
+// limiter starts and every EvictionCheck (2 s, never less than 1 s) after,
+// once for all of the store's limiters: the policy and maxmemory (Stats.Eviction, and Eviction.Safe), and
 // the growth of evicted_keys. While it grows the limiter is Degraded, with
 // an error wrapping ErrEvicting, and decides by its FailurePolicy as during
 // an outage: Exact by its local fallback, which has recorded what this

@@ -287,7 +287,7 @@ func TestEvictionPolicyReported(t *testing.T) {
 		}
 	}
 	t.Logf("%d INFO commands denied", infos)
-	if infos != 2 || e2.State() != Healthy || s2.State() != Healthy {
-		t.Errorf("%d INFO commands denied, states %v %v: want one per limiter, both healthy", infos, e2.State(), s2.State())
+	if infos != 1 || e2.State() != Healthy || s2.State() != Healthy {
+		t.Errorf("%d INFO commands denied, states %v %v: want one for the client both limiters share, both healthy", infos, e2.State(), s2.State())
 	}
 }

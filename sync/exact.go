@@ -47,9 +47,12 @@ import (
 // by the FailurePolicy. When calls keep failing with transport errors
 // (timeout, refused or broken connection) for ExactConfig.DegradeAfter, at
 // least three in a row, the limiter becomes Degraded: every call is then
-// decided by the policy without touching Redis, until a background probe
-// (PING with exponential back-off) reaches Redis again. One slow call on a
-// loaded host does not degrade it. While Healthy every unit Redis admits is
+// decided by the policy without touching Redis, until the probe (PING with
+// exponential back-off, sent by the background goroutine of the client's
+// limiters, see the package doc) reaches Redis again. One slow call on a
+// loaded host does not degrade it; more than DegradePercent of its
+// decisions over a HealthInterval made by the policy do (see the package
+// doc on health). While Healthy every unit Redis admits is
 // also recorded in the local fallback, so switching to it continues from
 // this process's usage, never from a fresh budget; units the fallback
 // admits are not sent to Redis, so the window in which Redis returns may
@@ -59,9 +62,9 @@ import (
 // unreachable, and a transport error also asks the client to reload its
 // slot map. Errors that Redis answers (a key holding foreign data, a script
 // denied by an ACL, OOM) and unreadable replies are decided by the policy
-// too, but do not degrade the limiter: they are counted in ExactStats
-// (Errors, BadReplies) and the last one is kept, with its cause, in
-// ExactStats.LastError.
+// too; they degrade the limiter only through its failure share: they are
+// counted in ExactStats (Errors, BadReplies) and the last one is kept,
+// with its cause, in ExactStats.LastError.
 //
 // State keys (see the package doc) are written only when a request is
 // admitted, always with a TTL: the time the rate's state still matters
@@ -76,25 +79,27 @@ import (
 //
 // All methods are safe for concurrent use. Unlike the in-process limiters,
 // every decision allocates (the key and arguments sent to Redis, a goroutine
-// that bounds the call). Close and Shutdown stop the probe goroutine and
-// return within their deadline whatever Redis does.
+// that bounds the call). Close and Shutdown leave the background goroutine
+// (stopping it if this was the client's last limiter) and return within
+// their deadline whatever Redis does.
 type Exact struct {
-	client   RedisClient
-	cfg      shardlimit.Config // defaults filled in; the limits are the defaults' initial values
-	rates    []exactRate       // in the order of Config.Rates (one if Rates is empty)
-	longest  int               // index in rates of the longest window
-	defaults atomic.Pointer[limitSet]
-	prefix   string
-	script   *redis.Script // the algorithm's script
-	timeout  time.Duration
-	degrade  time.Duration // DegradeAfter
-	policy   FailurePolicy
-	fallback shardlimit.Limiter
-	ownFb    bool // fallback built here: Close closes it
-	probeMin time.Duration
-	probeMax time.Duration
-	onChange func(StateChange)
-	watch    *evictionWatch
+	client     RedisClient
+	cfg        shardlimit.Config // defaults filled in; the limits are the defaults' initial values
+	rates      []exactRate       // in the order of Config.Rates (one if Rates is empty)
+	longest    int               // index in rates of the longest window
+	defaults   atomic.Pointer[limitSet]
+	prefix     string
+	script     *redis.Script // the algorithm's script
+	timeout    time.Duration
+	degrade    time.Duration // DegradeAfter
+	policy     FailurePolicy
+	fallback   shardlimit.Limiter
+	ownFb      bool // fallback built here: Close closes it
+	probeMin   time.Duration
+	probeMax   time.Duration
+	onChange   func(StateChange)
+	hub        *hub          // the client's background (see hub)
+	evictEvery time.Duration // how often the hub reads Redis's eviction state for it; 0: never
 
 	// callerTime makes the scripts decide at AllowN's now instead of Redis
 	// TIME. Tests set it to replay exact instants; it is not exported.
@@ -103,8 +108,20 @@ type Exact struct {
 	mu     stdsync.RWMutex
 	limits map[string]limitSet // own limits (SetLimits)
 
-	state atomic.Int32
-	trip  chan error // to the background goroutine; capacity 1
+	state  atomic.Int32
+	bypass atomic.Bool // decide by the policy without calling Redis (an outage or eviction)
+	busy   atomic.Bool // the hub has work for it: an outage, changes to report
+	hot    atomic.Bool // the hub visits it (see hub.activateExact)
+	left   atomic.Bool // it left the hub
+
+	// The causes of the state and the changes the hub has yet to report.
+	hmu        stdsync.Mutex
+	outage     bool          // calls stopped reaching Redis; the hub probes it
+	evicting   error         // Redis evicts keys
+	share      *shareWatch   // the failure share
+	events     []StateChange // to report, in order
+	probeAt    time.Time     // of the next probe while outage
+	probeDelay time.Duration // the probe's back-off
 
 	backoff atomic.Int64
 
@@ -115,7 +132,7 @@ type Exact struct {
 	runStart time.Time // start of the run's first call; under runMu
 	runCalls int       // calls in the run; under runMu
 
-	allowed, denied                   atomic.Uint64
+	allowed, denied, decisions        atomic.Uint64
 	calls, errs, timeouts, policyDecs atomic.Uint64
 	badReplies                        atomic.Uint64
 	lastErr                           lastError
@@ -131,13 +148,9 @@ type Exact struct {
 	drained   chan struct{}
 	drainOnce stdsync.Once
 
-	closed     atomic.Bool
-	closeOnce  stdsync.Once
-	closeErr   error
-	loopCtx    context.Context // parent of the background goroutine's calls
-	loopCancel context.CancelFunc
-	stop       chan struct{}
-	done       chan struct{}
+	closed    atomic.Bool
+	closeOnce stdsync.Once
+	closeErr  error
 }
 
 var _ shardlimit.Limiter = (*Exact)(nil)
@@ -154,8 +167,8 @@ type limitSet [shardlimit.MaxRates]int
 
 // NewExact returns an Exact limiter deciding through client. It does no I/O,
 // so it returns at once whether or not Redis is reachable; the first call
-// finds out. It starts one background goroutine (the reconnect probe); call
-// Close to stop it.
+// finds out. It joins the background goroutine of client's limiters (see
+// the package doc), starting it if it is the first; call Close.
 //
 // It returns an error wrapping shardlimit.ErrInvalidConfig if client is nil,
 // cfg.Algorithm is SlidingLog or unknown, any field is out of range, a
@@ -181,15 +194,12 @@ func NewExact(client RedisClient, cfg ExactConfig) (*Exact, error) {
 	return e, nil
 }
 
-// start starts the background goroutine (see run).
+// start joins the client's hub (see hub).
 func (e *Exact) start() {
-	e.trip = make(chan error, 1)
-	e.stop = make(chan struct{})
-	e.done = make(chan struct{})
 	e.drained = make(chan struct{})
-	e.loopCtx, e.loopCancel = context.WithCancel(context.Background())
 	e.backoff.Store(int64(e.probeMin))
-	go e.run()
+	e.probeDelay = e.probeMin
+	e.join()
 }
 
 // StateKeys returns the Redis keys holding key's state, one per rate in
@@ -241,7 +251,11 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 		return shardlimit.Result{Err: shardlimit.ErrInvalidKey}
 	}
 	lims := e.limitsFor(key)
-	if State(e.state.Load()) == Healthy {
+	e.decisions.Add(1)
+	if !e.hot.Load() {
+		e.hub.activateExact(e)
+	}
+	if !e.bypass.Load() {
 		start := time.Now()
 		r, err := e.remote(ctx, key, now, n, &lims, consume)
 		if errors.Is(err, shardlimit.ErrClosed) {

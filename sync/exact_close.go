@@ -34,8 +34,9 @@ func (e *Exact) Close() error {
 	return e.Shutdown(ctx)
 }
 
-// Shutdown stops the background goroutine (ending a probe it has in
-// flight), waits until no Redis call is in flight or ctx is done, and
+// Shutdown leaves the client's background goroutine (stopping it if e
+// was its last limiter; a round of it in flight when ctx ends is ended),
+// waits until no Redis call is in flight or ctx is done, and
 // closes the fallback if NewExact built it. It returns within ctx's
 // deadline whatever Redis does. A call abandoned at its Timeout stays in
 // flight until the client ends it: at once with ContextTimeoutEnabled, else
@@ -54,9 +55,7 @@ func (e *Exact) Shutdown(ctx context.Context) error {
 		if e.inflight.Load() == 0 {
 			e.drainOnce.Do(func() { close(e.drained) })
 		}
-		close(e.stop)
-		e.loopCancel()
-		<-e.done // its calls end with loopCtx
+		e.leave(ctx)
 		select {
 		case <-e.drained:
 		case <-ctx.Done():

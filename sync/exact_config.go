@@ -74,15 +74,23 @@ type ExactConfig struct {
 
 	// EvictionCheck is how often the background goroutine reads Redis's
 	// eviction state (INFO), in [1ms, 1h]; default 2s; negative: never.
+	// The goroutine is the client's: it reads INFO once for all the
+	// client's limiters, at the shortest EvictionCheck among them and at
+	// most once a second.
 	// While Redis's evicted_keys grows the limiter is Degraded, with an
 	// error wrapping ErrEvicting, and decides by Policy as during an
 	// outage (see the package doc on eviction).
 	EvictionCheck time.Duration
 
+	// HealthInterval is the interval over which the limiter measures the
+	// share of its decisions the failure policy made (see State), in
+	// [1ms, 1h]; default DefaultHealthInterval (1s).
+	HealthInterval time.Duration
+
 	// OnStateChange, if set, is called on every change between Healthy and
-	// Degraded, in order, from the limiter's background goroutine (never
+	// Degraded, in order, from the client's background goroutine (never
 	// from a deciding goroutine). It must not block for long and must not
-	// call Close.
+	// call Close or Shutdown of any limiter.
 	OnStateChange func(StateChange)
 }
 
@@ -257,11 +265,12 @@ func (e *Exact) configureProbe(cfg *ExactConfig) error {
 			return err
 		}
 	}
-	var why error
-	if !canReadEviction(e.client) {
-		why = errNoInfo
+	e.evictEvery = max(every, 0)
+	share, err := newShareWatch(cfg.HealthInterval)
+	if err != nil {
+		return err
 	}
-	e.watch = newEvictionWatch(every, why)
+	e.share = share
 	return nil
 }
 

@@ -34,13 +34,17 @@ func (e *Exact) failed(err error, start time.Time) {
 	if r, ok := e.client.(topologyReloader); ok {
 		r.ReloadState(context.Background()) // a failed-over Cluster master
 	}
-	if e.state.CompareAndSwap(int32(Healthy), int32(Degraded)) {
-		e.trips.Add(1)
-		select {
-		case e.trip <- err:
-		default:
-		}
+	e.hmu.Lock()
+	if !e.outage {
+		e.outage = true
+		e.probeDelay = e.probeMin
+		e.probeAt = time.Now().Add(e.probeMin)
+		e.backoff.Store(int64(e.probeMin))
+		e.settle(err)
 	}
+	e.hmu.Unlock()
+	e.hub.activateExact(e) // reports the change and probes
+	e.hub.poke()
 }
 
 // sustained adds a call started at start to the run of failed calls and
@@ -73,127 +77,102 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// run is the background goroutine: it reports state changes and probes
-// Redis while degraded, until Close.
-func (e *Exact) run() {
-	defer close(e.done)
-	// Eviction checks while Healthy; the first at once (the policy).
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	check := timer.C
-	if !e.watch.on() {
-		check = nil
+// settle sets the state from its causes (an outage, eviction, the failure
+// share) and queues the change, if any, for the hub to report; cause is
+// the error that made it Degraded. Requires e.hmu held.
+func (e *Exact) settle(cause error) {
+	bypass := e.outage || e.evicting != nil
+	e.bypass.Store(bypass)
+	defer func() { e.busy.Store(e.outage || len(e.events) > 0) }()
+	want := Healthy
+	if bypass || e.share.high {
+		want = Degraded
 	}
-	for {
-		select {
-		case <-e.stop:
-			return
-		case err := <-e.trip:
-			e.notify(StateChange{From: Healthy, To: Degraded, Err: err, At: time.Now()})
-		case <-check:
-			err := e.checkEviction()
-			if !e.watch.on() { // Redis refused INFO: never asked again
-				check = nil
-			}
-			timer.Reset(e.watch.wait(time.Now()))
-			if err == nil || !e.state.CompareAndSwap(int32(Healthy), int32(Degraded)) {
-				continue
-			}
-			e.trips.Add(1)
-			e.notify(StateChange{From: Healthy, To: Degraded, Err: err, At: time.Now()})
-		}
-		if !e.probe() {
-			return
-		}
-		e.notify(StateChange{From: Degraded, To: Healthy, At: time.Now()})
-		timer.Reset(e.watch.wait(time.Now()))
+	if State(e.state.Load()) == want {
+		return
 	}
-}
-
-// checkEviction reads Redis's eviction state and returns an error wrapping
-// ErrEvicting if it evicted keys since the previous check.
-func (e *Exact) checkEviction() error {
-	if !e.begin() {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(e.loopCtx, e.timeout)
-	defer cancel()
-	return e.watch.check(ctx, func(ctx context.Context) (evictionInfo, error) {
-		v, err := call(ctx, func() (any, error) {
-			in, err := readEviction(ctx, e.client)
-			return in, err
-		}, e.end)
-		in, ok := v.(evictionInfo)
-		if err != nil || !ok {
-			return evictionInfo{}, err
-		}
-		return in, nil
-	})
-}
-
-// probe pings Redis with exponential back-off until it answers and, if
-// the limiter is degraded by eviction, a check finds that Redis evicted no
-// key since the previous one (true), or until the limiter is closed
-// (false).
-func (e *Exact) probe() bool {
-	d := e.probeMin
-	for {
-		e.backoff.Store(int64(d))
-		if !e.sleep(d) || !e.begin() {
-			return false
-		}
-		e.probes.Add(1)
-		ctx, cancel := context.WithTimeout(e.loopCtx, e.timeout)
-		_, err := call(ctx, func() (any, error) { return e.client.Ping(ctx).Result() }, e.end)
-		cancel()
-		if err != nil {
-			e.probeFails.Add(1)
-			e.lastErr.set(storeError(err))
-			d = min(2*d, e.probeMax)
-			continue
-		}
-		if e.watch.evicting() {
-			// Still evicting until a check a full interval after the
-			// last one finds no eviction.
-			if !e.sleep(e.watch.wait(time.Now())) {
-				return false
-			}
-			if e.checkEviction() != nil {
-				d = e.probeMin
-				continue
-			}
-		}
-		e.backoff.Store(int64(e.probeMin))
-		e.endRun()
-		e.state.Store(int32(Healthy))
+	e.state.Store(int32(want))
+	c := StateChange{From: Healthy, To: Degraded, Err: cause, At: time.Now()}
+	if want == Healthy {
 		e.recoveries.Add(1)
-		return true
+		c = StateChange{From: Degraded, To: Healthy, At: c.At}
+	} else {
+		e.trips.Add(1)
 	}
+	e.events = append(e.events, c)
 }
 
-// sleep waits d and returns true, or false as soon as the limiter is
-// closed.
-func (e *Exact) sleep(d time.Duration) bool {
-	if d <= 0 {
-		return true
+// setEvicting records the outcome of the hub's eviction check: err wraps
+// ErrEvicting while Redis evicts keys, nil once it has stopped.
+func (e *Exact) setEvicting(err error) {
+	e.hmu.Lock()
+	defer e.hmu.Unlock()
+	if e.evicting != nil && err == nil {
+		e.resetShare(time.Now())
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-e.stop:
-		return false
-	case <-t.C:
-		return true
-	}
+	e.evicting = err
+	e.settle(err)
 }
 
-func (e *Exact) notify(c StateChange) {
-	if e.onChange != nil {
-		e.onChange(c)
+// resetShare starts a new health interval at now. Requires e.hmu held.
+func (e *Exact) resetShare(now time.Time) {
+	e.share.reset(now, e.decisions.Load(), e.policyDecs.Load())
+}
+
+// report calls OnStateChange with the changes queued, in order. Only the
+// hub's goroutine calls it.
+func (e *Exact) report() {
+	e.hmu.Lock()
+	evs := e.events
+	e.events = nil
+	e.busy.Store(e.outage)
+	e.hmu.Unlock()
+	for _, c := range evs {
+		if e.onChange != nil {
+			e.onChange(c)
+		}
 	}
 }
 
 // State returns the current state.
 func (e *Exact) State() State {
 	return State(e.state.Load())
+}
+
+// cool reports whether the hub may stop visiting e: no outage, no change
+// to report, no decision since its health interval began, not Degraded
+// by its share. Its next decision activates it again.
+func (e *Exact) cool() bool {
+	e.hot.Store(false)
+	e.hmu.Lock()
+	c := !e.outage && len(e.events) == 0 && !e.share.high && e.decisions.Load() == e.share.total
+	e.hmu.Unlock()
+	if !c {
+		e.hot.Store(true)
+	}
+	return c
+}
+
+// join adds e to the hub of its client.
+func (e *Exact) join() {
+	h := clientHub(e.client)
+	e.hub = h
+	e.hmu.Lock()
+	e.resetShare(time.Now())
+	e.hmu.Unlock()
+	h.mu.Lock()
+	h.exact = append(h.exact, e)
+	add(h.checks, e.evictEvery, 1)
+	h.mu.Unlock()
+	h.poke() // the first eviction check
+}
+
+// leave takes e out of its hub (see hub.leave).
+func (e *Exact) leave(ctx context.Context) {
+	h := e.hub
+	h.leave(ctx, true, func() {
+		removeItem(&h.exact, e)
+		add(h.checks, e.evictEvery, -1)
+		e.left.Store(true)
+	})
 }

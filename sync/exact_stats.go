@@ -15,6 +15,14 @@ type ExactStats struct {
 	Probes          uint64 // reconnect probes sent
 	ProbeFailures   uint64 // of which failed
 
+	// PolicyShare is the share of the decisions of the last whole
+	// HealthInterval that the FailurePolicy made (a call failed, timed
+	// out or got an unreadable reply, or the limiter was Degraded), in
+	// [0, 1], out of RecentDecisions. Above DegradePercent of at least
+	// MinHealthCount decisions the limiter is Degraded (see State).
+	PolicyShare     float64
+	RecentDecisions uint64
+
 	// LastError is the most recent failure of a call to Redis, nil if
 	// there was none. It wraps ErrUnavailable, ErrRejected or ErrBadReply
 	// and the error that caused it. Failures that do not degrade the
@@ -41,7 +49,10 @@ func (e *Exact) Stats() shardlimit.Stats {
 // ExactStats returns the counters of the Redis path and the failure
 // policy.
 func (e *Exact) ExactStats() ExactStats {
+	share, recent := e.share.last()
 	return ExactStats{
+		PolicyShare:     share,
+		RecentDecisions: recent,
 		State:           State(e.state.Load()),
 		Calls:           e.calls.Load(),
 		Errors:          e.errs.Load(),
@@ -53,6 +64,6 @@ func (e *Exact) ExactStats() ExactStats {
 		Probes:          e.probes.Load(),
 		ProbeFailures:   e.probeFails.Load(),
 		LastError:       e.lastErr.get(),
-		Eviction:        e.watch.stats(),
+		Eviction:        e.hub.eviction(e.evictEvery),
 	}
 }

@@ -44,12 +44,15 @@ const (
 	// Healthy: the store answers. For Exact, every decision is made by a
 	// script in Redis.
 	Healthy State = iota
-	// Degraded: the store does not answer; the FailurePolicy decides. Exact
-	// becomes Degraded when its calls keep failing with transport errors
-	// (timeout, refused or broken connection): at least three in a row, the
-	// first started ExactConfig.DegradeAfter or more before the last ended.
-	// It stays so, without touching Redis, until its reconnect probe
-	// succeeds.
+	// Degraded: the store does not answer, evicts keys, or fails too large
+	// a share of the limiter's work (see the package doc on health); the
+	// FailurePolicy decides. Exact becomes Degraded by an outage when its
+	// calls keep failing with transport errors (timeout, refused or broken
+	// connection): at least three in a row, the first started
+	// ExactConfig.DegradeAfter or more before the last ended. It then
+	// stays so, without touching Redis, until the reconnect probe
+	// succeeds. Degraded by its failure share it keeps calling Redis, each
+	// failed call decided by the policy.
 	Degraded
 )
 
@@ -68,7 +71,8 @@ type StateChange struct {
 	From, To State
 	// Err is the error that made the limiter degraded (nil on recovery):
 	// it wraps ErrUnavailable, ErrRejected, ErrBadReply or ErrEvicting and
-	// the error that caused it.
+	// the error that caused it; for a change by the failure share (see the
+	// package doc on health), ErrPolicyShare as well.
 	Err error
 	// At is the local wall-clock time of the change.
 	At time.Time

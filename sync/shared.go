@@ -1,7 +1,6 @@
 package sync
 
 import (
-	"context"
 	stdsync "sync"
 	"sync/atomic"
 	"time"
@@ -13,8 +12,9 @@ import (
 // Shared is a shardlimit.Limiter whose counts are shared, approximately,
 // with every other process using the same store. Each request is decided in
 // this process, with no round trip: a key's local units plus the other
-// nodes' units last read from the store must fit the limit. A reconciler
-// goroutine, every FlushInterval, collects the keys decided since the last
+// nodes' units last read from the store must fit the limit. The reconciler,
+// every FlushInterval, on the background goroutine the limiter shares with
+// every limiter of its store (see the package doc), collects the keys decided since the last
 // flush shard by shard, sends one atomic increment-and-expire per key and
 // bucket in pipelines of at most MaxBatch, and reads back the cluster's
 // totals; at most one flush is in flight.
@@ -47,13 +47,16 @@ import (
 // next flush, which raises the store's counter to at least what this node
 // sent (so a store that restarted empty is healed too, to the largest one
 // node's contribution: with several nodes the others' lost units are not
-// restored); units of buckets that ended first are dropped and counted. After FailAfter failed flushes
-// in a row the limiter is Degraded, decides by Policy, and flushes with
-// back-off until the store answers. It is Degraded too while the store
-// evicts keys (see the package doc on eviction).
+// restored); units of buckets that ended first are dropped and counted.
+// After FailAfter failed flushes in a row the limiter is Degraded, decides
+// by Policy, and flushes with back-off until the store answers. It is
+// Degraded too while the store evicts keys, and while more than
+// DegradePercent of the items of its flushes fail (see the package doc on
+// health).
 //
 // All methods are safe for concurrent use. Close (or Shutdown with a
-// deadline) flushes once, stops the reconciler and closes the local limiter.
+// deadline) leaves the background goroutine (stopping it if this was the
+// store's last limiter), flushes once and closes the local limiter.
 type Shared struct {
 	core     core.Synced // the local limiter, with the sync state
 	tab      core.Synced // core, as the reconciler uses it
@@ -68,7 +71,10 @@ type Shared struct {
 	onChange func(StateChange)
 	alg      shardlimit.Algorithm
 	rates    []core.SyncRate // the limiter's rates, longest window first
-	watch    *evictionWatch
+	hub      *hub            // the store's background (see hub)
+
+	// how often the hub reads the store's eviction state for it (0: never)
+	evictEvery time.Duration
 
 	defMu     stdsync.Mutex
 	defLimits []int // the configured default limits, as Config.Rates (not the fallback)
@@ -77,10 +83,20 @@ type Shared struct {
 	flushMu  stdsync.Mutex // one flush at a time (the loop and Shutdown)
 	failures int           // flushes failed in a row; under flushMu
 	evicting error         // the store is evicting keys; under flushMu
+	share    *shareWatch   // the failure share; under flushMu
+
+	// the hub's schedule of this limiter; the hub's goroutine only
+	next, lastStart time.Time
+	backoff         time.Duration
 
 	// keys near their limit at the last flush, read at the next; under
 	// flushMu
 	near []string
+
+	// what quiet reads without flushMu: near is not empty, failures > 0
+	hasNear, failing atomic.Bool
+	// the hub visits it (see hub.activateShared); it left the hub
+	active, left atomic.Bool
 
 	// scratch, reused by flushes under flushMu
 	flushes []core.Flush
@@ -94,16 +110,12 @@ type Shared struct {
 	sentUnits, retried, unknown, dropped           atomic.Uint64
 	trips, recoveries                              atomic.Uint64
 	lastKeys, lastNear                             atomic.Int64
-	lastLatency, maxLatency, offset                atomic.Int64
+	lastLatency, maxLatency                        atomic.Int64
 	maxGap                                         atomic.Int64
 
-	closed     atomic.Bool
-	closeOnce  stdsync.Once
-	loopCtx    context.Context // parent of the reconciler's flushes
-	loopCancel context.CancelFunc
-	closeErr   error
-	stop       chan struct{}
-	done       chan struct{}
+	closed    atomic.Bool
+	closeOnce stdsync.Once
+	closeErr  error
 }
 
 // owner ties an item to its flush and bucket index.

@@ -37,16 +37,10 @@ func (s *Shared) Close() error {
 // them) are counted in SharedStats.DroppedUnits.
 func (s *Shared) Shutdown(ctx context.Context) error {
 	s.closeOnce.Do(func() {
-		close(s.stop)
-		select {
-		case <-s.done:
-		case <-ctx.Done():
-			// The reconciler is in a flush to a slow store: end it now
-			// (its items become MaybeApplied, sent again as floors below).
-			s.loopCancel()
-			<-s.done
-		}
-		s.loopCancel()
+		// If the hub is in a flush to a slow store when ctx ends, the
+		// flush ends now (its items become MaybeApplied, sent again as
+		// floors below).
+		s.leave(ctx)
 		err := s.flush(ctx, true)
 		if errors.Is(err, errNothingSent) {
 			err = nil

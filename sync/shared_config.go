@@ -1,8 +1,6 @@
 package sync
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -78,20 +76,32 @@ type SharedConfig struct {
 
 	// EvictionCheck is how often the reconciler reads the store's
 	// eviction state (INFO), in [1ms, 1h]; default 2s; negative: never.
+	// The reconciler is the store's (see the package doc): it reads INFO
+	// once for all the store's limiters, at the shortest EvictionCheck
+	// among them and at most once a second.
 	// While the store's evicted_keys grows the limiter is Degraded, with an
 	// error wrapping ErrEvicting (see the package doc on eviction). Only a
 	// RedisBackend can be read; another Backend's eviction is not watched.
 	EvictionCheck time.Duration
 
+	// HealthInterval is the interval over which the limiter measures the
+	// share of its store items that failed (see State), in [1ms, 1h];
+	// default DefaultHealthInterval (1s).
+	HealthInterval time.Duration
+
 	// OnStateChange, if set, is called on every change between Healthy and
-	// Degraded, in order, from the reconciler goroutine. It must not block
-	// for long and must not call Close.
+	// Degraded, in order, from the store's background goroutine (see
+	// Shared), or from a goroutine calling Flush, Close or Shutdown. It
+	// must not block for long and must not call Close or Shutdown of any
+	// limiter.
 	OnStateChange func(StateChange)
 }
 
 // NewShared returns a Shared limiter reaching the store through client (or
 // cfg.Backend). It does no I/O, so it returns at once whether or not the
-// store is reachable. It starts the reconciler goroutine; call Close.
+// store is reachable. It joins the background goroutine of the store's
+// limiters (see the package doc), starting it if it is the first; call
+// Close.
 //
 // It returns an error wrapping shardlimit.ErrInvalidConfig if both client
 // and cfg.Backend are nil, cfg.Algorithm is GCRA or unknown, or any field is
@@ -124,10 +134,13 @@ func NewShared(client RedisClient, cfg SharedConfig) (*Shared, error) {
 	if err := s.setLocal(cfg.Config); err != nil {
 		return nil, err
 	}
-	s.stop = make(chan struct{})
-	s.done = make(chan struct{})
-	s.loopCtx, s.loopCancel = context.WithCancel(context.Background())
-	go s.run()
+	share, err := newShareWatch(cfg.HealthInterval)
+	if err != nil {
+		_ = s.core.Close()
+		return nil, err
+	}
+	s.share = share
+	s.join()
 	return s, nil
 }
 
@@ -205,21 +218,14 @@ func checkWindows(rates []shardlimit.Rate) error {
 	return nil
 }
 
-// setWatch checks the eviction check's period (zero: the default) and
-// sets the watch of the store's eviction, off with the reason why if the
-// backend cannot be read.
+// setWatch checks the eviction check's period (zero: the default;
+// negative: never).
 func (s *Shared) setWatch(check time.Duration) error {
 	every := cmp0(check, DefaultEvictionCheck)
 	if every > time.Hour || every >= 0 && every < time.Millisecond {
 		return badConfig("eviction check %v outside [1ms, 1h]", every)
 	}
-	var why error
-	if _, ok := s.backend.(evictionReader); !ok {
-		why = errors.New("the Backend cannot read the store's INFO")
-	} else if rb, ok := s.backend.(*RedisBackend); ok && !canReadEviction(rb.client) {
-		why = errNoInfo
-	}
-	s.watch = newEvictionWatch(every, why)
+	s.evictEvery = max(every, 0)
 	return nil
 }
 

@@ -9,81 +9,22 @@ import (
 	"github.com/shardlimit/shardlimit/internal/core"
 )
 
-// run is the reconciler: a flush every interval, with back-off while
-// Degraded, until Close.
-func (s *Shared) run() {
-	defer close(s.done)
-	timer := time.NewTimer(s.interval)
-	defer timer.Stop()
-	backoff := s.interval
-	lastOffset := time.Time{}
-	var lastStart time.Time // of the previous flush, zero unless Healthy after it
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-timer.C:
-		}
-		start := time.Now()
-		if !lastStart.IsZero() {
-			if gap := int64(start.Sub(lastStart)); gap > s.maxGap.Load() {
-				s.maxGap.Store(gap) // only this goroutine writes it
-			}
-		}
-		ctx, cancel := context.WithTimeout(s.loopCtx, s.timeout)
-		err := s.flush(ctx, false)
-		if errors.Is(err, errNothingSent) && s.failing() {
-			// Idle while degraded, or after a failed flush whose items
-			// are all gone (their buckets ended): probe the store's clock
-			// instead, so that the state follows the store without
-			// traffic.
-			err = storeError(s.measureOffset(ctx))
-			s.flushMu.Lock()
-			if err != nil {
-				s.lastErr.set(err)
-			}
-			s.record(err)
-			s.flushMu.Unlock()
-		} else if time.Since(lastOffset) > 10*time.Second && err == nil {
-			lastOffset = time.Now()
-			_ = s.measureOffset(ctx)
-		}
-		cancel()
-		if s.watch.on() && s.watch.wait(time.Now()) == 0 {
-			ctx, cancel := context.WithTimeout(s.loopCtx, s.timeout)
-			evErr := s.watch.check(ctx, s.backend.(evictionReader).evictionInfo)
-			cancel()
-			s.flushMu.Lock()
-			s.setEvicting(evErr)
-			s.flushMu.Unlock()
-		}
-		if s.down() {
-			backoff = min(2*backoff, max(s.interval, time.Second))
-			lastStart = time.Time{}
-		} else {
-			backoff = s.interval
-			lastStart = start
-		}
-		timer.Reset(backoff)
-	}
-}
-
 // zeroDelta is the Deltas of a Restore that only queues a key again.
 var zeroDelta = [1]uint32{0}
 
 // errNothingSent is flush's answer when no key had a decision.
 var errNothingSent = errors.New("nothing to send")
 
-// measureOffset reads the store's clock and records its offset to ours.
-func (s *Shared) measureOffset(ctx context.Context) error {
+// storeOffset reads the store's clock through b and returns its offset
+// to ours, in nanoseconds.
+func storeOffset(ctx context.Context, b Backend) (int64, error) {
 	before := time.Now()
-	st, err := s.backend.Time(ctx)
+	st, err := b.Time(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	after := time.Now()
-	s.offset.Store(int64(st.Sub(before.Add(after.Sub(before) / 2))))
-	return nil
+	return int64(st.Sub(before.Add(after.Sub(before) / 2))), nil
 }
 
 // flush sends every pending key once. The final flush (Shutdown's) counts
@@ -92,9 +33,20 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	start := time.Now()
-	nowTime := s.clock.Now()
-	now := nowTime.UnixNano()
+	now := s.clock.Now().UnixNano()
+	if !s.collect(now) {
+		return errNothingSent
+	}
+	s.sendOwn(ctx)
+	return s.settleAll(start, now, final)
+}
+
+// collect gathers the pending keys into s.items (and s.owners), with
+// room for their results in s.results, and reports whether there is
+// anything to send. Requires s.flushMu held.
+func (s *Shared) collect(now int64) bool {
 	s.touchNear(now)
+	s.tab.TakePending() // everything queued until now is collected below
 	s.flushes = s.flushes[:0]
 	for i := range s.tab.Shards() {
 		s.flushes = s.tab.Collect(i, s.flushes)
@@ -104,22 +56,31 @@ func (s *Shared) flush(ctx context.Context, final bool) error {
 		s.appendItems(fi, now)
 	}
 	s.lastKeys.Store(int64(len(s.flushes)))
-	if len(s.items) == 0 {
-		return errNothingSent
+	s.results = sizeResults(s.results, len(s.items))
+	return len(s.items) > 0
+}
+
+// sendOwn sends s.items through the limiter's Backend, in pipelines of at
+// most MaxBatch. Requires s.flushMu held.
+func (s *Shared) sendOwn(ctx context.Context) {
+	for lo := 0; lo < len(s.items); lo += s.maxBatch {
+		s.addBatch(ctx, lo, min(lo+s.maxBatch, len(s.items)))
 	}
+}
+
+// settleAll applies the results of a flush started at start, at now
+// (Unix nanoseconds), and records its health. Requires s.flushMu held.
+func (s *Shared) settleAll(start time.Time, now int64, final bool) error {
 	applied := 0
 	var firstErr error
-	for lo := 0; lo < len(s.items); lo += s.maxBatch {
-		hi := min(lo+s.maxBatch, len(s.items))
-		s.addBatch(ctx, lo, hi)
-		for i := range s.results {
-			if s.settle(&s.results[i], lo+i, now, final) {
-				applied++
-			} else {
-				firstErr = cmpErr(firstErr, s.results[i].Err)
-			}
+	for i := range s.items {
+		if s.settle(&s.results[i], i, now, final) {
+			applied++
+		} else {
+			firstErr = cmpErr(firstErr, s.results[i].Err)
 		}
 	}
+	s.hasNear.Store(len(s.near) > 0)
 	return s.endFlush(start, applied, firstErr)
 }
 
@@ -132,6 +93,7 @@ func (s *Shared) touchNear(now int64) {
 	}
 	clear(s.near)
 	s.near = s.near[:0]
+	s.hasNear.Store(false)
 }
 
 // appendItems appends to s.items (and s.owners) the items of flush fi:
@@ -177,18 +139,20 @@ func (s *Shared) appendItems(fi int, now int64) {
 	}
 }
 
-// addBatch sends items lo to hi in one pipeline, leaving one result per
-// item in s.results.
+// addBatch sends items lo to hi in one pipeline, leaving their results
+// in s.results[lo:hi].
 func (s *Shared) addBatch(ctx context.Context, lo, hi int) {
-	s.results = s.backend.Add(ctx, s.items[lo:hi], s.results)
-	if len(s.results) != hi-lo {
+	out := s.backend.Add(ctx, s.items[lo:hi], s.results[lo:hi:hi])
+	switch {
+	case len(out) != hi-lo:
 		// A Backend breaking its contract: which result is whose is
 		// unknown, so nothing is proven applied.
-		err := fmt.Errorf("%w: backend returned %d results for %d items", ErrBadReply, len(s.results), hi-lo)
-		s.results = sizeResults(s.results, hi-lo)
-		for i := range s.results {
-			s.results[i].Err = err
+		err := fmt.Errorf("%w: backend returned %d results for %d items", ErrBadReply, len(out), hi-lo)
+		for i := lo; i < hi; i++ {
+			s.results[i] = ItemResult{Outcome: MaybeApplied, Err: err}
 		}
+	case hi > lo && &out[0] != &s.results[lo]:
+		copy(s.results[lo:hi], out) // a Backend that did not write in place
 	}
 }
 

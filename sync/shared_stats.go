@@ -32,6 +32,14 @@ type SharedStats struct {
 	ClockOffset   time.Duration // store clock minus local clock, last measured
 	Pending       int           // keys waiting for the next flush
 
+	// PolicyShare is the share of the store items of the last whole
+	// HealthInterval that were not applied (their keys' decisions went
+	// on without the store's counts), in [0, 1], out of RecentItems.
+	// Above DegradePercent of at least MinHealthCount items the limiter
+	// is Degraded (see State).
+	PolicyShare float64
+	RecentItems uint64
+
 	// LastError is the most recent failure of an item, a flush or a probe
 	// of the store, nil if there was none. It wraps ErrUnavailable,
 	// ErrRejected or ErrBadReply and the error that caused it.
@@ -50,7 +58,10 @@ func (s *Shared) Stats() shardlimit.Stats { return shardlimit.Stats(s.core.Stats
 // SharedStats returns the reconciler's counters.
 func (s *Shared) SharedStats() SharedStats {
 	dropped, pending := s.tab.SyncStats()
+	share, recent := s.share.last()
 	return SharedStats{
+		PolicyShare:   share,
+		RecentItems:   recent,
 		State:         State(s.state.Load()),
 		Flushes:       s.flushCount.Load(),
 		FailedFlushes: s.failedFlushes.Load(),
@@ -68,9 +79,9 @@ func (s *Shared) SharedStats() SharedStats {
 		DroppedUnits:  s.dropped.Load() + dropped,
 		Trips:         s.trips.Load(),
 		Recoveries:    s.recoveries.Load(),
-		ClockOffset:   time.Duration(s.offset.Load()),
+		ClockOffset:   time.Duration(s.hub.offset.Load()),
 		Pending:       pending,
 		LastError:     s.lastErr.get(),
-		Eviction:      s.watch.stats(),
+		Eviction:      s.hub.eviction(s.evictEvery),
 	}
 }

@@ -76,13 +76,13 @@ func writeStatus(w io.Writer, mw *fasthttpmw.Middleware, counters string) {
 		switch l := r.Limiter.(type) {
 		case *shardsync.Shared:
 			s := l.SharedStats()
-			store = append(store, fmt.Sprintf("%s\tshared\t%s\t%d flushes (%d failed), last %v, longest gap %v; units sent %d, retried %d, unknown %d, dropped %d; %d keys pending",
+			store = append(store, fmt.Sprintf("%s\tshared\t%s\t%d flushes (%d failed), last %v, longest gap %v; units sent %d, retried %d, unknown %d, dropped %d; %d keys pending; %.0f%% of %d items failed in the last health interval",
 				r.Name, s.State, s.Flushes, s.FailedFlushes, s.LastLatency.Round(time.Microsecond), s.MaxFlushGap.Round(time.Millisecond),
-				s.SentUnits, s.RetriedUnits, s.UnknownUnits, s.DroppedUnits, s.Pending))
+				s.SentUnits, s.RetriedUnits, s.UnknownUnits, s.DroppedUnits, s.Pending, 100*s.PolicyShare, s.RecentItems))
 		case *shardsync.Exact:
 			s := l.ExactStats()
-			store = append(store, fmt.Sprintf("%s\texact\t%s\t%d calls (%d errors, %d timeouts), %d decided by the failure policy",
-				r.Name, s.State, s.Calls, s.Errors, s.Timeouts, s.PolicyDecisions))
+			store = append(store, fmt.Sprintf("%s\texact\t%s\t%d calls (%d errors, %d timeouts), %d decided by the failure policy; %.0f%% of %d decisions by it in the last health interval",
+				r.Name, s.State, s.Calls, s.Errors, s.Timeouts, s.PolicyDecisions, 100*s.PolicyShare, s.RecentDecisions))
 		}
 	}
 	if len(store) > 0 {

@@ -248,7 +248,10 @@ func (t *table[E]) sweep(now int64, stop <-chan struct{}) int {
 			}
 			s.mu.Lock()
 			end := min(start+sweepChunk, len(s.recs))
-			for slot := start; slot < end; {
+			if s.live == 0 {
+				end = len(s.recs) // no key to visit: an idle limiter's sweep is a lock per shard
+			}
+			for slot := start; slot < end && s.live > 0; {
 				if s.stored(slot) && t.idleAt(s, uint32(slot), now) {
 					t.evictAt(s, uint32(slot), now)
 					evicted++

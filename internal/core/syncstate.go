@@ -39,6 +39,11 @@ type syncSet struct {
 	flags int // side word of the flags
 	rates int
 	rate  [MaxRates]syncLayout // per rate, longest window first
+
+	// pending is set when a key is queued for Collect (see TakePending)
+	pending atomic.Bool
+	// hook, if set, is called when a key is queued (see SetQueueHook)
+	hook func()
 }
 
 // newSyncSet lays out the sync state of alg's rates rs from side word off,
@@ -382,5 +387,11 @@ func markTouched[E any](s *shard[E], y *syncSet, slot uint32, side []uint32) {
 	if side[y.flags]&syncTouched == 0 {
 		side[y.flags] |= syncTouched
 		s.dirty = append(s.dirty, slot)
+		if !y.pending.Load() {
+			y.pending.Store(true)
+		}
+		if y.hook != nil {
+			y.hook()
+		}
 	}
 }

@@ -87,6 +87,17 @@ type Synced interface {
 	// peek at t of that rate alone reports them; false if key is not
 	// stored. It changes nothing.
 	Remaining(key string, t int64, k int) (int, bool)
+	// TakePending reports whether a key was queued for Collect since the
+	// last TakePending (a decision, Touch or Restore), and clears that: a
+	// reconciler that finds none can skip Collect, whose shard locks cost
+	// what an idle limiter need not. It takes no lock. Pending reports the
+	// same without clearing it.
+	TakePending() bool
+	Pending() bool
+	// SetQueueHook makes every queueing of a key for Collect call f, under
+	// the key's shard lock (f must be quick and must not call the
+	// limiter). Call it before the limiter's first decision.
+	SetQueueHook(f func())
 	// SyncStats returns units whose bucket ended before they were sent
 	// (dropped; with several rates, per rate: a unit dropped from two
 	// rates counts twice) and the keys with pending state (dirty).
@@ -142,6 +153,15 @@ func (l *limiter[E]) SyncRates() []SyncRate {
 }
 
 func (l *limiter[E]) Shards() int { return len(l.tab.shards) }
+
+func (l *limiter[E]) TakePending() bool {
+	y := l.tab.sync
+	return y.pending.Load() && y.pending.Swap(false)
+}
+
+func (l *limiter[E]) Pending() bool { return l.tab.sync.pending.Load() }
+
+func (l *limiter[E]) SetQueueHook(f func()) { l.tab.sync.hook = f }
 
 func (l *limiter[E]) Collect(i int, dst []Flush) []Flush {
 	y := l.tab.sync
