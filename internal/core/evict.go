@@ -240,6 +240,9 @@ func (t *table[E]) sweep(now int64, stop <-chan struct{}) int {
 	evicted := 0
 	for i := range t.shards {
 		s := &t.shards[i]
+		if s.keys.Load() == 0 {
+			continue // nothing to evict, and no lock taken: idle limiters cost little
+		}
 		for start := 0; ; start += sweepChunk {
 			select {
 			case <-stop:
@@ -248,10 +251,7 @@ func (t *table[E]) sweep(now int64, stop <-chan struct{}) int {
 			}
 			s.mu.Lock()
 			end := min(start+sweepChunk, len(s.recs))
-			if s.live == 0 {
-				end = len(s.recs) // no key to visit: an idle limiter's sweep is a lock per shard
-			}
-			for slot := start; slot < end && s.live > 0; {
+			for slot := start; slot < end; {
 				if s.stored(slot) && t.idleAt(s, uint32(slot), now) {
 					t.evictAt(s, uint32(slot), now)
 					evicted++
