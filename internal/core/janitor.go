@@ -150,6 +150,13 @@ func (sc *sweepSchedule) busy() bool {
 	return sc.run != nil && sc.run.current != nil && !sc.run.current.removed
 }
 
+// sweepSlack is how early a sweep may run: jobs due within it of the
+// first are swept in one wake-up, so many limiters whose sweeps fall due
+// at different instants do not wake the sweeper once each. A sweep judges
+// keys idle at the instant it runs, so an early one is as right as a late
+// one.
+const sweepSlack = 10 * time.Millisecond
+
 // loop is the sweeper's goroutine: it sweeps each job when it falls due,
 // and sleeps until the next one does, until r.quit is closed.
 func (sc *sweepSchedule) loop(r *sweepRun) {
@@ -163,7 +170,7 @@ func (sc *sweepSchedule) loop(r *sweepRun) {
 			return
 		}
 		now := sc.now()
-		if len(sc.jobs) > 0 && sc.jobs[0].due <= now {
+		if len(sc.jobs) > 0 && sc.jobs[0].due <= now+sweepSlack {
 			j := heap.Pop(&sc.jobs).(*janitorJob)
 			j.sweeping, j.sweeps = true, j.sweeps+1
 			r.current = j
