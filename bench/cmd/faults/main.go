@@ -86,7 +86,7 @@ func main() {
 // run runs the table p.runs times and prints the report; it returns the
 // exit code.
 func run(ctx context.Context, p params, table []fault) int {
-	t0 := time.Now()
+	t0, load := time.Now(), loadavg()
 	logf := func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }
 	logf("faults: %d rows x %d runs, about %v", len(table), p.runs, expected(p, table).Round(time.Second))
 	var runs [][]*row
@@ -98,7 +98,7 @@ func run(ctx context.Context, p params, table []fault) int {
 		}
 		runs = append(runs, rows)
 	}
-	report(os.Stdout, p, table, runs, time.Since(t0))
+	report(os.Stdout, p, table, runs, time.Since(t0), load)
 	logf("faults: done in %v", time.Since(t0).Round(time.Second))
 	return 0
 }

@@ -69,6 +69,7 @@ type snapshot struct {
 	policy, calls, errors, timeouts uint64
 	// Shared
 	flushes, failed, unknown, dropped, retried uint64
+	maxGap                                     time.Duration // MaxFlushGap since construction
 	// both
 	trips   uint64
 	evicted uint64
@@ -173,7 +174,7 @@ func (n *node) shared(m mode, p params, cfg shardlimit.Config, prefix string, on
 		st, ss := s.Stats(), s.SharedStats()
 		r := snapshot{decisions: st.Allowed + st.Denied, flushes: ss.Flushes, failed: ss.FailedFlushes,
 			unknown: ss.UnknownUnits, dropped: ss.DroppedUnits, retried: ss.RetriedUnits,
-			trips: ss.Trips, evicted: ss.Eviction.Evicted}
+			trips: ss.Trips, evicted: ss.Eviction.Evicted, maxGap: ss.MaxFlushGap}
 		if ss.LastError != nil {
 			r.lastErr = ss.LastError.Error()
 		}

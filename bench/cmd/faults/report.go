@@ -13,10 +13,11 @@ import (
 )
 
 // report writes the markdown report of every run.
-func report(w io.Writer, p params, table []fault, runs [][]*row, took time.Duration) {
+func report(w io.Writer, p params, table []fault, runs [][]*row, took time.Duration, startLoad string) {
 	fmt.Fprintf(w, "# Store faults: %d nodes sharing one Redis\n\n", p.nodes)
-	fmt.Fprintf(w, "%s; commit %s; %s, %d cores, load average %s; total runtime %v.\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), commit(), runtime.Version(), runtime.NumCPU(), loadavg(), took.Round(time.Second))
+	fmt.Fprintf(w, "%s; commit %s; %s, %d cores, load average %s at the start, %s at the end; total runtime %v.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), commit(), runtime.Version(), runtime.NumCPU(), startLoad, loadavg(),
+		took.Round(time.Second))
 	fmt.Fprintf(w, "L = %d per W = %v, %d nodes per mode, each offered %g requests/s for one key (%.1fx L per window in all); "+
 		"fallback L/N = %d per node. Eviction flood %v, restart %v after the kill, replies held %v; "+
 		"the fault starts W/4 into a window after 2-3 windows of traffic, which goes on %d windows after it ends. "+
@@ -62,7 +63,9 @@ func report(w io.Writer, p params, table []fault, runs [][]*row, took time.Durat
 		}
 		fmt.Fprintf(w, " %s (%s) |", rangeOf(lo, hi), rangeX(lo, hi, p.limit))
 	}
-	fmt.Fprintf(w, "\n\n")
+	fmt.Fprintf(w, "\n\nThe last row is not judged: Exact holds L in a healthy aligned window (a GCRA's [s, s+W) may also hold "+
+		"what its bucket had saved), Shared L + (N-1)·R·D with D = 2·(flush gap + round trip) (Shared's doc; the flush gaps "+
+		"are in the details).\n\n")
 	healthTable(w, p, table, runs)
 	details(w, p, runs)
 }
@@ -182,8 +185,13 @@ func statsCell(c cell) string {
 		s = fmt.Sprintf("decisions %d, policy %d, calls %d, errors %d, timeouts %d, trips %d",
 			d.decisions, d.policy, d.calls, d.errors, d.timeouts, d.trips)
 	} else {
-		s = fmt.Sprintf("decisions %d, flushes %d, failed %d, unknown %d, retried %d, dropped %d, trips %d",
-			d.decisions, d.flushes, d.failed, d.unknown, d.retried, d.dropped, d.trips)
+		var gap time.Duration
+		for _, a := range c.final {
+			gap = max(gap, a.maxGap)
+		}
+		s = fmt.Sprintf("decisions %d, flushes %d, failed %d, unknown %d, retried %d, dropped %d, trips %d; "+
+			"MaxFlushGap over the run %v", d.decisions, d.flushes, d.failed, d.unknown, d.retried, d.dropped, d.trips,
+			gap.Round(time.Millisecond))
 	}
 	if d.evicted > 0 {
 		s += fmt.Sprintf(", evicted seen %d", d.evicted)

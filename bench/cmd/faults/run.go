@@ -34,6 +34,7 @@ type cell struct {
 	errs     int       // decisions whose Result carried an error
 	before   []snapshot
 	after    []snapshot
+	final    []snapshot // at the end of the run
 	changes  [][]change
 	spanEnd  time.Time // when the fault stopped affecting the mode (see affectedUntil)
 }
@@ -126,6 +127,7 @@ func runRow(ctx context.Context, f fault, p params) (*row, error) {
 		c.spanEnd = affectedUntil(r, c.changes)
 		measureCell(&c, p, r, ds[i])
 		c.before, c.after = snapAt(snaps, i, r.fs), snapAt(snaps, i, c.spanEnd)
+		c.final = snaps[len(snaps)-1].nodes[i]
 		r.cells = append(r.cells, c)
 	}
 	return r, nil
