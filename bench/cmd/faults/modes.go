@@ -203,7 +203,8 @@ func (n *node) stateChanges() []change {
 
 // decision is one request as the harness saw it.
 type decision struct {
-	at       time.Time // harness clock just before the call
+	at       time.Time     // harness clock just before the call
+	took     time.Duration // until the call returned
 	node     int
 	allowed  bool
 	degraded bool // State() just before the call
@@ -223,7 +224,7 @@ func offer(ctx context.Context, n *node, id int, key string, rate float64, first
 		now := time.Now()
 		degraded := n.lim.State() == shardsync.Degraded
 		r := n.lim.AllowN(key, now, 1)
-		out = append(out, decision{at: now, node: id, allowed: r.Allowed, degraded: degraded, err: r.Err != nil})
+		out = append(out, decision{at: now, took: time.Since(now), node: id, allowed: r.Allowed, degraded: degraded, err: r.Err != nil})
 	}
 }
 

@@ -170,7 +170,7 @@ func details(w io.Writer, p params, runs [][]*row) {
 			for _, c := range r.cells {
 				fmt.Fprintf(w, "| %s | %d (%.2fx) at %v | to %v | %d | %d | %d (%d) | %s | %s |\n", c.mode.id, c.faultMax,
 					float64(c.faultMax)/float64(p.limit), rel(c.faultAt, r.fs), rel(c.spanEnd, r.fs), c.healthy, c.offered,
-					c.inFault, c.degraded, statsCell(c), changesCell(c, r.fs))
+					c.inFault, c.degraded, statsCell(c, r.fs), changesCell(c, r.fs))
 			}
 			fmt.Fprintln(w)
 		}
@@ -178,7 +178,7 @@ func details(w io.Writer, p params, runs [][]*row) {
 }
 
 // statsCell spells the stats deltas of c over the fault.
-func statsCell(c cell) string {
+func statsCell(c cell, fs time.Time) string {
 	d := delta(c)
 	var s string
 	if c.mode.exact {
@@ -193,6 +193,17 @@ func statsCell(c cell) string {
 			"MaxFlushGap over the run %v", d.decisions, d.flushes, d.failed, d.unknown, d.retried, d.dropped, d.trips,
 			gap.Round(time.Millisecond))
 	}
+	if c.mode.exact {
+		var all uint64
+		for k, a := range c.final {
+			all += a.policy - c.after[k].policy
+		}
+		for _, b := range c.before {
+			all += b.policy
+		}
+		s += fmt.Sprintf("; policy decisions outside the fault %d", all)
+	}
+	s += fmt.Sprintf("; slowest decision %v at %v", c.slowest.Round(time.Millisecond), rel(c.slowestAt, fs))
 	if d.evicted > 0 {
 		s += fmt.Sprintf(", evicted seen %d", d.evicted)
 	}

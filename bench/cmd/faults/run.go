@@ -24,19 +24,21 @@ type params struct {
 
 // cell is one mode's result in one row of one run.
 type cell struct {
-	mode     mode
-	faultMax int       // most admitted in a window the fault overlaps
-	faultAt  time.Time // start of that window
-	healthy  int       // most admitted in a window clear of the fault (after the first W)
-	offered  int       // requests offered in the whole run
-	inFault  int       // decisions in [fault start, fault end)
-	degraded int       // of which State() said Degraded just before
-	errs     int       // decisions whose Result carried an error
-	before   []snapshot
-	after    []snapshot
-	final    []snapshot // at the end of the run
-	changes  [][]change
-	spanEnd  time.Time // when the fault stopped affecting the mode (see affectedUntil)
+	mode      mode
+	faultMax  int           // most admitted in a window the fault overlaps
+	faultAt   time.Time     // start of that window
+	healthy   int           // most admitted in a window clear of the fault (after the first W)
+	offered   int           // requests offered in the whole run
+	inFault   int           // decisions in [fault start, fault end)
+	degraded  int           // of which State() said Degraded just before
+	errs      int           // decisions whose Result carried an error
+	slowest   time.Duration // the longest decision call
+	slowestAt time.Time     // and when it began
+	before    []snapshot
+	after     []snapshot
+	final     []snapshot // at the end of the run
+	changes   [][]change
+	spanEnd   time.Time // when the fault stopped affecting the mode (see affectedUntil)
 }
 
 // row is one fault's result in one run.
@@ -248,6 +250,9 @@ func measureCell(c *cell, p params, r *row, ds []decision) {
 	// (a store that lost its counts can grant a window's limit afresh).
 	c.healthy = maxOutside(ts, p.window, c.mode.aligned(), span{r.start.Add(p.window), r.end}, span{r.fs, c.spanEnd.Add(p.window)})
 	for _, d := range ds {
+		if d.took > c.slowest {
+			c.slowest, c.slowestAt = d.took, d.at
+		}
 		if d.err {
 			c.errs++
 		}
