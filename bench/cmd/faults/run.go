@@ -106,9 +106,13 @@ func runRow(ctx context.Context, f fault, p params) (*row, error) {
 	r.windowsAligned = ceilTo(r.start.Add(2*p.window), p.window)
 	r.fs = r.windowsAligned.Add(p.window / 4)
 	traffic, stop := context.WithCancel(ctx)
-	defer stop()
 	out := drive(traffic, nodes, p, r.start)
 	samples := sample(traffic, nodes, 100*time.Millisecond)
+	defer func() { // before the nodes close, on every return
+		stop()
+		out()
+		samples()
+	}()
 	if !sleepUntil(ctx, r.fs) {
 		return nil, ctx.Err()
 	}
