@@ -48,7 +48,7 @@ func (m mode) bound(p params) (bound, pass int, doc string) {
 	if !m.fallbackN {
 		return p.nodes * p.limit, p.nodes * p.limit, "N·L"
 	}
-	return p.limit, p.limit + p.limit/10, "≈L (≤ 1.1 L)"
+	return p.limit, p.limit + p.limit/10, "≈L"
 }
 
 // fallbackLimit is L/N, at least 1.

@@ -63,8 +63,8 @@ func report(w io.Writer, p params, table []fault, runs [][]*row, took time.Durat
 		}
 		fmt.Fprintf(w, " %s (%s) |", rangeOf(lo, hi), rangeX(lo, hi, p.limit))
 	}
-	fmt.Fprintf(w, "\n\nThe last row is not judged: Exact holds L in a healthy aligned window (a GCRA's [s, s+W) may also hold "+
-		"what its bucket had saved), Shared L + (N-1)·R·D with D = 2·(flush gap + round trip) (Shared's doc; the flush gaps "+
+	fmt.Fprintf(w, "\n\nThe last row is not judged: Exact holds L per window (a GCRA's [s, s+W) may also hold what its bucket "+
+		"had saved; a decision is counted at the harness's instant, Redis decides at its TIME), Shared L + (N-1)·R·D with D = 2·(flush gap + round trip) (Shared's doc; the flush gaps "+
 		"are in the details).\n\n")
 	healthTable(w, p, table, runs)
 	details(w, p, runs)
