@@ -43,7 +43,7 @@ func (m mode) aligned() bool { return m.alg == shardlimit.FixedWindow }
 // limit (FailurePolicy, the package doc on eviction). A fallback of L/N
 // per node: "bounds the cluster to about the limit" (SharedConfig's
 // FallbackLimit, the package doc) or "to bound the cluster's total"
-// (FallbackLocal); "about" is judged at 1.1 L, the target.
+// (FallbackLocal); "about" is judged at 1.1 L.
 func (m mode) bound(p params) (bound, pass int, doc string) {
 	if !m.fallbackN {
 		return p.nodes * p.limit, p.nodes * p.limit, "N·L"

@@ -29,7 +29,7 @@ func report(w io.Writer, p params, table []fault, runs [][]*row, took time.Durat
 		"reported Healthy again (OnStateChange): a limiter that noticed the fault late still decides by its policy.\n\n")
 	fmt.Fprintf(w, "## Most admitted in one window the fault affects\n\n")
 	fmt.Fprintf(w, "Summed over the nodes; fixed window: the aligned windows [kW, (k+1)W) of Unix time; the others: any [s, s+W). "+
-		"✓ within the bound the sync docs state today, ✗ above it in at least one run.\n\n")
+		"✓ within the bound the sync docs state today (\"about the limit\", ≈L, judged at 1.1 L), ✗ above it in at least one run.\n\n")
 	header(w, "fault")
 	for i, f := range table {
 		fmt.Fprintf(w, "| %s |", f.name)
