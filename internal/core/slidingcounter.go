@@ -190,7 +190,12 @@ func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, slot uint32
 	if mode&full == 0 {
 		return verdict{word: b2u(allowed)}
 	}
-	v := counterView{c: c, side: side, peers: p, r: r, k: k, straddler: straddler, sum: sum}
+	// Field by field, not a composite literal: the literal is built in a
+	// temporary and copied with wide loads that span its narrower stores,
+	// which stalls on store forwarding.
+	var v counterView
+	v.c, v.side, v.peers, v.r = c, side, p, r
+	v.k, v.straddler, v.sum = k, straddler, sum
 	return a.explain(&v, t, n, lim, allowed, mode&consume != 0)
 }
 

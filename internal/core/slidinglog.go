@@ -213,7 +213,10 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, slot uint32, t int64, n
 	if mode&full == 0 {
 		return verdict{word: b2u(allowed)}
 	}
-	v := logView{r: key, slot: slot, k: k, skip: skip, others: others, allowed: allowed, pushed: pushed}
+	// Field by field, not a composite literal (see the counter's decide).
+	var v logView
+	v.r, v.slot, v.k, v.skip = key, slot, k, skip
+	v.others, v.allowed, v.pushed = others, allowed, pushed
 	rem, reset, retry := a.numbers(s, &v, t, n, lim)
 	return makeVerdict(allowed, k, lim, int(max(0, rem)), reset, retry)
 }
