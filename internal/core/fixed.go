@@ -20,15 +20,8 @@ type fixedWindow struct {
 	window [MaxRates]int64 // W of each rate, ns, longest first
 }
 
-// NewFixedWindow returns a fixed window limiter: each key may consume
-// cfg.Limit units in each window [k*W, (k+1)*W) of Unix time (for each of
-// cfg.Rates). It is the cheapest algorithm (24 bytes of state per key and
-// rate) and the least accurate: a client can consume the limit at the end
-// of one window and again at the start of the next, up to twice the limit
-// within one window's length.
-//
-// It returns an error wrapping ErrInvalidConfig if cfg is invalid. The
-// limiter is safe for concurrent use; Close ends its sweeps by the janitor.
+// NewFixedWindow returns a new limiter of the algorithm, as package shardlimit's
+// NewFixedWindow (documented there) does, with its errors.
 func NewFixedWindow(cfg Config) (Limiter, error) { return build[FixedLimiter](cfg) }
 
 // FixedLimiter is the fixed window's Limiter.

@@ -29,15 +29,8 @@ type gcra struct {
 // rate); it keeps every instant inside int64.
 const maxDebt = 2 * int64(MaxWindow)
 
-// NewGCRA returns a GCRA limiter (generic cell rate algorithm, ATM Forum
-// Traffic Management 4.0; the algorithm of go-redis/redis_rate and
-// throttled): a token bucket of capacity cfg.Limit refilled smoothly at
-// cfg.Limit units per cfg.Window, so a key may burst cfg.Limit units and then
-// one unit every Window/Limit. Arithmetic is exact: the emission interval is
-// kept as a fraction, never rounded.
-//
-// It returns an error wrapping ErrInvalidConfig if cfg is invalid. The
-// limiter is safe for concurrent use; Close ends its sweeps by the janitor.
+// NewGCRA returns a new limiter of the algorithm, as package shardlimit's
+// NewGCRA (documented there) does, with its errors.
 func NewGCRA(cfg Config) (Limiter, error) { return build[GCRALimiter](cfg) }
 
 // GCRALimiter is GCRA's Limiter.

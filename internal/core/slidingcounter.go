@@ -45,17 +45,8 @@ type slidingCounter struct {
 	stride  int             // side words per key of the counters: n+1 per rate (a shared key's layer words follow)
 }
 
-// NewSlidingCounter returns a sliding window counter limiter with
-// cfg.Buckets buckets per window (default 10): O(1) memory per key
-// (cfg.Buckets+1 counters of 4 bytes per rate) and an estimate that errs
-// by less than the straddling bucket's units: about limit/Buckets for
-// steady traffic (bench/cmd/accuracy measures it), up to limit-1 for
-// bursts timed at bucket edges. It is the algorithm Cloudflare described
-// in 2017, generalised from 2 to n+1 buckets.
-//
-// It returns an error wrapping ErrInvalidConfig if cfg is invalid (each
-// window must be a multiple of Buckets nanoseconds). The limiter is safe
-// for concurrent use; Close ends its sweeps by the janitor.
+// NewSlidingCounter returns a new limiter of the algorithm, as package shardlimit's
+// NewSlidingCounter (documented there) does, with its errors.
 func NewSlidingCounter(cfg Config) (Limiter, error) { return build[CounterLimiter](cfg) }
 
 // Init sets up l, whose zero value it requires, as NewSlidingCounter(cfg)

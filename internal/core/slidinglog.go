@@ -36,28 +36,8 @@ type slidingLog struct {
 	unit   int64           // timestamp resolution, ns
 }
 
-// NewSlidingLog returns a sliding window log limiter: exact, it admits at
-// most cfg.Limit units in any interval of length cfg.Window (a unit admitted
-// at s counts for decisions at t with s <= t < s+W), for each of cfg.Rates.
-// Each key keeps a ring buffer of 4-byte timestamps, grown on demand up to
-// the limit of the longest window (with several rates, that one ring
-// serves every window).
-//
-// Timestamps have a resolution of the smallest power of ten nanoseconds
-// that is at least W/2^30 for the longest window: 1 ns for windows up to
-// about 1 s, 100 ns for a minute, 10 µs for an hour, 100 ms for a year.
-// They are rounded up, so a unit counts at least W and at most one
-// resolution step longer: the log never admits early. RetryAfter is exact:
-// the same request made RetryAfter after now is admitted, and one made a
-// nanosecond sooner is not. It includes the part of a step a stamp was
-// rounded up by, so for instants between two steps a wait of whole seconds
-// can read as the next second in a Retry-After header. ResetAfter is
-// measured from now rounded up to the resolution, so a unit admitted now
-// reports a reset of exactly W.
-//
-// It returns an error wrapping ErrInvalidConfig if cfg is invalid (each
-// limit may be at most MaxSlidingLogLimit). The limiter is safe for
-// concurrent use; Close ends its sweeps by the janitor.
+// NewSlidingLog returns a new limiter of the algorithm, as package shardlimit's
+// NewSlidingLog (documented there) does, with its errors.
 func NewSlidingLog(cfg Config) (Limiter, error) { return build[LogLimiter](cfg) }
 
 // Init sets up l, whose zero value it requires, as NewSlidingLog(cfg)
