@@ -61,6 +61,7 @@ type Shared struct {
 	core     core.Synced // the local limiter, with the sync state
 	tab      core.Synced // core, as the reconciler uses it
 	backend  Backend
+	node     string // this limiter's Item.Node: 16 random hex digits
 	clock    shardlimit.Clock
 	interval time.Duration
 	timeout  time.Duration

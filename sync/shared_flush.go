@@ -2,6 +2,8 @@ package sync
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -14,6 +16,14 @@ var zeroDelta = [1]uint32{0}
 
 // errNothingSent is flush's answer when no key had a decision.
 var errNothingSent = errors.New("nothing to send")
+
+// newNodeID returns a random Item.Node for a new Shared limiter: 16 hex
+// digits, so two limiters' ids collide with odds of 2^-64 per pair.
+func newNodeID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (Go 1.24: it panics instead)
+	return hex.EncodeToString(b[:])
+}
 
 // storeOffset reads the store's clock through b and returns its offset
 // to ours, in nanoseconds.
@@ -131,7 +141,7 @@ func (s *Shared) appendItems(fi int, now int64) {
 			span = m - 1
 		}
 		s.items = append(s.items, Item{
-			Key: f.Key, Window: window, ID: id, Delta: f.Deltas[k], Floor: int64(f.Sent[k]),
+			Key: f.Key, Window: window, ID: id, Delta: f.Deltas[k], Node: s.node, Floor: int64(f.Sent[k]),
 			TTL:  time.Duration(end-now+size) + time.Second,
 			Span: span,
 		})
