@@ -206,14 +206,18 @@
 // store restarted empty or failed over before replicating, evicted keys)
 // admits at most
 //
-//	max(L, N*F) + N*N*R*(D + Δ) + N*R*(T + d)
+//	max(L, N*F) + N*N*R*(D + Δ) + N*R*D
 //
 // and never more than N*L, where Δ is how long the outage lasts before
 // every node is Degraded: for an unreachable store at most FailAfter
 // flushes, each at most T plus FlushTimeout; for evictions at most
 // EvictionCheck plus one flush. With F = L/N that is L plus what the nodes
 // admit, unseen by each other, while they notice the outage and while they
-// heal from it. The parts:
+// heal from it. For example two nodes, L = 20 per 10 s, F = 10, R = 5/s,
+// T = 50 ms: about 25 when the store is killed and restarted empty (the
+// refused connections make the nodes Degraded within Δ = 100 ms), but up
+// to N*L = 40 under evictions, which are noticed only every EvictionCheck
+// (Δ up to 2 s). The parts:
 //
 //   - Until the nodes are Degraded they decide as when healthy, on views
 //     that may lack the others' units of the last D + Δ (or all of them,
@@ -231,8 +235,11 @@
 //   - When the store answers again, every node raises its own share of a
 //     counter to what it sent (Item.Floor) at its next flush of the key,
 //     so within T + d the store's total is again the sum of every node's
-//     units: at most R*(T + d) more per node until then. From there the
-//     window admits only while that whole count is below L.
+//     units. (A sliding window's older buckets, which see no new units,
+//     are healed one flush later: the flush that reads one of them short
+//     of what this node sent for it queues the key again, and the next
+//     sends every bucket.) Until then, at most R*D more per node. From
+//     there the window admits only while that whole count is below L.
 //
 // A node flushes a key when it decided it since its last flush, while the
 // key is near its limit (then at every flush), and after a flush of it

@@ -55,8 +55,8 @@ import (
 // more than DegradePercent of the items of its flushes fail (see the
 // package doc on health). Under FallbackLocal with FallbackLimit F per
 // node, a window an outage overlaps admits at most max(L, N*F) + N*N*R*(D
-// + Δ) + N*R*(T + d), Δ the time the nodes take to turn Degraded: about
-// L with F = L/N (see the package doc on outages).
+// + Δ) + N*R*D, Δ the time the nodes take to turn Degraded: about L with
+// F = L/N (see the package doc on outages).
 //
 // All methods are safe for concurrent use. Close (or Shutdown with a
 // deadline) leaves the background goroutine (stopping it if this was the
@@ -97,6 +97,9 @@ type Shared struct {
 	// keys near their limit at the last flush, read at the next; under
 	// flushMu
 	near []string
+	// keys (also in near) whose older buckets the store lost: the next
+	// flush heals every bucket this node sent units of; under flushMu
+	healing map[string]bool
 
 	// what quiet reads without flushMu: near is not empty, failures > 0
 	hasNear, failing atomic.Bool
