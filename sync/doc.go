@@ -189,8 +189,9 @@
 // an error wrapping ErrEvicting, and decides by its FailurePolicy as during
 // an outage: Exact by its local fallback, which has recorded what this
 // process admitted through Redis (N processes: at most N times the limit
-// per window), Shared by its local counts (under FallbackLimit if set:
-// L/N per process bounds the cluster to about the limit). It becomes
+// per window), Shared by its local counts (under FallbackLimit if set;
+// see Outages for the bound, which the time to notice the evictions, up to
+// EvictionCheck, dominates). It becomes
 // Healthy again at the first check that finds no new eviction. Evictions
 // are not traced to keys: those of other applications' keys count too, as
 // they show that this package's can go next. A Redis that refuses INFO
