@@ -16,6 +16,9 @@ import (
 // window of shardlimit.MaxBuckets buckets.
 const MaxSpan = shardlimit.MaxBuckets
 
+// MaxNodeBytes is the longest accepted Item.Node.
+const MaxNodeBytes = 64
+
 // Item is one operation of a batch sent to a Backend: add Delta units to
 // the counter of window or bucket ID of limiter Key (of its rate of window
 // Window, for a limiter of several rates), keep it for TTL, and read back
@@ -27,7 +30,7 @@ type Item struct {
 	// rates (shardlimit.Config.Rates) it is the window of the rate whose
 	// counter the Item names, a positive whole number of microseconds: each
 	// rate has counters of its own, which a Backend must keep apart (a
-	// RedisBackend names them <prefix>{<key>}:<window in µs>:<id>).
+	// RedisBackend names them <prefix>{<key>}:sh:<window in µs>:<id>).
 	Window time.Duration
 	// ID is the window or bucket id, usually floor(unix_nanos / length).
 	ID int64
@@ -35,11 +38,18 @@ type Item struct {
 	// nothing (unless Floor heals the counter), so an Item with Delta 0 is a
 	// read.
 	Delta uint32
-	// Floor, if positive, raises the counter to at least Floor after Delta
-	// is added. The reconciler passes the units this node has contributed to
-	// the window in total, so a store that lost the counter (restarted
-	// empty, failed over before replicating) is healed from what this node
-	// already sent. In [0, 2^53).
+	// Node names the writer whose units Delta and Floor are: the store
+	// keeps each node's contribution to a counter apart, and the counter's
+	// total is their sum. A Shared limiter uses a random id of its own, 16
+	// hex digits. At most MaxNodeBytes bytes; "" is a node like any other.
+	Node string
+	// Floor, if positive, raises Node's contribution to the counter to at
+	// least Floor after Delta is added, and the total by as much. The
+	// reconciler passes the units this node has contributed to the window
+	// in total, so a store that lost the counter (restarted empty, failed
+	// over before replicating, evicted it) is healed from what each node
+	// already sent: once every node has flushed again the total is the sum
+	// of their contributions. In [0, 2^53).
 	Floor int64
 	// TTL is how long the counter is kept after this write, at least one
 	// millisecond (rounded up to whole milliseconds). Every write sets it:
@@ -171,15 +181,17 @@ func NewRedisBackend(client RedisClient, prefix string) (*RedisBackend, error) {
 }
 
 // CounterKey returns the Redis key holding the counter of window or bucket
-// id of limiter key: <prefix>{<key>}:<id>, or <prefix>#{<hex of key>}:<id>
-// for a key containing a brace.
+// id of limiter key: <prefix>{<key>}:sh:<id>, or <prefix>#{<hex of
+// key>}:sh:<id> for a key containing a brace. The counter is a hash: field
+// t holds the total and field n:<node> each node's contribution (see
+// Item.Node).
 func (b *RedisBackend) CounterKey(key string, id int64) string {
 	return counterKey(tagged(b.prefix, key), 0, id)
 }
 
 // RateCounterKey returns the Redis key holding the counter of window or
 // bucket id of limiter key's rate of window w (Item.Window), for a limiter
-// of several rates: <prefix>{<key>}:<w in microseconds>:<id> (the key
+// of several rates: <prefix>{<key>}:sh:<w in microseconds>:<id> (the key
 // hex-encoded after '#' if it has a brace). For w = 0 it is CounterKey.
 func (b *RedisBackend) RateCounterKey(key string, w time.Duration, id int64) string {
 	return counterKey(tagged(b.prefix, key), w, id)
@@ -198,6 +210,8 @@ func checkItem(it *Item) error {
 		return fmt.Errorf("%w: ttl %v is below 1ms", ErrInvalidItem, it.TTL)
 	case it.Span < 0 || it.Span > MaxSpan:
 		return fmt.Errorf("%w: span %d outside [0, %d]", ErrInvalidItem, it.Span, MaxSpan)
+	case len(it.Node) > MaxNodeBytes:
+		return fmt.Errorf("%w: node of %d bytes is longer than %d", ErrInvalidItem, len(it.Node), MaxNodeBytes)
 	case it.Floor < 0 || it.Floor >= 1<<53:
 		return fmt.Errorf("%w: floor %d outside [0, 2^53)", ErrInvalidItem, it.Floor)
 	}
@@ -212,7 +226,7 @@ func (b *RedisBackend) scriptArgs(it *Item) ([]string, []any) {
 		keys[i] = counterKey(tag, it.Window, it.ID-int64(i))
 	}
 	ttl := (it.TTL + time.Millisecond - 1) / time.Millisecond
-	return keys, []any{it.Delta, int64(ttl), it.Floor}
+	return keys, []any{it.Delta, int64(ttl), it.Floor, it.Node}
 }
 
 // Add implements Backend. The items are sent as one pipeline of EVALSHA

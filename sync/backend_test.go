@@ -38,16 +38,16 @@ func TestKeyLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := b.CounterKey("user:42", 7); got != "rl:{user:42}:7" {
+	if got := b.CounterKey("user:42", 7); got != "rl:{user:42}:sh:7" {
 		t.Fatalf("CounterKey = %q", got)
 	}
-	if got := b.CounterKey("}a{", -3); got != "rl:#{7d617b}:-3" {
+	if got := b.CounterKey("}a{", -3); got != "rl:#{7d617b}:sh:-3" {
 		t.Fatalf("CounterKey with braces = %q", got)
 	}
-	if got := b.RateCounterKey("user:42", 10*time.Second, 7); got != "rl:{user:42}:10000000:7" {
+	if got := b.RateCounterKey("user:42", 10*time.Second, 7); got != "rl:{user:42}:sh:10000000:7" {
 		t.Fatalf("RateCounterKey = %q", got)
 	}
-	if got := b.RateCounterKey("}a{", time.Millisecond, -3); got != "rl:#{7d617b}:1000:-3" {
+	if got := b.RateCounterKey("}a{", time.Millisecond, -3); got != "rl:#{7d617b}:sh:1000:-3" {
 		t.Fatalf("RateCounterKey with braces = %q", got)
 	}
 	if got := b.RateCounterKey("user:42", 0, 7); got != b.CounterKey("user:42", 7) {
@@ -192,6 +192,23 @@ func TestBackendFloor(t *testing.T) {
 	if ttl := c.PTTL(ctx, b.CounterKey("f", 7)).Val(); ttl <= 0 {
 		t.Fatalf("healed counter has PTTL %v", ttl)
 	}
+
+	// Two nodes: each heals its own share, so a lost counter comes back
+	// as the sum of both, not the larger one.
+	add(Item{Node: "a", Delta: 5, Floor: 5})
+	if r := add(Item{Node: "b", Delta: 3, Floor: 3}); r.Total != 6+5+3 {
+		t.Fatalf("total %d, want 14", r.Total)
+	}
+	c.Del(ctx, b.CounterKey("f", 7))
+	if r := add(Item{Node: "a", Delta: 1, Floor: 6}); r.Total != 6 {
+		t.Fatalf("node a healed: total %d, want 6", r.Total)
+	}
+	if r := add(Item{Node: "b", Floor: 3}); r.Total != 9 {
+		t.Fatalf("node b healed: total %d, want 6 + 3", r.Total)
+	}
+	if r := add(Item{Node: "b", Floor: 3}); r.Total != 9 {
+		t.Fatalf("node b healed twice: total %d, want 9", r.Total)
+	}
 }
 
 // TestBackendInvalidItems: invalid items are refused before sending and do
@@ -208,10 +225,11 @@ func TestBackendInvalidItems(t *testing.T) {
 		{Key: strings.Repeat("x", shardlimit.MaxKeyBytesLimit+1), ID: 1, Delta: 1, TTL: time.Minute},
 		{Key: "k", ID: 1, Delta: 1, TTL: time.Minute, Window: -time.Second},
 		{Key: "k", ID: 1, Delta: 1, TTL: time.Minute, Window: time.Second + time.Nanosecond},
+		{Key: "k", ID: 1, Delta: 1, TTL: time.Minute, Node: strings.Repeat("n", MaxNodeBytes+1)},
 		{Key: "k", ID: 1, Delta: 1, TTL: time.Minute},
 	}
 	out := b.Add(ctx, items, nil)
-	wantErr := []error{shardlimit.ErrInvalidKey, ErrInvalidItem, ErrInvalidItem, ErrInvalidItem, shardlimit.ErrInvalidKey, ErrInvalidItem, ErrInvalidItem}
+	wantErr := []error{shardlimit.ErrInvalidKey, ErrInvalidItem, ErrInvalidItem, ErrInvalidItem, shardlimit.ErrInvalidKey, ErrInvalidItem, ErrInvalidItem, ErrInvalidItem}
 	for i, w := range wantErr {
 		if out[i].Outcome != NotApplied || !errors.Is(out[i].Err, w) {
 			t.Errorf("item %d: %+v, want NotApplied %v", i, out[i], w)
@@ -228,12 +246,15 @@ func TestBackendCorruptCounter(t *testing.T) {
 	c := sharedClient(t)
 	b := newBackend(t, c)
 	ctx := ctxT(t, 10*time.Second)
-	c.Set(ctx, b.CounterKey("x", 1), "abc", time.Minute)
-	c.Set(ctx, b.CounterKey("neg", 1), "-5", time.Minute)
-	c.HSet(ctx, b.CounterKey("h", 1), "f", "1")
-	c.Expire(ctx, b.CounterKey("h", 1), time.Minute)
-	c.Set(ctx, b.CounterKey("old", 4), "1e3", time.Minute)
-	c.Set(ctx, b.CounterKey("big", 1), "99999999999999999999", time.Minute)
+	hset := func(key string, id int64, field, v string) {
+		c.HSet(ctx, b.CounterKey(key, id), field, v)
+		c.Expire(ctx, b.CounterKey(key, id), time.Minute)
+	}
+	hset("x", 1, "t", "abc")
+	hset("neg", 1, "n:", "-5")
+	c.Set(ctx, b.CounterKey("h", 1), "1", time.Minute) // a string counter: WRONGTYPE
+	hset("old", 4, "t", "1e3")
+	hset("big", 1, "t", "99999999999999999999")
 	items := []Item{
 		{Key: "x", ID: 1, Delta: 1, TTL: time.Minute},
 		{Key: "neg", ID: 1, Delta: 1, TTL: time.Minute},
@@ -252,7 +273,7 @@ func TestBackendCorruptCounter(t *testing.T) {
 	if out[5].Outcome != Applied || out[5].Total != 1 {
 		t.Errorf("valid item: %+v", out[5])
 	}
-	if v := c.Get(ctx, b.CounterKey("x", 1)).Val(); v != "abc" {
+	if v := c.HGet(ctx, b.CounterKey("x", 1), "t").Val(); v != "abc" {
 		t.Errorf("corrupt counter changed to %q", v)
 	}
 	if n := c.Exists(ctx, b.CounterKey("old", 5)).Val(); n != 0 {

@@ -261,7 +261,7 @@ func checkCounters(t *testing.T, c *redis.ClusterClient, b *RedisBackend, items 
 	pipe := c.Pipeline()
 	cmds := make([]*redis.StringCmd, len(items))
 	for i, it := range items {
-		cmds[i] = pipe.Get(ctx, b.CounterKey(it.Key, it.ID))
+		cmds[i] = pipe.HGet(ctx, b.CounterKey(it.Key, it.ID), "t")
 	}
 	_, _ = pipe.Exec(ctx)
 	for i, cmd := range cmds {

@@ -92,7 +92,7 @@
 // all data of one limiter key lives in one hash slot and no script ever
 // touches keys of two slots:
 //
-//	<prefix>{<key>}:<id>         counter of window or bucket id (Backend)
+//	<prefix>{<key>}:sh:<id>      counter of window or bucket id (Backend, Shared)
 //	<prefix>{<key>}:fw:<W>       fixed window state of the rate of window W (Exact)
 //	<prefix>{<key>}:sc:<W>:<G>   sliding window counter state, buckets of G (Exact)
 //	<prefix>{<key>}:gcra:<W>     GCRA state (Exact)
@@ -108,10 +108,27 @@
 // A Shared limiter of several rates (Config.Rates) keeps each rate's
 // counters apart, under the same hash tag:
 //
-//	<prefix>{<key>}:<W>:<id>   counter of window or bucket id of the rate of window W (µs)
+//	<prefix>{<key>}:sh:<W>:<id>   counter of window or bucket id of the rate of window W (µs)
 //
-// A Shared limiter of one rate keeps <prefix>{<key>}:<id>, so its counters
-// do not change when Limit and Window are written as one Rate.
+// A Shared limiter of one rate keeps <prefix>{<key>}:sh:<id>, so its
+// counters do not change when Limit and Window are written as one Rate.
+//
+// A counter is a Redis hash: field t holds the total and field n:<node>
+// what each node (Item.Node; for Shared, a random id per limiter) sent, so
+// a node that heals a counter the store lost restores its own share and the
+// total comes back as the sum of them all (see Outages below). A counter
+// written by one node takes about 136 bytes of Redis memory (MEMORY USAGE,
+// Redis 7.0, a short key), and each further node that wrote it about 20
+// more: 152 for two nodes, 200 for four, 280 for eight (a single integer
+// string took 88). Redis keeps such a small hash as a listpack up to
+// hash-max-listpack-entries (512) fields; past that many nodes per key
+// and window it turns into a hash table several times larger.
+//
+// Upgrading: releases that kept a counter as a string named it without the
+// "sh" segment. Old and new nodes never touch each other's keys (no
+// WRONGTYPE errors during a rolling upgrade), but they do not share counts
+// either: while both run, each group limits by itself, and the new keys
+// start empty, so every key's count restarts at the upgrade.
 //
 // # go-redis client settings
 //
@@ -172,12 +189,64 @@
 // an error wrapping ErrEvicting, and decides by its FailurePolicy as during
 // an outage: Exact by its local fallback, which has recorded what this
 // process admitted through Redis (N processes: at most N times the limit
-// per window), Shared by its local counts (under FallbackLimit if set:
-// L/N per process bounds the cluster to about the limit). It becomes
+// per window), Shared by its local counts (under FallbackLimit if set;
+// see Outages for the bound, which the time to notice the evictions, up to
+// EvictionCheck, dominates). It becomes
 // Healthy again at the first check that finds no new eviction. Evictions
 // are not traced to keys: those of other applications' keys count too, as
 // they show that this package's can go next. A Redis that refuses INFO
 // (some managed services) is reported once in Eviction.Err and not watched.
+//
+// # Outages
+//
+// A Shared limiter keeps deciding while the store is away. Take N nodes,
+// each offered at most R units/s of a key, a limit L per window,
+// FallbackLimit F per node (Policy FallbackLocal), flush interval T, a
+// flush's round trip d and D = 2*(T + d), the lag of the healthy bound
+// (see Shared). A window that an outage overlaps (an unreachable store, a
+// store restarted empty or failed over before replicating, evicted keys)
+// admits at most
+//
+//	max(L, N*F) + N*N*R*(D + Δ) + N*R*D
+//
+// and never more than N*L, where Δ is how long the outage lasts before
+// every node is Degraded: for an unreachable store at most FailAfter
+// flushes, each at most T plus FlushTimeout; for evictions at most
+// EvictionCheck plus one flush. With F = L/N that is L plus what the nodes
+// admit, unseen by each other, while they notice the outage and while they
+// heal from it. For example two nodes, L = 20 per 10 s, F = 10, R = 5/s,
+// T = 50 ms: about 25 when the store is killed and restarted empty (the
+// refused connections make the nodes Degraded within Δ = 100 ms), but up
+// to N*L = 40 under evictions, which are noticed only every EvictionCheck
+// (Δ up to 2 s). The parts:
+//
+//   - Until the nodes are Degraded they decide as when healthy, on views
+//     that may lack the others' units of the last D + Δ (or all of them,
+//     for a node that has read a counter the store lost): the window holds
+//     at most U <= L + N*R*(D + Δ) units then.
+//   - While Degraded, a node admits only while its own units of the window
+//     plus the others' units it last read fit F: FallbackLimit replaces the
+//     limit, not the counts, so the node's units of the window from before
+//     the outage count against it, and so do the others' it had read. Had
+//     every node read all U units, the nodes would bring the window to at
+//     most max(U, N*F); each misses at most the others' units of its last
+//     D + Δ, and may admit as many more. (Had they read none of each
+//     other's, node i would still stop at max(u_i, F) of its own, u_i its
+//     units before it turned Degraded.)
+//   - When the store answers again, every node raises its own share of a
+//     counter to what it sent (Item.Floor) at its next flush of the key,
+//     so within T + d the store's total is again the sum of every node's
+//     units. (A sliding window's older buckets, which see no new units,
+//     are healed one flush later: the flush that reads one of them short
+//     of what this node sent for it queues the key again, and the next
+//     sends every bucket.) Until then, at most R*D more per node. From
+//     there the window admits only while that whole count is below L.
+//
+// A node flushes a key when it decided it since its last flush, while the
+// key is near its limit (then at every flush), and after a flush of it
+// failed. A share that a node sent for a key it no longer decides and that
+// is far from its limit is not restored until it decides the key again:
+// until then the others may admit that share again, in that window only.
 //
 // # Trust
 //

@@ -73,9 +73,9 @@ func TestSharedErrorsKeepCause(t *testing.T) {
 			client: func(t *testing.T) RedisClient {
 				srv := redistest.StartServer(t)
 				// The counter key of "k" in window 0 of a 1 min window
-				// at T0, under the prefix the test sets, is a hash.
-				key := "p:{k}:" + fmt.Sprint(at(time.Second).UnixNano()/int64(time.Minute))
-				if _, err := redistest.Do(srv.Addr, "HSET", key, "a", "1"); err != nil {
+				// at T0, under the prefix the test sets, is a string.
+				key := "p:{k}:sh:" + fmt.Sprint(at(time.Second).UnixNano()/int64(time.Minute))
+				if _, err := redistest.Do(srv.Addr, "SET", key, "1"); err != nil {
 					t.Fatal(err)
 				}
 				return newClient(t, srv.Addr)

@@ -51,11 +51,14 @@ func tagged(prefix, key string) string {
 }
 
 // counterKey returns the Redis key of the counter of window or bucket id:
-// <prefix>{<key>}:<id>, or for the rate of window w > 0 of a limiter of
-// several rates <prefix>{<key>}:<w in microseconds>:<id>.
+// <prefix>{<key>}:sh:<id>, or for the rate of window w > 0 of a limiter of
+// several rates <prefix>{<key>}:sh:<w in microseconds>:<id>. The "sh"
+// segment names the hash form of the counter (each node's share and their
+// sum): releases that kept a counter as a string named it without it, so
+// an old node and a new one never read each other's keys.
 func counterKey(tag string, w time.Duration, id int64) string {
 	if w == 0 {
-		return tag + ":" + strconv.FormatInt(id, 10)
+		return tag + ":sh:" + strconv.FormatInt(id, 10)
 	}
-	return tag + ":" + strconv.FormatInt(int64(w/time.Microsecond), 10) + ":" + strconv.FormatInt(id, 10)
+	return tag + ":sh:" + strconv.FormatInt(int64(w/time.Microsecond), 10) + ":" + strconv.FormatInt(id, 10)
 }

@@ -96,35 +96,50 @@ local function corrupt(k) return redis.error_reply('ERR shardlimit: key ' .. k .
 local function badargs() return redis.error_reply('ERR shardlimit: bad arguments') end
 `
 
-// addScript adds a delta to the counter of one window or bucket and reads
-// back the totals of it and of the Span counters before it.
+// addScript adds one node's delta to the counter of one window or bucket
+// and reads back the totals of it and of the Span counters before it. A
+// counter is a hash holding each node's contribution apart and their sum,
+// so a node heals only its own share: a counter the store lost (restarted
+// empty, evicted) is brought back to the sum of what every node sent once
+// each has flushed again, not to the largest one node's share.
 //
 //	KEYS[1]    counter of id; KEYS[2..] counters of id-1, id-2, ...
-//	ARGV[1]    delta >= 0: 0 writes nothing (unless Floor heals)
+//	           each a hash {t = total, n:<node> = units node sent}
+//	ARGV[1]    delta >= 0: 0 writes nothing (unless floor heals)
 //	ARGV[2]    TTL in milliseconds >= 1, set on every write
-//	ARGV[3]    floor >= 0: the counter is raised to at least floor
+//	ARGV[3]    floor >= 0: node's share is raised to at least floor after
+//	           delta is added, and the total by as much
+//	ARGV[4]    node: the writer's id (any string, at most 64 bytes)
 //	returns    {total(id-span), ..., total(id-1), total(id)}, oldest first
 var addScript = redis.NewScript(luaLib + `
 local delta = arg(ARGV[1], 0, 4294967295)
 local px = arg(ARGV[2], 1, 1e15)
 local floor = arg(ARGV[3], 0, 4503599627370495)
-if not delta or not px or not floor then return badargs() end
+local node = ARGV[4]
+if not delta or not px or not floor or not node or #node > 64 then return badargs() end
 local n = #KEYS
 local out = {}
 for i = n, 2, -1 do
-  local x = int(redis.call('GET', KEYS[i]))
+  local x = int(redis.call('HGET', KEYS[i], 't'))
   if x == false or (x and x < 0) then return corrupt(KEYS[i]) end
   out[n - i + 1] = x or 0
 end
-local cur = int(redis.call('GET', KEYS[1]))
-if cur == false or (cur and cur < 0) then return corrupt(KEYS[1]) end
-cur = cur or 0
-if delta > 0 or floor > cur then
-  cur = cur + delta
-  if cur < floor then cur = floor end
-  redis.call('SET', KEYS[1], fmt(cur), 'PX', fmt(px))
+local f = 'n:' .. node
+local st = redis.call('HMGET', KEYS[1], 't', f)
+local total, mine = int(st[1]), int(st[2])
+if total == false or mine == false or (total and total < 0) or (mine and mine < 0) then return corrupt(KEYS[1]) end
+total, mine = total or 0, mine or 0
+local add = mine + delta
+if add < floor then add = floor end
+add = add - mine
+if add > 0 then
+  if total + add >= 9007199254740992 then return corrupt(KEYS[1]) end
+  redis.call('HINCRBY', KEYS[1], f, fmt(add))
+  redis.call('HINCRBY', KEYS[1], 't', fmt(add))
+  redis.call('PEXPIRE', KEYS[1], fmt(px))
+  total = total + add
 end
-out[n] = cur
+out[n] = total
 return out
 `)
 

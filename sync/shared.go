@@ -44,15 +44,19 @@ import (
 //
 // Failures: decisions never wait for the store. A flush that provably did
 // not reach the store is retried; one whose reply was lost is healed at the
-// next flush, which raises the store's counter to at least what this node
-// sent (so a store that restarted empty is healed too, to the largest one
-// node's contribution: with several nodes the others' lost units are not
-// restored); units of buckets that ended first are dropped and counted.
-// After FailAfter failed flushes in a row the limiter is Degraded, decides
-// by Policy, and flushes with back-off until the store answers. It is
-// Degraded too while the store evicts keys, and while more than
-// DegradePercent of the items of its flushes fail (see the package doc on
-// health).
+// next flush, which raises this node's share of the store's counter to at
+// least what this node sent. The store keeps each node's share apart (see
+// the package doc on Redis keys), so a counter it lost (restarted empty,
+// evicted) comes back, once every node has flushed the key again, as the
+// sum of what all of them sent; units of buckets that ended first are
+// dropped and counted. After FailAfter failed flushes in a row the limiter
+// is Degraded, decides by Policy, and flushes with back-off until the
+// store answers. It is Degraded too while the store evicts keys, and while
+// more than DegradePercent of the items of its flushes fail (see the
+// package doc on health). Under FallbackLocal with FallbackLimit F per
+// node, a window an outage overlaps admits at most max(L, N*F) + N*N*R*(D
+// + Δ) + N*R*D, Δ the time the nodes take to turn Degraded: about L with
+// F = L/N (see the package doc on outages).
 //
 // All methods are safe for concurrent use. Close (or Shutdown with a
 // deadline) leaves the background goroutine (stopping it if this was the
@@ -61,6 +65,7 @@ type Shared struct {
 	core     core.Synced // the local limiter, with the sync state
 	tab      core.Synced // core, as the reconciler uses it
 	backend  Backend
+	node     string // this limiter's Item.Node: 16 random hex digits
 	clock    shardlimit.Clock
 	interval time.Duration
 	timeout  time.Duration
@@ -92,6 +97,9 @@ type Shared struct {
 	// keys near their limit at the last flush, read at the next; under
 	// flushMu
 	near []string
+	// keys (also in near) whose older buckets the store lost: the next
+	// flush heals every bucket this node sent units of; under flushMu
+	healing map[string]bool
 
 	// what quiet reads without flushMu: near is not empty, failures > 0
 	hasNear, failing atomic.Bool

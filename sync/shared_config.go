@@ -107,7 +107,7 @@ type SharedConfig struct {
 // and cfg.Backend are nil, cfg.Algorithm is GCRA or unknown, or any field is
 // out of range.
 func NewShared(client RedisClient, cfg SharedConfig) (*Shared, error) {
-	s := &Shared{backend: cfg.Backend}
+	s := &Shared{backend: cfg.Backend, node: newNodeID()}
 	if s.backend == nil {
 		if client == nil {
 			return nil, badConfig("nil redis client and no backend")

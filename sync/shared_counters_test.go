@@ -87,9 +87,9 @@ func TestSharedRedisHoldsWhatWasAdmitted(t *testing.T) {
 							continue
 						}
 						seen[b] = true
-						got, err := c.Get(ctx, rb.RateCounterKey(b.key, b.w, b.id)).Int64()
+						got, err := c.HGet(ctx, rb.RateCounterKey(b.key, b.w, b.id), "t").Int64()
 						if err != nil && !errors.Is(err, redis.Nil) {
-							t.Fatalf("step %d: GET counter of %+v: %v", step, b, err)
+							t.Fatalf("step %d: HGET counter of %+v: %v", step, b, err)
 						}
 						if got != admitted[b] {
 							t.Errorf("step %d: key %q, rate %v, bucket %d: Redis holds %d units, %d admitted", step, b.key, b.w, b.id, got, admitted[b])

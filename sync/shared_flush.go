@@ -2,6 +2,8 @@ package sync
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -14,6 +16,14 @@ var zeroDelta = [1]uint32{0}
 
 // errNothingSent is flush's answer when no key had a decision.
 var errNothingSent = errors.New("nothing to send")
+
+// newNodeID returns a random Item.Node for a new Shared limiter: 16 hex
+// digits, so two limiters' ids collide with odds of 2^-64 per pair.
+func newNodeID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (Go 1.24: it panics instead)
+	return hex.EncodeToString(b[:])
+}
 
 // storeOffset reads the store's clock through b and returns its offset
 // to ours, in nanoseconds.
@@ -55,6 +65,7 @@ func (s *Shared) collect(now int64) bool {
 	for fi := range s.flushes {
 		s.appendItems(fi, now)
 	}
+	clear(s.healing)
 	s.lastKeys.Store(int64(len(s.flushes)))
 	s.results = sizeResults(s.results, len(s.items))
 	return len(s.items) > 0
@@ -107,10 +118,11 @@ func (s *Shared) appendItems(fi int, now int64) {
 	if len(s.rates) > 1 {
 		window = time.Duration(rate.Window)
 	}
+	heal := s.healing[f.Key]
 	for k := range m {
 		id := f.Newest - int64(m-1-k)
 		newest := k == m-1
-		if f.Deltas[k] == 0 && !newest {
+		if f.Deltas[k] == 0 && !newest && (!heal || f.Sent[k] == 0) {
 			continue
 		}
 		// Bucket id counts until (id+m)*size; keep it one bucket and a
@@ -131,7 +143,7 @@ func (s *Shared) appendItems(fi int, now int64) {
 			span = m - 1
 		}
 		s.items = append(s.items, Item{
-			Key: f.Key, Window: window, ID: id, Delta: f.Deltas[k], Floor: int64(f.Sent[k]),
+			Key: f.Key, Window: window, ID: id, Delta: f.Deltas[k], Node: s.node, Floor: int64(f.Sent[k]),
 			TTL:  time.Duration(end-now+size) + time.Second,
 			Span: span,
 		})
@@ -167,10 +179,7 @@ func (s *Shared) settle(res *ItemResult, i int, now int64, final bool) bool {
 		s.sentUnits.Add(uint64(it.Delta))
 		if it.Span > 0 || s.rates[f.Rate].Count == 1 {
 			s.tab.Apply(f, res.Totals)
-			if !final && s.nearLimit(f, res.Totals, now) &&
-				(len(s.near) == 0 || s.near[len(s.near)-1] != f.Key) { // one key's rates are together
-				s.near = append(s.near, f.Key)
-			}
+			s.readAgain(f, res.Totals, now, final)
 		} else {
 			s.tab.Apply(&core.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID}, []int64{res.Total})
 		}
@@ -231,6 +240,40 @@ func (s *Shared) endFlush(start time.Time, applied int, firstErr error) error {
 	err = fmt.Errorf("%w (no item of %d applied)", err, len(s.items))
 	s.record(err)
 	return err
+}
+
+// lostBucket reports whether the store's totals of f's buckets (as f.Sent,
+// oldest first) hold less than this node sent for one of them: the store
+// lost that bucket's counter (restarted empty, evicted it), and only the
+// newest bucket's item heals by itself.
+func lostBucket(f *core.Flush, totals []int64) bool {
+	if len(totals) != len(f.Sent) {
+		return false
+	}
+	for i, total := range totals {
+		if total < int64(f.Sent[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// readAgain queues key f, whose buckets' cluster totals are totals, for the
+// next flush if it is near its limit or the store lost one of its older
+// buckets; the next flush then sends every bucket this node sent units of,
+// so each heals its share (Item.Floor). Requires s.flushMu held.
+func (s *Shared) readAgain(f *core.Flush, totals []int64, now int64, final bool) {
+	lost := lostBucket(f, totals)
+	if lost {
+		if s.healing == nil {
+			s.healing = make(map[string]bool)
+		}
+		s.healing[f.Key] = true
+	}
+	if !final && (lost || s.nearLimit(f, totals, now)) &&
+		(len(s.near) == 0 || s.near[len(s.near)-1] != f.Key) { // one key's rates are together
+		s.near = append(s.near, f.Key)
+	}
 }
 
 // nearLimit reports whether key f, whose buckets' cluster totals of rate

@@ -417,7 +417,7 @@ func TestSharedTwoNodesShareEveryRate(t *testing.T) {
 						t.Errorf("rate %v, bucket %d: Redis holds %d units, admitted %d", w, id, got, n)
 					}
 					key := be.RateCounterKey("k", w, id)
-					if wantKey := fmt.Sprintf("%s{k}:%d:%d", be.prefix, w.Microseconds(), id); key != wantKey || keySlot(key) != keySlot("{k}") {
+					if wantKey := fmt.Sprintf("%s{k}:sh:%d:%d", be.prefix, w.Microseconds(), id); key != wantKey || keySlot(key) != keySlot("{k}") {
 						t.Errorf("Redis key %q, want %q in the slot of {k}", key, wantKey)
 					}
 				}

@@ -17,7 +17,7 @@ import (
 )
 
 // redisSum returns the sum of the counters under prefix in the Redis at
-// addr.
+// addr: each counter is a hash whose field t is its total.
 func redisSum(t *testing.T, c *redis.Client, prefix string) int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -25,9 +25,9 @@ func redisSum(t *testing.T, c *redis.Client, prefix string) int64 {
 	var sum int64
 	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
 	for iter.Next(ctx) {
-		v, err := c.Get(ctx, iter.Val()).Int64()
+		v, err := c.HGet(ctx, iter.Val(), "t").Int64()
 		if err != nil && err != redis.Nil {
-			t.Fatalf("GET %s: %v", iter.Val(), err)
+			t.Fatalf("HGET %s t: %v", iter.Val(), err)
 		}
 		sum += v
 	}
