@@ -65,8 +65,8 @@
 // rules differ in them, plus 22 if any of its rules is a sync.Shared and
 // 13 if any is a sync.Exact, only 6 of them if it has a sync.Shared too
 // (the 7 store families are common to both): at most 54 series per group,
-// whatever the number of rules. WithGroup(AllRules) reports a middleware as one group;
-// ByTier as one group per client tier and one for the default rules; a
-// function of the user's may keep the few rules worth watching apart
-// (returning "" for them) and group the rest.
+// whatever the number of rules. WithGroup(AllRules) reports a middleware
+// as one group; ByTier as one group per client tier and one for the
+// default rules; a function of the user's may keep the few rules worth
+// watching apart (returning "" for them) and group the rest.
 package metrics

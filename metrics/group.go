@@ -19,13 +19,13 @@ type middlewareConfig struct {
 
 // WithGroup returns an Option that bounds a middleware's series whatever
 // its rule count: group(r) names the group of rule r, and the rules of one
-// group are reported as one source labelled limiter=<group>, so a
-// middleware of G groups emits at most 54 series per group (see the
-// package doc for the exact counts), however many rules each holds.
-// group is called for each rule at each collection; "" keeps that rule's
-// own series, under its own name, which must then differ from every
-// group's. A nil group keeps every rule's own series, as Middleware
-// without options does. AllRules and ByTier are ready-made groupings.
+// group are reported as one source labelled limiter=<group>: at most 54
+// series per group (see the package doc for the exact counts), however
+// many rules each holds. A group of "" keeps the rule's own series, under
+// its own name, which must then differ from every group's (WriteText
+// refuses two series of one name). A nil group keeps every rule's own
+// series, as Middleware without options does. AllRules and ByTier are
+// ready-made groupings.
 //
 // A group's series are its members' summed: decisions, errors, keys,
 // evictions, refusals and the store's flushes, items, units and calls.
@@ -48,10 +48,13 @@ type middlewareConfig struct {
 // with the limiter it left with (a reload that restores a rule within its
 // window keeps its limiter), whose count already holds what was carried.
 // Counts a departing member made after that last collection are not
-// seen. A group that loses every
-// member disappears, with what it carried; should it come back, its
-// counters start again from its members' counts, which Prometheus reads
-// as a counter reset.
+// seen. A group that loses every member disappears, with what it carried;
+// should it come back, its counters start again from its members' counts,
+// which Prometheus reads as a counter reset.
+//
+// group is called once per rule at each collection, with the Source's
+// lock held (collections of one grouped Source take turns): it should be
+// quick, and must not collect the Source itself.
 func WithGroup(group func(r httplimit.RuleStats) string) Option {
 	return func(c *middlewareConfig) { c.group = group }
 }
