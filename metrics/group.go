@@ -3,7 +3,6 @@ package metrics
 import (
 	"math"
 	"reflect"
-	"strings"
 	gosync "sync"
 
 	"github.com/shardlimit/shardlimit"
@@ -126,22 +125,37 @@ type member struct {
 // groupRound gathers the series of every group at one collection, in the
 // order they were first seen.
 type groupRound struct {
-	byKey  map[string]*groupSeries
+	byKey  map[seriesID]*groupSeries
 	order  []*groupSeries
 	groups map[string]int // members by group
 }
 
-func seriesKey(f *Family, labels []string) string {
-	return f.Name + "\xff" + strings.Join(labels, "\xff")
+// seriesID names a group's series: its family, the group and the values
+// of the family's labels after limiter (no family has more than two).
+type seriesID struct {
+	f             *Family
+	group, l1, l2 string
+}
+
+// idOf returns the seriesID of sample s of a member of group.
+func idOf(group string, s Sample) seriesID {
+	id := seriesID{f: s.Family, group: group}
+	if len(s.Labels) > 1 {
+		id.l1 = s.Labels[1]
+	}
+	if len(s.Labels) > 2 {
+		id.l2 = s.Labels[2]
+	}
+	return id
 }
 
 // add folds sample s of member rule, whose limiter is lim, into its
 // group's series.
 func (g *groupRound) add(group, rule string, lim shardlimit.Limiter, s Sample) {
-	labels := append([]string{group}, s.Labels[1:]...)
-	key := seriesKey(s.Family, labels)
+	key := idOf(group, s)
 	gs := g.byKey[key]
 	if gs == nil {
+		labels := append([]string{group}, s.Labels[1:]...)
 		gs = &groupSeries{f: s.Family, labels: labels, value: s.Value}
 		if s.Family.Type == Counter {
 			gs.members = map[string]member{}
@@ -194,7 +208,7 @@ type groupSource struct {
 	group func(httplimit.RuleStats) string
 
 	mu       gosync.Mutex
-	counters map[string]*counterState // by series key
+	counters map[seriesID]*counterState
 }
 
 // collect reads the rules and settles the groups under s.mu, so that
@@ -204,7 +218,7 @@ func (s *groupSource) collect(emit func(Sample)) {
 	var out []Sample
 	keep := func(smp Sample) { out = append(out, smp) }
 	s.mu.Lock()
-	round := &groupRound{byKey: map[string]*groupSeries{}, groups: map[string]int{}}
+	round := &groupRound{byKey: map[seriesID]*groupSeries{}, groups: map[string]int{}}
 	for _, r := range s.m.RuleStats() {
 		g := s.group(r)
 		if g == "" {
@@ -224,7 +238,7 @@ func (s *groupSource) collect(emit func(Sample)) {
 // settle emits a round's series, counters carried so that they never go
 // down, and keeps what the next round needs. Requires s.mu held.
 func (s *groupSource) settle(emit func(Sample), round *groupRound) {
-	next := make(map[string]*counterState, len(s.counters))
+	next := make(map[seriesID]*counterState, len(s.counters))
 	for key, gs := range round.byKey {
 		if gs.members != nil {
 			st := s.counters[key]
