@@ -47,12 +47,28 @@ func Limiter(name string, l shardlimit.Limiter) Source {
 // requests by kind. Rules that a reload removes disappear with their
 // counters; rules whose limiter a reload keeps keep counting.
 //
+// Such a middleware emits 14 series per rule (more with a store: see the
+// package doc), which grows with the rule set: WithGroup(AllRules), or
+// another grouping, sums the rules into groups instead and bounds the
+// series by the number of groups. Options are applied in order.
+//
 // Rule names are unique within a middleware; two middlewares collected
-// together must not share rule names (or limiter names), or collect them
-// apart with a label of their own (for Prometheus,
-// prometheus.WrapRegistererWith).
-func Middleware(m HTTPMiddleware) Source {
-	return middlewareSource{m}
+// together must not share rule names (or limiter names, or group names),
+// or collect them apart with a label of their own (for Prometheus,
+// prometheus.WrapRegistererWith). The Source is safe for concurrent use;
+// a grouped one keeps, between collections, each member's last counts (a
+// few words per rule and series) to keep its counters monotonic.
+func Middleware(m HTTPMiddleware, opts ...Option) Source {
+	var c middlewareConfig
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if c.group == nil {
+		return middlewareSource{m}
+	}
+	return &groupSource{m: m, group: c.group}
 }
 
 // Collect reads every source once and calls emit for each sample, source
@@ -78,24 +94,29 @@ type middlewareSource struct{ m HTTPMiddleware }
 
 func (s middlewareSource) collect(emit func(Sample)) {
 	for _, r := range s.m.RuleStats() {
-		denied := "denied"
-		if r.DryRun {
-			denied = "would_deny"
-		}
-		collectLimiter(emit, r.Name, r.Limiter, r.Stats, denied)
-		for _, k := range []struct {
-			kind string
-			n    uint64
-		}{
-			{"too_many_keys", r.Errors.TooManyKeys},
-			{"invalid", r.Errors.Invalid},
-			{"closed", r.Errors.Closed},
-			{"other", r.Errors.Other},
-			{"bad_cost", r.BadCost},
-			{"no_identity", r.NoIdentity},
-		} {
-			emit(Sample{errorsTotal, []string{r.Name, k.kind}, float64(k.n)})
-		}
+		collectRule(emit, r)
+	}
+}
+
+// collectRule emits the families of middleware rule r under its name.
+func collectRule(emit func(Sample), r httplimit.RuleStats) {
+	denied := "denied"
+	if r.DryRun {
+		denied = "would_deny"
+	}
+	collectLimiter(emit, r.Name, r.Limiter, r.Stats, denied)
+	for _, k := range []struct {
+		kind string
+		n    uint64
+	}{
+		{"too_many_keys", r.Errors.TooManyKeys},
+		{"invalid", r.Errors.Invalid},
+		{"closed", r.Errors.Closed},
+		{"other", r.Errors.Other},
+		{"bad_cost", r.BadCost},
+		{"no_identity", r.NoIdentity},
+	} {
+		emit(Sample{errorsTotal, []string{r.Name, k.kind}, float64(k.n)})
 	}
 }
 

@@ -63,7 +63,7 @@ func family(name string, typ Type, unit, help string, extra ...string) *Family {
 // The families every limiter reports, and those of HTTP middleware rules.
 var (
 	limiterInfo = family("shardlimit_limiter_info", Gauge, "",
-		"Always 1: a limiter (for HTTP middleware, a rule) with its algorithm and where its counts live: local (this process), shared (sync.Shared: this process, shared through a store) or exact (sync.Exact: the store).",
+		"Always 1: a limiter (for HTTP middleware, a rule, or a group of rules with one series for each algorithm and store among them) with its algorithm and where its counts live: local (this process), shared (sync.Shared: this process, shared through a store) or exact (sync.Exact: the store).",
 		labelAlgorithm, labelStore)
 	limit = family("shardlimit_limit", Gauge, "{unit}",
 		"Default limit of the limiter's keys (those without a limit of their own), in requests or cost units per window.")
@@ -79,6 +79,8 @@ var (
 		"Client keys the limiter stores now (for sync.Exact, its local fallback's).")
 	keysEvicted = family("shardlimit_keys_evicted_total", Counter, "{key}",
 		"Client keys removed from the limiter's table: idle ones by the janitor, or to make room in a full table.")
+	groupRules = family("shardlimit_group_rules", Gauge, "{rule}",
+		"Rules of an HTTP middleware that the group named by the limiter label sums (metrics.WithGroup); reported for groups only.")
 	keysRefused = family("shardlimit_keys_refused_total", Counter, "{decision}",
 		"Decisions for a new client key that the full table could not store (refused with ErrTooManyKeys).")
 )
@@ -214,7 +216,7 @@ var exactRows = []row[shardsync.ExactStats]{
 // writes them. The result is fresh; the families it points to are shared
 // and must not be changed.
 func Families() []*Family {
-	out := []*Family{limiterInfo, limit, window, decisions, errorsTotal, keys, keysEvicted, keysRefused}
+	out := []*Family{limiterInfo, limit, window, decisions, errorsTotal, keys, keysEvicted, keysRefused, groupRules}
 	seen := map[*Family]bool{}
 	for _, f := range out {
 		seen[f] = true

@@ -55,3 +55,27 @@ func TestEveryStoreFieldExported(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupAggregatesNameFamilies is a tripwire: every family that
+// groupAggregates combines otherwise than by a sum is a family, and only
+// gauges are combined as the same value or as 1; no family has more
+// labels than a group's seriesID holds.
+func TestGroupAggregatesNameFamilies(t *testing.T) {
+	byName := map[string]*Family{}
+	for _, f := range Families() {
+		byName[f.Name] = f
+	}
+	for _, f := range byName {
+		if len(f.Labels) > 3 {
+			t.Errorf("%s has %d labels: seriesID holds limiter and two more", f.Name, len(f.Labels))
+		}
+	}
+	for name, agg := range groupAggregates {
+		f := byName[name]
+		if f == nil {
+			t.Errorf("groupAggregates names %s, which is not a family", name)
+		} else if f.Type == Counter && agg != aggSum && agg != aggMax {
+			t.Errorf("counter %s combined by %d: counters are summed or take the greatest", name, agg)
+		}
+	}
+}

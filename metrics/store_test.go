@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/httplimit"
 	"github.com/shardlimit/shardlimit/internal/redistest"
 	"github.com/shardlimit/shardlimit/metrics"
 	shardsync "github.com/shardlimit/shardlimit/sync"
@@ -84,4 +85,33 @@ func TestStoreFamilies(t *testing.T) {
 		t.Log(text)
 	}
 	promtoolCheck(t, buf.Bytes())
+	storeSeriesCounts(t, sh, ex)
+}
+
+// storeSeriesCounts counts the series of a sync.Shared and a sync.Exact
+// limiter, as limiters, as rules and as one group, against the counts the
+// package doc states.
+func storeSeriesCounts(t *testing.T, sh, ex shardlimit.Limiter) {
+	t.Helper()
+	if _, n := scrape(t, metrics.Limiter("sh", sh)); n != perLimiter+sharedExtra {
+		t.Errorf("a sync.Shared limiter: %d series, want %d", n, perLimiter+sharedExtra)
+	}
+	if _, n := scrape(t, metrics.Limiter("ex", ex)); n != perLimiter+exactExtra {
+		t.Errorf("a sync.Exact limiter: %d series, want %d", n, perLimiter+exactExtra)
+	}
+	fake := &fakeMiddleware{rules: []httplimit.RuleStats{
+		{Name: "sh", Limiter: sh, Stats: sh.Stats()},
+		{Name: "ex", Limiter: ex, Stats: ex.Stats()},
+	}}
+	if _, n := scrape(t, metrics.Middleware(fake)); n != 2*perRule+sharedExtra+exactExtra {
+		t.Errorf("a sync.Shared and a sync.Exact rule: %d series, want %d", n, 2*perRule+sharedExtra+exactExtra)
+	}
+	// One more info series (two algorithms and stores), no limit (5 and 2).
+	got, n := scrape(t, metrics.Middleware(fake, metrics.WithGroup(metrics.AllRules)))
+	if want := perGroup + 1 - 1 + sharedExtra + exactOnly; n != want {
+		t.Errorf("a sync.Shared and a sync.Exact rule in one group: %d series, want %d", n, want)
+	}
+	if got[`shardlimit_decisions_total{limiter="all",outcome="allowed"}`] != 7 || got[`shardlimit_store_healthy{limiter="all"}`] != 1 {
+		t.Errorf("the group: %v", got)
+	}
 }

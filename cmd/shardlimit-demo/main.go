@@ -90,6 +90,8 @@
 //	-metrics       the operator's admin address, serving /metrics and /status
 //	               (default: none; /metrics on -addr, /status not served)
 //	-status-public serve /status on -addr too (default off)
+//	-metrics-group rule (one series set per rule), all (one for every rule)
+//	               or tier (one per client tier): see package metrics
 //
 // The rules file is read by httplimit.LoadRules: a key given twice, a
 // window under 1 ms or a file beyond the caps (1 MiB, 1,000 rules, names
@@ -167,6 +169,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 	flush := fs.Duration("flush", shardsync.DefaultFlushInterval, "`interval` between exchanges of counts with Redis, in [1ms, 1m]")
 	metricsAddr := fs.String("metrics", "", "listen `address` of the operator's admin listener, serving /metrics and /status (default: none; /metrics is then served on -addr and /status nowhere)")
 	statusPublic := fs.Bool("status-public", false, "serve /status, which lists the most-denied clients by address and identity, on -addr too (default: only on -metrics)")
+	metricsGroup := fs.String("metrics-group", "rule", "how /metrics reports the rules: `rule` (one series set per rule, about 14 series each), all (summed into one set) or tier (one per client tier)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -174,6 +177,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	alg, err := shardlimit.ParseAlgorithm(*algName)
+	if err != nil {
+		return err
+	}
+	group, err := metricsGrouping(*metricsGroup)
 	if err != nil {
 		return err
 	}
@@ -210,7 +217,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 	if sh != nil {
 		counters = fmt.Sprintf("shared through Redis at %s under %s", *redisAddr, *redisPrefix)
 	}
-	metricsHandler, statusHandler := observe(mw, counters)
+	metricsHandler, statusHandler := observe(mw, counters, group)
 	// /status lists clients by address and identity: it is served on the
 	// operator's admin listener (-metrics), and on -addr only if the
 	// operator asks (-status-public). /metrics holds no client key.

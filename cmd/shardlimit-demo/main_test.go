@@ -333,6 +333,7 @@ func TestDemoFlags(t *testing.T) {
 		{[]string{"-rules", dupRules}, `rule "foo": key "limit" given twice`},
 		{[]string{"-rules", nsRules}, `rule "foo": window 1ns outside [1ms`},
 		{[]string{"-rules", hugeRules}, "MaxRulesFileBytes"},
+		{[]string{"-metrics-group", "route"}, "-metrics-group"},
 	} {
 		var out, errOut syncBuffer
 		err := run(context.Background(), tc.args, &out, &errOut, &hooks{signals: make(chan os.Signal)})
@@ -344,7 +345,7 @@ func TestDemoFlags(t *testing.T) {
 	if err := run(context.Background(), []string{"-h"}, &out, &errOut, nil); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: %v", err)
 	}
-	for _, f := range []string{"-addr", "-rules", "-algorithm", "-redis", "-redis-prefix", "-flush", "-metrics", "-status-public"} {
+	for _, f := range []string{"-addr", "-rules", "-algorithm", "-redis", "-redis-prefix", "-flush", "-metrics", "-status-public", "-metrics-group"} {
 		if !strings.Contains(errOut.String(), f) {
 			t.Errorf("usage does not mention %s:\n%s", f, errOut.String())
 		}

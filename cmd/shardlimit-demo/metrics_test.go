@@ -175,3 +175,39 @@ func promtool(t *testing.T, text string) {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
 }
+
+// TestDemoMetricsGroup: -metrics-group=all sums every rule into one
+// series set on /metrics, tier into one per client tier.
+func TestDemoMetricsGroup(t *testing.T) {
+	for _, tc := range []struct {
+		group string
+		want  []string
+	}{
+		{"all", []string{
+			`shardlimit_decisions_total{limiter="all",outcome="allowed"} 2`,
+			`shardlimit_group_rules{limiter="all"} `,
+		}},
+		{"tier", []string{
+			`shardlimit_decisions_total{limiter="tier:client-2",outcome="allowed"} 1`,
+			`shardlimit_decisions_total{limiter="default",outcome="allowed"} 1`,
+		}},
+	} {
+		d := startDemo(t, "-metrics", "127.0.0.1:0", "-metrics-group", tc.group)
+		c := mwtest.NewClient(t, d.url, 1)
+		c.Get("/foo", "X-Client-ID", "client-2")
+		c.Get("/bar")
+		r := mwtest.NewClient(t, d.obsURL, 1).Get("/metrics")
+		for _, line := range tc.want {
+			if !strings.Contains(r.Body, line) {
+				t.Errorf("-metrics-group=%s: /metrics lacks %s", tc.group, line)
+			}
+		}
+		if strings.Contains(r.Body, `limiter="client-2-foo"`) {
+			t.Errorf("-metrics-group=%s: a rule's own series on /metrics", tc.group)
+		}
+		if t.Failed() {
+			t.Logf("/metrics:\n%s", r.Body)
+		}
+		promtool(t, r.Body)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/shardlimit/shardlimit/fasthttpmw"
+	"github.com/shardlimit/shardlimit/httplimit"
 	"github.com/shardlimit/shardlimit/metrics"
 	shardsync "github.com/shardlimit/shardlimit/sync"
 )
@@ -18,14 +19,33 @@ import (
 // topShown is how many of the most-denied keys the status page lists.
 const topShown = 20
 
+// metricsGroupings are the values of -metrics-group: how /metrics
+// reports the rules.
+var metricsGroupings = map[string]func(httplimit.RuleStats) string{
+	"rule": nil, // one series set per rule
+	"all":  metrics.AllRules,
+	"tier": metrics.ByTier,
+}
+
+// metricsGrouping returns the grouping -metrics-group names, or an error.
+func metricsGrouping(name string) (func(httplimit.RuleStats) string, error) {
+	g, ok := metricsGroupings[name]
+	if !ok {
+		return nil, fmt.Errorf("-metrics-group %q: want rule, all or tier", name)
+	}
+	return g, nil
+}
+
 // observe returns the handlers of /metrics, which holds no client key,
 // and /status, which lists the most-denied clients by address and
 // identity, for mw, whose counters are described by counters ("in
-// memory", or where Redis is).
-func observe(mw *fasthttpmw.Middleware, counters string) (metricsHandler, statusHandler fasthttp.RequestHandler) {
+// memory", or where Redis is); /metrics groups the rules by group (nil:
+// one series set per rule).
+func observe(mw *fasthttpmw.Middleware, counters string, group func(httplimit.RuleStats) string) (metricsHandler, statusHandler fasthttp.RequestHandler) {
+	src := metrics.Middleware(mw, metrics.WithGroup(group)) // one, since a grouped source keeps state
 	metricsHandler = func(ctx *fasthttp.RequestCtx) {
 		ctx.SetContentType(metrics.TextContentType)
-		if err := metrics.WriteText(ctx, metrics.Middleware(mw)); err != nil {
+		if err := metrics.WriteText(ctx, src); err != nil {
 			ctx.Error(err.Error(), fasthttp.StatusInternalServerError)
 		}
 	}

@@ -122,7 +122,7 @@ shardlimit_keys_refused_total{limiter="login"} 1
 shardlimit_limit{limiter="anon-bar"} 2
 shardlimit_limit{limiter="client-1-foo"} 3
 shardlimit_limit{limiter="login"} 2
-# HELP shardlimit_limiter_info Always 1: a limiter (for HTTP middleware, a rule) with its algorithm and where its counts live: local (this process), shared (sync.Shared: this process, shared through a store) or exact (sync.Exact: the store).
+# HELP shardlimit_limiter_info Always 1: a limiter (for HTTP middleware, a rule, or a group of rules with one series for each algorithm and store among them) with its algorithm and where its counts live: local (this process), shared (sync.Shared: this process, shared through a store) or exact (sync.Exact: the store).
 # TYPE shardlimit_limiter_info gauge
 shardlimit_limiter_info{algorithm="fixed_window",limiter="client-1-foo",store="local"} 1
 shardlimit_limiter_info{algorithm="fixed_window",limiter="login",store="local"} 1

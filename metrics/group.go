@@ -1,0 +1,327 @@
+package metrics
+
+import (
+	"math"
+	"reflect"
+	gosync "sync"
+
+	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/httplimit"
+)
+
+// Option configures the Source that Middleware returns.
+type Option func(*middlewareConfig)
+
+type middlewareConfig struct {
+	group func(r httplimit.RuleStats) string
+}
+
+// WithGroup returns an Option that bounds a middleware's series whatever
+// its rule count: group(r) names the group of rule r, and the rules of one
+// group are reported as one source labelled limiter=<group>: at most 54
+// series per group (see the package doc for the exact counts), however
+// many rules each holds. A group of "" keeps the rule's own series, under
+// its own name, which must then differ from every group's (WriteText
+// refuses two series of one name). A nil group keeps every rule's own
+// series, as Middleware without options does. AllRules and ByTier are
+// ready-made groupings.
+//
+// A group's series are its members' summed: decisions, errors, keys,
+// evictions, refusals and the store's flushes, items, units and calls.
+// Families that describe the store rather than the rule take the worst
+// member instead, since a middleware's rules usually share one store
+// client, whose state each of them reports: store_healthy the least,
+// store_evicting, store_evicted_keys_total, store_trips_total,
+// store_recoveries_total, store_policy_share and the flush durations and
+// gap the greatest, shared_clock_offset_seconds the greatest in magnitude.
+// shardlimit_limit and shardlimit_window_seconds are reported only while
+// every member has the same value (a group of rules with different limits
+// has no one limit); shardlimit_limiter_info is 1 for each algorithm and
+// store among the members; shardlimit_group_rules counts the members.
+//
+// Counters never go down while their group has members, even when a
+// reload removes a rule, replaces its limiter (whose counts start again
+// at 0) or moves it to another group: the group carries what the members
+// it lost had counted at the last collection before they left, and a
+// member that joins adds its whole count, except a rule that comes back
+// with the limiter it left with (a reload that restores a rule within its
+// window keeps its limiter), whose count already holds what was carried.
+// Counts a departing member made after that last collection are not
+// seen. A group that loses every member disappears, with what it carried;
+// should it come back, its counters start again from its members' counts,
+// which Prometheus reads as a counter reset.
+//
+// group is called once per rule at each collection, with the Source's
+// lock held (collections of one grouped Source take turns): it should be
+// quick, and must not collect the Source itself.
+func WithGroup(group func(r httplimit.RuleStats) string) Option {
+	return func(c *middlewareConfig) { c.group = group }
+}
+
+// AllRulesGroup is the group AllRules puts every rule in: the value of
+// the limiter label of a middleware's series under WithGroup(AllRules).
+const AllRulesGroup = "all"
+
+// AllRules is a grouping for WithGroup: every rule in one group named
+// AllRulesGroup, so the middleware emits one series set (at most 54
+// series) whatever its rule count.
+func AllRules(httplimit.RuleStats) string { return AllRulesGroup }
+
+// ByTier is a grouping for WithGroup: one group per client tier, named
+// "tier:" and the tier's name, and one named "default" for the default
+// rules (those of no tier).
+func ByTier(r httplimit.RuleStats) string {
+	if r.Tier == "" {
+		return "default"
+	}
+	return "tier:" + r.Tier
+}
+
+// aggregate is how a group combines its members' values of one family.
+type aggregate int
+
+const (
+	aggSum    aggregate = iota // the members' sum
+	aggMin                     // the least
+	aggMax                     // the greatest
+	aggMaxAbs                  // the greatest in magnitude
+	aggSame                    // the members' one value, none if they differ
+	aggOne                     // 1 (info families)
+)
+
+// groupAggregates gives, by family name, how a group combines the
+// members' values of the families not summed.
+var groupAggregates = map[string]aggregate{
+	"shardlimit_limiter_info":                      aggOne,
+	"shardlimit_limit":                             aggSame,
+	"shardlimit_window_seconds":                    aggSame,
+	"shardlimit_store_healthy":                     aggMin,
+	"shardlimit_store_evicting":                    aggMax,
+	"shardlimit_store_evicted_keys_total":          aggMax,
+	"shardlimit_store_trips_total":                 aggMax,
+	"shardlimit_store_recoveries_total":            aggMax,
+	"shardlimit_store_policy_share":                aggMax,
+	"shardlimit_shared_flush_duration_seconds":     aggMax,
+	"shardlimit_shared_flush_duration_max_seconds": aggMax,
+	"shardlimit_shared_flush_gap_max_seconds":      aggMax,
+	"shardlimit_shared_clock_offset_seconds":       aggMaxAbs,
+}
+
+// groupSeries is one series of a group at one collection.
+type groupSeries struct {
+	f       *Family
+	labels  []string          // labels[0] is the group
+	value   float64           // the members' values combined
+	differ  bool              // aggSame: two members differ
+	members map[string]member // counters: each member rule's value
+}
+
+// member is a member rule's value of a counter series, and its limiter.
+type member struct {
+	v   float64
+	lim shardlimit.Limiter
+}
+
+// groupRound gathers the series of every group at one collection, in the
+// order they were first seen.
+type groupRound struct {
+	byKey  map[seriesID]*groupSeries
+	order  []*groupSeries
+	groups map[string]int // members by group
+}
+
+// seriesID names a group's series: its family, the group and the values
+// of the family's labels after limiter (no family has more than two).
+type seriesID struct {
+	f             *Family
+	group, l1, l2 string
+}
+
+// idOf returns the seriesID of sample s of a member of group.
+func idOf(group string, s Sample) seriesID {
+	id := seriesID{f: s.Family, group: group}
+	if len(s.Labels) > 1 {
+		id.l1 = s.Labels[1]
+	}
+	if len(s.Labels) > 2 {
+		id.l2 = s.Labels[2]
+	}
+	return id
+}
+
+// add folds sample s of member rule, whose limiter is lim, into its
+// group's series.
+func (g *groupRound) add(group, rule string, lim shardlimit.Limiter, s Sample) {
+	key := idOf(group, s)
+	gs := g.byKey[key]
+	if gs == nil {
+		labels := append([]string{group}, s.Labels[1:]...)
+		gs = &groupSeries{f: s.Family, labels: labels, value: s.Value}
+		if s.Family.Type == Counter {
+			gs.members = map[string]member{}
+		}
+		g.byKey[key] = gs
+		g.order = append(g.order, gs)
+	} else {
+		gs.fold(s.Value)
+	}
+	if gs.members != nil {
+		gs.members[rule] = member{s.Value, lim}
+	}
+}
+
+// fold combines v into a series that already holds a member's value.
+func (gs *groupSeries) fold(v float64) {
+	switch groupAggregates[gs.f.Name] {
+	case aggSum:
+		gs.value += v
+	case aggMin:
+		gs.value = math.Min(gs.value, v)
+	case aggMax:
+		gs.value = math.Max(gs.value, v)
+	case aggMaxAbs:
+		if math.Abs(v) > math.Abs(gs.value) {
+			gs.value = v
+		}
+	case aggSame:
+		gs.differ = gs.differ || v != gs.value
+	}
+}
+
+// counterState is what a group's counter series keeps between
+// collections to stay monotonic.
+type counterState struct {
+	carried  float64           // counted by members since gone
+	last     map[string]member // each member at the last collection
+	gone     map[string]member // each member gone (or replaced) since, by rule
+	reported float64           // the value last reported
+}
+
+// maxGone bounds counterState.gone: past it the records are dropped, and
+// a rule that comes back with the limiter it left with is then counted
+// twice (never less).
+const maxGone = 1024
+
+// groupSource is the Source of a middleware whose rules are grouped.
+type groupSource struct {
+	m     HTTPMiddleware
+	group func(httplimit.RuleStats) string
+
+	mu       gosync.Mutex
+	counters map[seriesID]*counterState
+}
+
+// collect reads the rules and settles the groups under s.mu, so that
+// collections see the members' counts in the order they were read, and
+// emits after.
+func (s *groupSource) collect(emit func(Sample)) {
+	var out []Sample
+	keep := func(smp Sample) { out = append(out, smp) }
+	s.mu.Lock()
+	round := &groupRound{byKey: map[seriesID]*groupSeries{}, groups: map[string]int{}}
+	for _, r := range s.m.RuleStats() {
+		g := s.group(r)
+		if g == "" {
+			collectRule(keep, r)
+			continue
+		}
+		round.groups[g]++
+		collectRule(func(smp Sample) { round.add(g, r.Name, r.Limiter, smp) }, r)
+	}
+	s.settle(keep, round)
+	s.mu.Unlock()
+	for _, smp := range out {
+		emit(smp)
+	}
+}
+
+// settle emits a round's series, counters carried so that they never go
+// down, and keeps what the next round needs. Requires s.mu held.
+func (s *groupSource) settle(emit func(Sample), round *groupRound) {
+	next := make(map[seriesID]*counterState, len(s.counters))
+	for key, gs := range round.byKey {
+		if gs.members != nil {
+			st := s.counters[key]
+			if st == nil {
+				st = &counterState{}
+			}
+			gs.value = st.advance(gs)
+			next[key] = st
+		}
+	}
+	s.counters = next
+	for g, n := range round.groups {
+		emit(Sample{groupRules, []string{g}, float64(n)})
+	}
+	for _, gs := range round.order {
+		if groupAggregates[gs.f.Name] == aggOne {
+			gs.value = 1
+		}
+		if !gs.differ {
+			emit(Sample{gs.f, gs.labels, gs.value})
+		}
+	}
+}
+
+// advance returns the value of counter series gs at this collection:
+// for a summed counter what the members count now plus what members that
+// left, were replaced or went down had counted; for the others the
+// members' greatest; never less than the value last reported.
+func (st *counterState) advance(gs *groupSeries) float64 {
+	v := gs.value
+	if groupAggregates[gs.f.Name] == aggSum {
+		st.settleMembers(gs.members)
+		v += st.carried
+	}
+	v = math.Max(v, st.reported)
+	st.last, st.reported = gs.members, v
+	return v
+}
+
+// settleMembers updates what the series carries from the members it had
+// at the last collection to those it has now: a member that left, whose
+// limiter was replaced or whose count went down is carried (and
+// remembered in gone); one that comes back with the limiter it was
+// remembered with, counting at least as much as then, counts that again
+// itself, so the record is taken back from what is carried.
+func (st *counterState) settleMembers(now map[string]member) {
+	kept := func(rule string) bool {
+		old, ok := st.last[rule]
+		cur, here := now[rule]
+		same, _ := sameLimiter(old.lim, cur.lim)
+		return ok && here && same && cur.v >= old.v
+	}
+	for rule, cur := range now {
+		if g, ok := st.gone[rule]; ok && !kept(rule) {
+			if same, sure := sameLimiter(g.lim, cur.lim); same && sure && cur.v >= g.v {
+				st.carried -= g.v
+				delete(st.gone, rule)
+			}
+		}
+	}
+	for rule, old := range st.last {
+		if kept(rule) {
+			continue
+		}
+		st.carried += old.v
+		if st.gone == nil || len(st.gone) >= maxGone {
+			st.gone = map[string]member{}
+		}
+		st.gone[rule] = old
+	}
+}
+
+// sameLimiter reports whether a and b are one limiter, and whether that
+// is sure: limiters of one type that cannot be compared are taken as the
+// same, not surely (a changed limiter is then seen only if its counts go
+// down).
+func sameLimiter(a, b shardlimit.Limiter) (same, sure bool) {
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	if ta != tb {
+		return false, true
+	}
+	if ta == nil || !ta.Comparable() {
+		return true, ta == nil
+	}
+	return a == b, true
+}
