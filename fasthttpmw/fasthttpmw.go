@@ -85,6 +85,27 @@ type Config struct {
 	// body. When it is called the rate-limit fields (including Retry-After)
 	// are set and the status is 429; it may change anything.
 	Denied func(ctx *fasthttp.RequestCtx, d httplimit.Decision)
+
+	// Tier, if set, names the tier of a request (a Tier.Name of the rules
+	// in force) from something the application has verified, such as a
+	// JWT claim its authentication checked and stored with
+	// ctx.SetUserValue; "" leaves the tier to the identity and network
+	// (Tier.Clients, Tier.Networks). It takes precedence over them. A name
+	// the rules in force lack is counted (Stats.UnknownTier) and ignored.
+	// It chooses rules, not keys: the key is built per KeyConfig as
+	// always. Return a string that does not alias request memory (a
+	// constant tier name does not allocate).
+	Tier func(ctx *fasthttp.RequestCtx) string
+
+	// ErrorStatus, if set, decides what a request whose decision failed
+	// (err: shardlimit.ErrTooManyKeys, ErrClosed, a store's error)
+	// answers, in place of Options.OnError: httplimit.ErrorPass (0) lets
+	// it through to the next handler, as FailOpen; a status in [400, 599]
+	// answers it with a text/plain body such as "503 Service Unavailable:
+	// rate limiter unavailable." and no rate-limit field; any other value
+	// answers 503 (see httplimit.ErrorStatusOf). Shadow rules' failures
+	// never reach it.
+	ErrorStatus func(ctx *fasthttp.RequestCtx, err error) int
 }
 
 // Middleware limits requests to the handlers it wraps. All methods are safe
@@ -96,6 +117,8 @@ type Middleware struct {
 	skip    func(*fasthttp.RequestCtx) bool
 	cost    func(*fasthttp.RequestCtx) int
 	denied  func(*fasthttp.RequestCtx, httplimit.Decision)
+	tier    func(*fasthttp.RequestCtx) string
+	errStat func(*fasthttp.RequestCtx, error) int
 }
 
 // New validates cfg (see httplimit.Options.Validate) and returns a
@@ -114,6 +137,8 @@ func New(cfg Config) (*Middleware, error) {
 		skip:    cfg.Skip,
 		cost:    cfg.Cost,
 		denied:  cfg.Denied,
+		tier:    cfg.Tier,
+		errStat: cfg.ErrorStatus,
 	}, nil
 }
 
@@ -186,9 +211,15 @@ func (m *Middleware) serve(ctx *fasthttp.RequestCtx, next fasthttp.RequestHandle
 	if m.cost != nil {
 		q.Cost = m.cost(ctx)
 	}
+	if m.tier != nil {
+		q.Tier = m.tier(ctx)
+	}
 	q.Now = m.e.Clock().Now() // not ctx.Time(): see Options.Clock
 	var o mwengine.Outcome
 	mwengine.Decide(m.e, sc, &q, &o)
+	if m.errStat != nil && o.Failed() {
+		mwengine.SetErrorStatus(&o, m.errStat(ctx, o.Result.Err))
+	}
 	rp := m.e.Reply(sc, &o, m.denied != nil)
 	h := &ctx.Response.Header
 	setFields(h, &sc.Fields)

@@ -48,6 +48,12 @@ func start(t *testing.T, s mwtest.Setup) *mwtest.Target {
 			ctx.SetBodyString("custom denied\n")
 		}
 	}
+	if name := s.TierHeader; name != "" {
+		cfg.Tier = func(ctx *fasthttp.RequestCtx) string { return string(ctx.Request.Header.Peek(name)) }
+	}
+	if f := s.ErrorStatus; f != nil {
+		cfg.ErrorStatus = func(_ *fasthttp.RequestCtx, err error) int { return f(err) }
+	}
 	mw, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -69,11 +75,12 @@ func start(t *testing.T, s mwtest.Setup) *mwtest.Target {
 		mw.Close()
 	})
 	return &mwtest.Target{
-		URL:    "http://" + ln.Addr().String(),
-		Reload: mw.Reload,
-		Stats:  mw.Stats,
-		Close:  mw.Close,
-		IPv6:   v6,
+		URL:       "http://" + ln.Addr().String(),
+		Reload:    mw.Reload,
+		Stats:     mw.Stats,
+		RuleStats: mw.RuleStats,
+		Close:     mw.Close,
+		IPv6:      v6,
 	}
 }
 

@@ -35,13 +35,23 @@ const (
 	// ActionFailOpen: the decision failed under FailOpen; the request went
 	// to the next handler with no rate-limit field.
 	ActionFailOpen
+	// ActionExempt: the client is on an exempt list (Rules.Exempt, or the
+	// matched rule's Exempt); the request went to the next handler
+	// uncounted, with no rate-limit field.
+	ActionExempt
+	// ActionDenyListed: the client is on a deny list (Rules.Deny, or the
+	// matched rule's Deny); answered 403 Forbidden, uncounted, with no
+	// rate-limit field. Under Options.DryRun such a request passes as
+	// ActionDryRunDeny with Listed set.
+	ActionDenyListed
 )
 
 // String returns the action's name: "no_rule", "allow", "deny",
-// "dry_run_deny", "bad_cost", "no_identity", "fail_closed" or "fail_open".
+// "dry_run_deny", "bad_cost", "no_identity", "fail_closed", "fail_open",
+// "exempt" or "deny_listed".
 func (a Action) String() string {
 	return enumName(uint8(a), "Action", "no_rule", "allow", "deny", "dry_run_deny",
-		"bad_cost", "no_identity", "fail_closed", "fail_open")
+		"bad_cost", "no_identity", "fail_closed", "fail_open", "exempt", "deny_listed")
 }
 
 // Decision is the outcome of one request: what the middleware did, the rule
@@ -70,8 +80,13 @@ type Decision struct {
 	// one's), Result.RetryAfter the exact wait before the same request
 	// would be admitted by every limit (shardlimit.Never if none can be).
 	// Result.Err is set when the decision failed. Zero when no rule matched
-	// or nothing was decided (ActionBadCost, ActionNoIdentity).
+	// or nothing was decided (ActionBadCost, ActionNoIdentity,
+	// ActionExempt, ActionDenyListed).
 	Result shardlimit.Result
+	// Listed reports that a deny list, not a limit, denied the request
+	// (ActionDenyListed, or ActionDryRunDeny under DryRun). Rule is then
+	// the rule whose list it was, "" for the rule set's.
+	Listed bool
 }
 
 // Stats are a middleware's counters. Allowed, Denied and Keys are summed over
@@ -92,8 +107,23 @@ type Stats struct {
 	NoIdentity uint64
 	// Keys is the number of client keys stored over all rules in force.
 	Keys int
-	// Rules is the number of rules in force.
+	// Rules is the number of rules in force, shadow rules included.
 	Rules int
+
+	// Exempt counts requests let through uncounted by an exempt list;
+	// DenyListed those refused with 403 by a deny list (or let through
+	// as would-denials under DryRun, also counted in WouldDeny). Since the
+	// middleware was built.
+	Exempt, DenyListed uint64
+	// ShadowAllowed and ShadowWouldDeny are the decisions of positive cost
+	// of the shadow rules in force (Rule.Shadow), summed as Allowed and
+	// Denied are, which count only the enforced rules: what the shadow
+	// rules would have admitted and denied. A shadow rule's list denials
+	// count in DenyListed, not here.
+	ShadowAllowed, ShadowWouldDeny uint64
+	// UnknownTier counts requests whose tier hook named a tier the rules
+	// in force lack; they were matched as if the hook had named none.
+	UnknownTier uint64
 }
 
 // RuleStats describe one rule in force: what it limits, and its counters.
@@ -132,6 +162,15 @@ type RuleStats struct {
 	// for a negative cost; NoIdentity those refused with 400 under
 	// EmptyKeyReject. Neither reached the limiter.
 	BadCost, NoIdentity uint64
+	// Shadow reports a shadow rule (Rule.Shadow): it answers no request,
+	// and Stats.Denied counts its would-denials (in the metrics, outcome
+	// would_deny).
+	Shadow bool
+	// Exempt counts the requests the rule matched that its exempt list let
+	// through uncounted; DenyListed those its deny list refused with 403
+	// (would-denials on a shadow rule or under DryRun). The rule set's
+	// lists count in Stats only.
+	Exempt, DenyListed uint64
 	// Limiter is the rule's limiter, for reading what its own type reports,
 	// such as the store state of a limiter from package sync (its
 	// SharedStats or ExactStats). The middleware owns it: calling anything

@@ -97,6 +97,18 @@ type Rules struct {
 	// Overrides give single clients a limit of their own on a rule; at
 	// most MaxOverrides in a rules file.
 	Overrides []Override `json:"overrides,omitempty"`
+
+	// Exempt lists clients that no rule limits: their requests pass to
+	// the next handler uncounted (no limiter is asked, shadow rules'
+	// neither) and without any rate-limit field (Decision.Action
+	// ActionExempt). See Policies in the package documentation.
+	Exempt ClientList `json:"exempt,omitzero"`
+	// Deny lists clients whose every request the middleware refuses, on
+	// every route (limited or not), with 403 Forbidden and a body saying
+	// so, uncounted and without rate-limit fields (ActionDenyListed;
+	// under Options.DryRun they pass as ActionDryRunDeny). A client both
+	// here and on an exempt list is refused by Validate.
+	Deny ClientList `json:"deny,omitzero"`
 }
 
 // Tier is a group of clients with rules of their own. A request belongs to
@@ -191,6 +203,24 @@ type Rule struct {
 	// followed by "-" and the limit's window ("baz-1s", "baz-1m"), unless
 	// the limit has a Policy of its own (see PolicyNames).
 	Policy string
+
+	// Shadow puts the rule in shadow: it decides and counts the requests
+	// it matches (its limiter's Allowed and Denied, the latter its
+	// would-denials; RuleStats.Shadow, Stats.ShadowWouldDeny) but never
+	// answers one, and writes no field. Shadow rules are matched apart from
+	// the others, with the same precedence, so a request may be decided
+	// by one enforced rule and one shadow rule of the same route: try a
+	// lower limit beside the enforced one and compare their counters
+	// before switching. A shadow rule without an enforced rule on its
+	// route is fine. In JSON "shadow": true.
+	Shadow bool
+	// Exempt and Deny list clients this rule does not limit (their
+	// requests pass uncounted by it, without its fields) or refuses with
+	// 403 Forbidden, uncounted, when it is the rule matched; on a shadow
+	// rule a denial is a would-denial, counted, and the request passes. The
+	// rule set's lists (Rules.Exempt, Rules.Deny) apply before them. In
+	// JSON "exempt" and "deny", each a ClientList.
+	Exempt, Deny ClientList
 }
 
 // Rate is one limit of a rule of several (Rule.Limits), or one limit of

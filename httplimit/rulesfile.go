@@ -210,6 +210,9 @@ func (r *Rules) checkFileCaps() error {
 			return err
 		}
 	}
+	if err := r.checkListCap(); err != nil {
+		return err
+	}
 	if len(r.Overrides) > MaxOverrides {
 		o := r.Overrides[MaxOverrides]
 		return bad("override %s: %d overrides, more than the %d (MaxOverrides) a rules file may hold",

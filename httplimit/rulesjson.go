@@ -107,6 +107,9 @@ type ruleJSON struct {
 	Limits    *[]rateJSON `json:"limits,omitempty"`
 	Buckets   int         `json:"buckets,omitempty"`
 	Policy    string      `json:"policy,omitempty"`
+	Shadow    bool        `json:"shadow,omitempty"`
+	Exempt    *ClientList `json:"exempt,omitempty"`
+	Deny      *ClientList `json:"deny,omitempty"`
 }
 
 // MarshalJSON implements json.Marshaler with the form UnmarshalJSON reads:
@@ -116,6 +119,7 @@ func (r Rule) MarshalJSON() ([]byte, error) {
 		Name: r.Name, Path: r.Path, Prefix: r.Prefix, Methods: r.Methods,
 		Buckets: r.Buckets, Policy: r.Policy,
 	}
+	r.policyToJSON(&j)
 	if len(r.Limits) > 0 {
 		ls := ratesToJSON(r.Limits)
 		j.Limits = &ls
@@ -153,6 +157,7 @@ func (r *Rule) UnmarshalJSON(b []byte) error {
 	}
 	out := Rule{Name: j.Name, Path: j.Path, Prefix: j.Prefix, Methods: j.Methods,
 		Buckets: j.Buckets, Policy: j.Policy}
+	out.policyFromJSON(&j)
 	if j.Algorithm != "" {
 		a, err := shardlimit.ParseAlgorithm(j.Algorithm)
 		if err != nil {

@@ -55,7 +55,10 @@ func (r *Rules) validate(defAlg shardlimit.Algorithm, policyName string) error {
 	if err := v.checkTiers(r.Tiers); err != nil {
 		return err
 	}
-	return v.checkOverrides(r.Overrides)
+	if err := v.checkOverrides(r.Overrides); err != nil {
+		return err
+	}
+	return r.checkLists()
 }
 
 // invalid returns an error wrapping shardlimit.ErrInvalidConfig with the
@@ -75,8 +78,8 @@ func (r *Rules) checkLimiting() (off bool, err error) {
 		}
 		return false, nil
 	case LimitingOff:
-		if r.NumRules() > 0 || len(r.Tiers) > 0 || len(r.Overrides) > 0 {
-			return true, invalid("limiting is off but the rule set lists rules, tiers or overrides")
+		if r.NumRules() > 0 || len(r.Tiers) > 0 || len(r.Overrides) > 0 || r.Exempt.Len()+r.Deny.Len() > 0 {
+			return true, invalid("limiting is off but the rule set lists rules, tiers, overrides, or exempt or deny clients")
 		}
 		return true, nil
 	default:
@@ -103,13 +106,13 @@ type route struct {
 // checkRules checks the rules of tier ("" for the default rules): each
 // rule alone, then that no two share a route and method.
 func (v *validator) checkRules(tier string, rules []Rule) error {
-	seen := map[route]string{}
+	seen, shadows := map[route]string{}, map[route]string{} // shadow rules are matched apart
 	for i := range rules {
 		ru := &rules[i]
 		if err := v.checkRule(tier, ru); err != nil {
 			return err
 		}
-		if err := checkRoute(seen, ru); err != nil {
+		if err := checkRoute(cond(ru.Shadow, shadows, seen), ru); err != nil {
 			return err
 		}
 		if err := checkPolicyName(ru.Policy); err != nil {

@@ -46,6 +46,12 @@ func start(t *testing.T, s mwtest.Setup) *mwtest.Target {
 			_, _ = w.Write([]byte("custom denied\n"))
 		}
 	}
+	if name := s.TierHeader; name != "" {
+		cfg.Tier = func(r *http.Request) string { return r.Header.Get(name) }
+	}
+	if f := s.ErrorStatus; f != nil {
+		cfg.ErrorStatus = func(_ *http.Request, err error) int { return f(err) }
+	}
 	mw, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -60,11 +66,12 @@ func start(t *testing.T, s mwtest.Setup) *mwtest.Target {
 		mw.Close()
 	})
 	return &mwtest.Target{
-		URL:    srv.URL,
-		Reload: mw.Reload,
-		Stats:  mw.Stats,
-		Close:  mw.Close,
-		IPv6:   v6,
+		URL:       srv.URL,
+		Reload:    mw.Reload,
+		Stats:     mw.Stats,
+		RuleStats: mw.RuleStats,
+		Close:     mw.Close,
+		IPv6:      v6,
 	}
 }
 

@@ -80,6 +80,25 @@ type Config struct {
 	// set on w.Header() but nothing is written: it must write the status
 	// (usually http.StatusTooManyRequests) and body itself.
 	Denied func(w http.ResponseWriter, r *http.Request, d httplimit.Decision)
+
+	// Tier, if set, names the tier of a request (a Tier.Name of the rules
+	// in force) from something the application has verified, such as a
+	// JWT claim its authentication checked and put in r.Context(); ""
+	// leaves the tier to the identity and network (Tier.Clients,
+	// Tier.Networks). It takes precedence over them. A name the rules in
+	// force lack is counted (Stats.UnknownTier) and ignored. It chooses
+	// rules, not keys: the key is built per KeyConfig as always.
+	Tier func(r *http.Request) string
+
+	// ErrorStatus, if set, decides what a request whose decision failed
+	// (err: shardlimit.ErrTooManyKeys, ErrClosed, a store's error)
+	// answers, in place of Options.OnError: httplimit.ErrorPass (0) lets
+	// it through to the next handler, as FailOpen; a status in [400, 599]
+	// answers it with a text/plain body such as "503 Service Unavailable:
+	// rate limiter unavailable." and no rate-limit field; any other value
+	// answers 503 (see httplimit.ErrorStatusOf). Shadow rules' failures
+	// never reach it.
+	ErrorStatus func(r *http.Request, err error) int
 }
 
 // Middleware limits requests to the handlers it wraps. All methods are safe
@@ -91,6 +110,8 @@ type Middleware struct {
 	skip    func(*http.Request) bool
 	cost    func(*http.Request) int
 	denied  func(http.ResponseWriter, *http.Request, httplimit.Decision)
+	tier    func(*http.Request) string
+	errStat func(*http.Request, error) int
 }
 
 // New validates cfg (see httplimit.Options.Validate) and returns a
@@ -109,6 +130,8 @@ func New(cfg Config) (*Middleware, error) {
 		skip:    cfg.Skip,
 		cost:    cfg.Cost,
 		denied:  cfg.Denied,
+		tier:    cfg.Tier,
+		errStat: cfg.ErrorStatus,
 	}, nil
 }
 
@@ -177,9 +200,15 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if m.cost != nil {
 		q.Cost = m.cost(r)
 	}
+	if m.tier != nil {
+		q.Tier = m.tier(r)
+	}
 	q.Now = m.e.Clock().Now()
 	var o mwengine.Outcome
 	mwengine.Decide(m.e, sc, &q, &o)
+	if m.errStat != nil && o.Failed() {
+		mwengine.SetErrorStatus(&o, m.errStat(r, o.Result.Err))
+	}
 	rp := m.e.Reply(sc, &o, m.denied != nil)
 	h := w.Header()
 	switch {

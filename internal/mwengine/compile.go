@@ -25,6 +25,8 @@ type rule struct {
 	prefix   bool
 	l        *limiter
 	strategy string
+	shadow   bool   // a shadow rule: decided and counted, never answering (shadow.go)
+	lists    *lists // its exempt and deny lists; nil if none
 }
 
 // rate is one compiled limit of a rule, with the field values that depend
@@ -97,6 +99,7 @@ type tier struct {
 	exact    map[string][]*rule // by path; method-specific rules first; nil if few
 	few      []exactPath        // exact's content when at most maxScanPaths paths
 	prefixes []*rule            // longest first; method-specific first
+	shadow   *tier              // the tier's shadow rules, matched apart; nil if none
 }
 
 // exactPath is the rules of one exact path, method-specific ones first.
@@ -135,6 +138,10 @@ type ruleSet struct {
 	byID  map[string]*tier // listed identities: their tier, nil if only an override names them
 	nets  []netTier
 	rules map[string]*rule // by name
+
+	tiers   map[string]*tier // by name, for a tier hook
+	lists   *lists           // the rule set's exempt and deny lists; nil if none
+	shadows bool             // some rule is a shadow rule
 }
 
 // matchTier returns t's rule for method and path, or nil.
@@ -174,6 +181,13 @@ func lookupID[S byteseq](set *ruleSet, id S) (*tier, bool) {
 // matchFrom returns the rule for a request whose identity's tier is idTier
 // (nil if none), or nil.
 func matchFrom[S byteseq](set *ruleSet, idTier *tier, client netip.Addr, method, path S) *rule {
+	return matchIn(set, tierOf(set, idTier, client), method, path)
+}
+
+// tierOf returns the tier of a request whose identity's tier is idTier (nil
+// if none): idTier, else the first tier whose networks hold client, else
+// the default tier.
+func tierOf(set *ruleSet, idTier *tier, client netip.Addr) *tier {
 	t := idTier
 	if t == nil && len(set.nets) > 0 && client.IsValid() {
 		a := client.Unmap().WithZone("")
@@ -187,6 +201,12 @@ func matchFrom[S byteseq](set *ruleSet, idTier *tier, client netip.Addr, method,
 	if t == nil {
 		t = set.def
 	}
+	return t
+}
+
+// matchIn returns the enforced rule for a request of tier t: t's match,
+// else the default tier's, or nil.
+func matchIn[S byteseq](set *ruleSet, t *tier, method, path S) *rule {
 	if r := matchTier(t, method, path); r != nil || t == set.def {
 		return r
 	}
@@ -194,8 +214,20 @@ func matchFrom[S byteseq](set *ruleSet, idTier *tier, client netip.Addr, method,
 }
 
 // compileTier indexes rules (already validated) of the tier named name,
-// taking their compiled forms from byName.
+// taking their compiled forms from byName: the enforced rules, and the
+// shadow rules apart in the tier's shadow.
 func compileTier(name string, rules []httplimit.Rule, byName map[string]*rule) *tier {
+	enforced, shadow := splitShadow(rules)
+	t := indexTier(name, enforced, byName)
+	if len(shadow) > 0 {
+		t.shadow = indexTier(name, shadow, byName)
+	}
+	return t
+}
+
+// indexTier indexes rules of the tier named name, taking their compiled
+// forms from byName.
+func indexTier(name string, rules []httplimit.Rule, byName map[string]*rule) *tier {
 	t := &tier{name: name, exact: map[string][]*rule{}}
 	for _, ru := range rules {
 		r := byName[ru.Name]
@@ -260,6 +292,7 @@ func (e *Engine) newRule(tierName string, ru httplimit.Rule) *rule {
 	}
 	slices.SortFunc(r.rates, func(a, b rate) int { return cmp.Compare(a.window, b.window) })
 	r.strategy = r.alg.String()
+	r.shadow, r.lists = ru.Shadow, compileLists(ru.Exempt, ru.Deny)
 	return r
 }
 

@@ -29,6 +29,8 @@ type Outcome struct {
 	rate int    // the index in r.rates of the rate Result reports
 	own  bool   // the key has limits of its own (an override), in lims
 	lims limits // the key's limits, when own, for RateLimit-Policy
+
+	status int // a failed decision's answer from an error hook (SetErrorStatus); 0: 503
 }
 
 // Request is what a middleware extracts from its framework's request for
@@ -48,6 +50,9 @@ type Request[S byteseq] struct {
 	Now time.Time
 	// Cost is the request's cost in units.
 	Cost int
+	// Tier, if not empty, names the request's tier (a middleware's tier
+	// hook), in place of the one its identity or network gives.
+	Tier string
 }
 
 // Scratch holds one request's buffers. Get one from Engine.GetScratch and
@@ -93,6 +98,7 @@ type Engine struct {
 	retired map[limiterID]*limiter // limiters of rules the rules in force lack
 
 	wouldDeny, errs, badCost, noID atomic.Uint64
+	pol                            policyCounts // the rule set's lists, the tier hook
 
 	top *topk.Sketch // the most-denied (rule, key) pairs; nil if Options.TopDenied < 0
 
@@ -214,8 +220,8 @@ func Decide[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) {
 	case httplimit.ActionDryRunDeny:
 		e.wouldDeny.Add(1)
 		fallthrough
-	case httplimit.ActionDeny:
-		if e.top != nil {
+	case httplimit.ActionDeny, httplimit.ActionDenyListed:
+		if e.top != nil && !o.Listed {
 			e.top.Add(o.Rule, sc.Key, 1)
 		}
 		if e.onDenied != nil {
@@ -232,19 +238,39 @@ func decideLocked[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) 
 		e.failed(o)
 		return
 	}
+	if set.lists != nil && listed(e, set.lists, nil, q, o) {
+		return
+	}
 	id := q.Identity
-	idTier, listed := lookupID(set, id)
-	if !listed && e.keys.unknownID == httplimit.UnknownIdentityAnonymous {
+	idTier, known := lookupID(set, id)
+	if !known && e.keys.unknownID == httplimit.UnknownIdentityAnonymous {
 		id = id[:0] // keyed as a request without identity
 	}
-	r := matchFrom(set, idTier, q.Client, q.Method, q.Path)
+	if q.Tier != "" {
+		idTier = e.tierNamed(set, q.Tier, idTier)
+	}
+	t := tierOf(set, idTier, q.Client)
+	r := matchIn(set, t, q.Method, q.Path)
+	var sh *rule
+	if set.shadows {
+		sh = shadowOf(set, t, q.Method, q.Path)
+	}
 	if r == nil {
 		o.Action = httplimit.ActionNoRule
+		if sh != nil {
+			decideShadow(e, sc, sh, q, id, false)
+		}
 		return
 	}
 	o.r, o.Rule, o.Tier, o.Algorithm = r, r.name, r.tier, r.alg
 	o.rate = len(r.rates) - 1
 	o.Window = r.rates[o.rate].window
+	if r.lists != nil && listed(e, r.lists, r, q, o) {
+		if sh != nil {
+			decideShadow(e, sc, sh, q, id, false)
+		}
+		return
+	}
 	if q.Cost < 0 {
 		r.l.badCost.Add(1)
 		o.Action = httplimit.ActionBadCost
@@ -282,6 +308,9 @@ func decideLocked[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) 
 		o.Action = httplimit.ActionDryRunDeny
 	default:
 		o.Action = httplimit.ActionDeny
+	}
+	if sh != nil {
+		decideShadow(e, sc, sh, q, id, true)
 	}
 }
 
@@ -355,10 +384,17 @@ func (e *Engine) Stats() httplimit.Stats {
 		BadCost:    e.badCost.Load(),
 		NoIdentity: e.noID.Load(),
 	}
+	e.policyStats(&st)
 	if set := e.set.Load(); set != nil {
 		st.Rules = len(set.rules)
 		for _, r := range set.rules {
 			ls := r.l.lim.Stats()
+			if r.shadow {
+				st.ShadowAllowed += ls.Allowed
+				st.ShadowWouldDeny += ls.Denied
+				st.Keys += ls.Keys
+				continue
+			}
 			st.Allowed += ls.Allowed
 			st.Denied += ls.Denied
 			st.Keys += ls.Keys
@@ -394,6 +430,7 @@ func (e *Engine) RuleStats() []httplimit.RuleStats {
 			},
 			BadCost: l.badCost.Load(), NoIdentity: l.noID.Load(),
 			Limiter: l.lim, KeyPrefix: l.ns,
+			Shadow: r.shadow, Exempt: l.pol.exempt.Load(), DenyListed: l.pol.denyListed.Load(),
 		})
 	}
 	slices.SortFunc(out, func(a, b httplimit.RuleStats) int { return cmp.Compare(a.Name, b.Name) })

@@ -301,7 +301,9 @@ func (e *Engine) Reply(sc *Scratch, o *Outcome, hook bool) Reply {
 	case httplimit.ActionNoIdentity:
 		return Reply{Status: StatusBadRequest, Body: bodyNoIdentity}
 	case httplimit.ActionFailClosed:
-		return Reply{Status: StatusServiceUnavailable, Body: bodyUnavailable}
+		return failReply(sc, o)
+	case httplimit.ActionDenyListed:
+		return Reply{Status: StatusForbidden, Body: bodyDenyListed}
 	case httplimit.ActionDeny:
 		e.formatFields(&sc.Fields, o)
 		if hook {

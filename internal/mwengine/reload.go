@@ -47,6 +47,7 @@ type limiter struct {
 	// RuleStats.BadCost and NoIdentity); never touched by a decision that
 	// succeeds.
 	tooManyKeys, invalid, closedErrs, otherErrs, badCost, noID atomic.Uint64
+	pol                                                        policyCounts // the rule's lists (lists.go)
 }
 
 // countError counts a decision of l that failed with err.
@@ -151,7 +152,7 @@ func (e *Engine) Reload(r *httplimit.Rules) error {
 	}
 	p := reload{
 		e:     e,
-		ns:    &ruleSet{rules: map[string]*rule{}, byID: map[string]*tier{}},
+		ns:    &ruleSet{rules: map[string]*rule{}, byID: map[string]*tier{}, tiers: map[string]*tier{}},
 		avail: e.availLimiters(),
 		used:  map[limiterID]bool{},
 	}
@@ -226,8 +227,10 @@ func (p *reload) addRules(tierName string, rules []httplimit.Rule) error {
 // parse) by tier, route, client identity and network.
 func (ns *ruleSet) route(r *httplimit.Rules) {
 	ns.def = compileTier("", r.Rules, ns.rules)
+	ns.routePolicies(r)
 	for _, t := range r.Tiers {
 		ct := compileTier(t.Name, t.Rules, ns.rules)
+		ns.tiers[t.Name] = ct
 		for _, c := range t.Clients {
 			ns.byID[c] = ct
 		}

@@ -49,6 +49,15 @@ var Cases = []Case{
 	{"RatesRetryAfter", RatesRetryAfter},
 	{"RatesHeaders", RatesHeaders},
 	{"RatesReload", RatesReload},
+
+	// Policies: exempt and deny lists, shadow rules, the tier and error
+	// hooks.
+	{"ExemptNeverLimited", ExemptNeverLimited},
+	{"DenyListed403", DenyListed403},
+	{"ShadowCountsWouldDeny", ShadowCountsWouldDeny},
+	{"ReloadSwapsLists", ReloadSwapsLists},
+	{"TierHook", TierHook},
+	{"ErrorHook", ErrorHook},
 }
 
 // RunAll runs every case of Cases against h, each as a subtest of its

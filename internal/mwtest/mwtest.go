@@ -53,6 +53,12 @@ type Setup struct {
 	// CustomDenied installs a denied handler answering 429 with header
 	// X-Denied-By: custom and body "custom denied\n".
 	CustomDenied bool
+	// TierHeader, if set, installs a tier hook returning that header's
+	// value (standing for a claim the application verified).
+	TierHeader string
+	// ErrorStatus, if set, installs an error hook returning its result
+	// for the decision's error.
+	ErrorStatus func(err error) int
 }
 
 // Target is a running server.
@@ -63,6 +69,8 @@ type Target struct {
 	Reload func(*httplimit.Rules) error
 	// Stats returns the middleware's counters.
 	Stats func() httplimit.Stats
+	// RuleStats returns the middleware's rules with their counters.
+	RuleStats func() []httplimit.RuleStats
 	// Close closes the middleware (not the server).
 	Close func() error
 	// IPv6 reports whether the server listens on [::1].
@@ -355,14 +363,14 @@ func checkRetryAfter(t *testing.T, step string, r Resp) {
 	}
 }
 
-// checkOwnAnswer checks that the middleware's own answers (429, 400, 500,
+// checkOwnAnswer checks that the middleware's own answers (429, 400, 403, 500,
 // 503: the applications of the tests never answer these), unless by a
 // custom denied handler, are text/plain and nosniff.
 func checkOwnAnswer(t *testing.T, step string, r Resp) {
 	t.Helper()
 	h := r.Header
 	switch r.Status {
-	case http.StatusTooManyRequests, http.StatusBadRequest, http.StatusInternalServerError, http.StatusServiceUnavailable:
+	case http.StatusTooManyRequests, http.StatusBadRequest, http.StatusForbidden, http.StatusInternalServerError, http.StatusServiceUnavailable:
 	default:
 		return
 	}
