@@ -43,8 +43,8 @@ func Limiter(name string, l shardlimit.Limiter) Source {
 // Middleware returns a Source reading an HTTP middleware: every rule in
 // force at collection time, each under the label limiter=<rule name>, with
 // what Limiter reads of the rule's limiter, its decisions (denials are
-// outcome would_deny under the middleware's dry run) and its undecided
-// requests by kind. Rules that a reload removes disappear with their
+// outcome would_deny under the middleware's dry run and on a shadow rule,
+// httplimit.Rule.Shadow) and its undecided requests by kind. Rules that a reload removes disappear with their
 // counters; rules whose limiter a reload keeps keep counting.
 //
 // Such a middleware emits 14 series per rule (more with a store: see the
@@ -101,7 +101,7 @@ func (s middlewareSource) collect(emit func(Sample)) {
 // collectRule emits the families of middleware rule r under its name.
 func collectRule(emit func(Sample), r httplimit.RuleStats) {
 	denied := "denied"
-	if r.DryRun {
+	if r.DryRun || r.Shadow { // denials let through, or a shadow rule's
 		denied = "would_deny"
 	}
 	collectLimiter(emit, r.Name, r.Limiter, r.Stats, denied)

@@ -29,7 +29,7 @@
 //	shardlimit_limiter_info{limiter,algorithm,store}        1 per limiter: algorithm; store local, shared or exact
 //	shardlimit_limit{limiter}                               default limit, units per window
 //	shardlimit_window_seconds{limiter}                      window
-//	shardlimit_decisions_total{limiter,outcome}             decisions of positive cost: allowed, denied, would_deny (dry run)
+//	shardlimit_decisions_total{limiter,outcome}             decisions of positive cost: allowed, denied, would_deny (dry run, shadow rule)
 //	shardlimit_errors_total{limiter,kind}                   middleware requests not decided: too_many_keys, invalid, closed, other, bad_cost, no_identity
 //	shardlimit_keys{limiter}                                client keys stored
 //	shardlimit_keys_evicted_total{limiter}                  keys evicted (idle, or to make room)

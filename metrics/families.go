@@ -70,7 +70,7 @@ var (
 	window = family("shardlimit_window_seconds", Gauge, "s",
 		"Window of the limiter's limit, in seconds.")
 	decisions = family("shardlimit_decisions_total", Counter, "{decision}",
-		"Rate-limit decisions of positive cost, by outcome: allowed, denied, or would_deny (denied, but let through by the middleware's dry run).",
+		"Rate-limit decisions of positive cost, by outcome: allowed, denied, or would_deny (denied, but let through by the middleware's dry run, or by a rule in shadow).",
 		labelOutcome)
 	errorsTotal = family("shardlimit_errors_total", Counter, "{request}",
 		"Requests an HTTP middleware rule matched but did not decide, by kind: too_many_keys (the rule's table was full), invalid (key or instant refused), closed (limiter closed), other (the limiter's own error), answered per the error policy; bad_cost (negative cost, answered 500); no_identity (no client identity, answered 400).",

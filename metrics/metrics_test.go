@@ -99,7 +99,7 @@ func scenario(t *testing.T) (shardlimit.Limiter, *httpmw.Middleware, *httpmw.Mid
 }
 
 // wantText is what WriteText writes after scenario.
-const wantText = `# HELP shardlimit_decisions_total Rate-limit decisions of positive cost, by outcome: allowed, denied, or would_deny (denied, but let through by the middleware's dry run).
+const wantText = `# HELP shardlimit_decisions_total Rate-limit decisions of positive cost, by outcome: allowed, denied, or would_deny (denied, but let through by the middleware's dry run, or by a rule in shadow).
 # TYPE shardlimit_decisions_total counter
 shardlimit_decisions_total{limiter="anon-bar",outcome="allowed"} 2
 shardlimit_decisions_total{limiter="anon-bar",outcome="denied"} 2

@@ -99,7 +99,7 @@ func TestCollectAndCompare(t *testing.T) {
 	lim, mw := scenario(t)
 	c := shardlimitprom.NewCollector(metrics.Limiter("login", lim), metrics.Middleware(mw))
 	const want = `
-# HELP shardlimit_decisions_total Rate-limit decisions of positive cost, by outcome: allowed, denied, or would_deny (denied, but let through by the middleware's dry run).
+# HELP shardlimit_decisions_total Rate-limit decisions of positive cost, by outcome: allowed, denied, or would_deny (denied, but let through by the middleware's dry run, or by a rule in shadow).
 # TYPE shardlimit_decisions_total counter
 shardlimit_decisions_total{limiter="anon-bar",outcome="allowed"} 2
 shardlimit_decisions_total{limiter="anon-bar",outcome="denied"} 2
@@ -263,7 +263,7 @@ func TestScrapeWhileDeciding(t *testing.T) {
 	if err := <-scraped; err != nil {
 		t.Fatal(err)
 	}
-	want := "\n# HELP shardlimit_decisions_total Rate-limit decisions of positive cost, by outcome: allowed, denied, or would_deny (denied, but let through by the middleware's dry run).\n# TYPE shardlimit_decisions_total counter\n" +
+	want := "\n# HELP shardlimit_decisions_total Rate-limit decisions of positive cost, by outcome: allowed, denied, or would_deny (denied, but let through by the middleware's dry run, or by a rule in shadow).\n# TYPE shardlimit_decisions_total counter\n" +
 		"shardlimit_decisions_total{limiter=\"l\",outcome=\"allowed\"} 4000\nshardlimit_decisions_total{limiter=\"l\",outcome=\"denied\"} 0\n"
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "shardlimit_decisions_total"); err != nil {
 		t.Error(err)
