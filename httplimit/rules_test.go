@@ -28,7 +28,11 @@ func TestSeedRulesFile(t *testing.T) {
 	add := func(tier string, rules []Rule) {
 		for _, ru := range rules {
 			for _, rt := range ru.Rates() {
-				got[tier+" "+ru.Path+" "+rt.Window.String()] = lim{ru.Algorithm, rt.Limit, rt.Window}
+				mode := ""
+				if ru.Shadow {
+					mode = " shadow"
+				}
+				got[tier+" "+ru.Path+" "+rt.Window.String()+mode] = lim{ru.Algorithm, rt.Limit, rt.Window}
 			}
 		}
 	}
@@ -51,9 +55,15 @@ func TestSeedRulesFile(t *testing.T) {
 		" /baz 1m0s": {shardlimit.FixedWindow, 10, time.Minute},
 		// /smooth, for every client: GCRA, 6 a minute.
 		" /smooth 1m0s": {shardlimit.GCRA, 6, time.Minute},
+		// /baz in shadow: 5 a minute, counted beside the enforced rule.
+		" /baz 1m0s shadow": {shardlimit.FixedWindow, 5, time.Minute},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("seed rules %v, want %v", got, want)
+	}
+	if !reflect.DeepEqual(r.Exempt, ClientList{Networks: []string{"127.0.0.2"}}) ||
+		!reflect.DeepEqual(r.Deny, ClientList{Clients: []string{"blocked-client"}, Networks: []string{"127.0.0.3"}}) {
+		t.Errorf("seed lists: exempt %+v, deny %+v; want 127.0.0.2 exempt, blocked-client and 127.0.0.3 denied", r.Exempt, r.Deny)
 	}
 }
 

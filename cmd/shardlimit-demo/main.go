@@ -41,6 +41,19 @@
 // Every client may call /smooth 6 times a minute by GCRA: a burst of 6,
 // then one every 10 s (with -redis, decided in Redis by sync.Exact).
 //
+// The seed rules' policies (httplimit.Rules.Exempt, Deny, Rule.Shadow):
+// the address 127.0.0.2 is exempt, never limited and sent no rate-limit
+// field; the address 127.0.0.3 and the identity blocked-client are
+// denied, 403 Forbidden on every route behind the middleware; and the
+// shadow rule baz-try tries 5 a minute on /baz beside the enforced 3 a
+// second and 10 a minute, counting what it would deny (/status lists it
+// under "shadow rules", /metrics as outcome would_deny) while /baz
+// answers per the enforced rule alone:
+//
+//	curl -i --interface 127.0.0.2 http://127.0.0.1:8080/foo   # exempt: no X-RateLimit fields, never 429
+//	curl -i --interface 127.0.0.3 http://127.0.0.1:8080/foo   # 403 Forbidden (deny list)
+//	curl -i -H 'X-Client-ID: blocked-client' http://127.0.0.1:8080/foo  # 403 too
+//
 // Limited responses carry every rate-limit field the middleware can write:
 // X-RateLimit-Limit, -Remaining and -Reset (seconds to go), the IETF
 // RateLimit-Policy and RateLimit fields (draft-ietf-httpapi-ratelimit-headers-11)

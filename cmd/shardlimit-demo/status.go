@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -63,33 +64,16 @@ func writeStatus(w io.Writer, mw *fasthttpmw.Middleware, counters string) {
 	rules := mw.RuleStats()
 	st := mw.Stats()
 	fmt.Fprintf(w, "shardlimit-demo: %d rules, counters %s\n", st.Rules, counters)
-	fmt.Fprintf(w, "requests: %d allowed, %d denied (%d let through by dry run), %d errors, %d bad costs, %d without identity\n\n",
+	fmt.Fprintf(w, "requests: %d allowed, %d denied (%d let through by dry run), %d errors, %d bad costs, %d without identity\n",
 		st.Allowed, st.Denied, st.WouldDeny, st.Errors, st.BadCost, st.NoIdentity)
+	fmt.Fprintf(w, "lists: %d exempt (passed uncounted), %d refused by a deny list (403); shadow rules: %d allowed, %d would deny\n\n",
+		st.Exempt, st.DenyListed, st.ShadowAllowed, st.ShadowWouldDeny)
 
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RULE\tTIER\tROUTE\tALGORITHM\tLIMIT\tALLOWED\tDENIED\tKEYS\tEVICTED\tREFUSED\tERRORS")
-	for _, r := range rules {
-		route := r.Path
-		if r.Prefix {
-			route += "*"
-		}
-		if len(r.Methods) > 0 {
-			route = strings.Join(r.Methods, ",") + " " + route
-		}
-		errs := r.Errors.TooManyKeys + r.Errors.Invalid + r.Errors.Closed + r.Errors.Other + r.BadCost + r.NoIdentity
-		limits := fmt.Sprintf("%d/%s", r.Limit, window(r.Window))
-		if len(r.Limits) > 1 {
-			var ls []string
-			for _, l := range r.Limits {
-				ls = append(ls, fmt.Sprintf("%d/%s", l.Limit, window(l.Window)))
-			}
-			limits = strings.Join(ls, ",")
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n",
-			r.Name, dash(r.Tier), route, r.Algorithm, limits,
-			r.Stats.Allowed, r.Stats.Denied, r.Stats.Keys, r.Stats.Evicted, r.Stats.Refused, errs)
+	writeRules(w, rules, false)
+	if slices.ContainsFunc(rules, func(r httplimit.RuleStats) bool { return r.Shadow }) {
+		fmt.Fprintln(w, "\nshadow rules (they decide and count the requests of their route, but answer none: WOULD DENY is what they would have refused; compare with the enforced rule of the route before switching):")
+		writeRules(w, rules, true)
 	}
-	tw.Flush()
 
 	var store []string
 	for _, r := range rules {
@@ -107,7 +91,7 @@ func writeStatus(w io.Writer, mw *fasthttpmw.Middleware, counters string) {
 	}
 	if len(store) > 0 {
 		fmt.Fprintln(w, "\nstore (Redis):")
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "RULE\tMODE\tSTATE\tCOUNTERS")
 		for _, line := range store {
 			fmt.Fprintln(tw, line)
@@ -127,13 +111,50 @@ func writeStatus(w io.Writer, mw *fasthttpmw.Middleware, counters string) {
 		}
 		return
 	}
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RULE\tKEY\tGUARANTEED\tDENIED\tERROR")
 	for _, d := range top {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\n", d.Rule, printable(d.Key), d.Guaranteed(), d.Count, d.Error)
 	}
 	tw.Flush()
 	writeTopCut(w, len(top), more)
+}
+
+// writeRules writes the table of the enforced rules, or of the shadow
+// rules if shadow: limits and counters, then what the rule's own exempt
+// and deny lists did.
+func writeRules(w io.Writer, rules []httplimit.RuleStats, shadow bool) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	denied := "DENIED"
+	if shadow {
+		denied = "WOULD DENY"
+	}
+	fmt.Fprintf(tw, "RULE\tTIER\tROUTE\tALGORITHM\tLIMIT\tALLOWED\t%s\tKEYS\tEVICTED\tREFUSED\tERRORS\tEXEMPT\tDENY-LISTED\n", denied)
+	for _, r := range rules {
+		if r.Shadow != shadow {
+			continue
+		}
+		route := r.Path
+		if r.Prefix {
+			route += "*"
+		}
+		if len(r.Methods) > 0 {
+			route = strings.Join(r.Methods, ",") + " " + route
+		}
+		errs := r.Errors.TooManyKeys + r.Errors.Invalid + r.Errors.Closed + r.Errors.Other + r.BadCost + r.NoIdentity
+		limits := fmt.Sprintf("%d/%s", r.Limit, window(r.Window))
+		if len(r.Limits) > 1 {
+			var ls []string
+			for _, l := range r.Limits {
+				ls = append(ls, fmt.Sprintf("%d/%s", l.Limit, window(l.Window)))
+			}
+			limits = strings.Join(ls, ",")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n",
+			r.Name, dash(r.Tier), route, r.Algorithm, limits,
+			r.Stats.Allowed, r.Stats.Denied, r.Stats.Keys, r.Stats.Evicted, r.Stats.Refused, errs, r.Exempt, r.DenyListed)
+	}
+	tw.Flush()
 }
 
 // window formats a rule's window: "1m" rather than "1m0s".
