@@ -23,7 +23,9 @@
 //	defer mw.Close()
 //	log.Fatal(fasthttp.ListenAndServe("127.0.0.1:8080", mw.Wrap(handler)))
 //
-// Each request is matched to at most one rule; its client key (address or
+// Each request is matched to at most one enforced rule (and one shadow rule,
+// which counts but never answers; exempt and deny lists come first: see
+// Policies in package httplimit); its client key (address or
 // identity, see httplimit.KeyConfig) is decided by that rule's
 // shardlimit.Limiter at the middleware clock's now, read when the
 // middleware runs: Options.Clock, else shardlimit.DefaultClock(), the
@@ -83,7 +85,8 @@ type Config struct {
 
 	// Denied, if set, answers denied requests instead of the default 429
 	// body. When it is called the rate-limit fields (including Retry-After)
-	// are set and the status is 429; it may change anything.
+	// are set and the status is 429; it may change anything. Clients on a
+	// deny list are answered 403 by the middleware, not by Denied.
 	Denied func(ctx *fasthttp.RequestCtx, d httplimit.Decision)
 
 	// Tier, if set, names the tier of a request (a Tier.Name of the rules

@@ -131,15 +131,20 @@ type Options struct {
 	// DryRun (shadow mode) counts every request and writes the usual
 	// fields, but lets denied requests through to the next handler, without
 	// Retry-After: Stats.WouldDeny counts them and OnDenied sees them with
-	// Action ActionDryRunDeny.
+	// Action ActionDryRunDeny. Clients on a deny list pass too, without
+	// fields (Decision.Listed set). To try one rule in shadow beside the
+	// enforced ones, use Rule.Shadow instead.
 	DryRun bool
 
 	// OnError says what to do when a decision fails. Default FailClosed.
+	// A middleware's error hook (its Config.ErrorStatus), if set, decides
+	// instead, per request and error.
 	OnError ErrorPolicy
 
 	// OnDenied, if set, is called for every denied request (including those
-	// let through by DryRun) before the response is written, on the
-	// request's goroutine. It must be safe for concurrent use.
+	// let through by DryRun, and those a deny list refused: Decision.Listed)
+	// before the response is written, on the request's goroutine; not for
+	// a shadow rule's would-denials. It must be safe for concurrent use.
 	OnDenied func(Decision)
 
 	// TopDenied is how many (rule, client key) pairs the middleware's

@@ -60,7 +60,10 @@ const (
 //
 // A rule gives either one limit ("limit" and "window") or several
 // ("limits", see Rule.Limits); tiers give theirs in their own rules, and
-// overrides per window ("limits", see Override.Limits).
+// overrides per window ("limits", see Override.Limits). Exempt and deny
+// lists ("exempt", "deny": for the rule set and per rule) and shadow rules
+// ("shadow": true) are described under Policies in the package
+// documentation.
 //
 // and, to turn limiting off on purpose (no rules, tiers or overrides):
 //

@@ -22,7 +22,9 @@
 //	defer mw.Close()
 //	log.Fatal(http.ListenAndServe("127.0.0.1:8080", mw.Wrap(mux)))
 //
-// Each request is matched to at most one rule; its client key (address or
+// Each request is matched to at most one enforced rule (and one shadow rule,
+// which counts but never answers; exempt and deny lists come first: see
+// Policies in package httplimit); its client key (address or
 // identity, see httplimit.KeyConfig) is decided by that rule's
 // shardlimit.Limiter at the middleware clock's now, read when the
 // middleware runs: Options.Clock, else shardlimit.DefaultClock(), the
@@ -78,7 +80,8 @@ type Config struct {
 	// Denied, if set, answers denied requests instead of the default 429.
 	// When it is called the rate-limit fields (including Retry-After) are
 	// set on w.Header() but nothing is written: it must write the status
-	// (usually http.StatusTooManyRequests) and body itself.
+	// (usually http.StatusTooManyRequests) and body itself. Clients on a
+	// deny list are answered 403 by the middleware, not by Denied.
 	Denied func(w http.ResponseWriter, r *http.Request, d httplimit.Decision)
 
 	// Tier, if set, names the tier of a request (a Tier.Name of the rules
