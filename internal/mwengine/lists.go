@@ -1,7 +1,9 @@
 package mwengine
 
 import (
+	"net/http"
 	"net/netip"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/shardlimit/shardlimit/httplimit"
@@ -141,4 +143,9 @@ func failReply(sc *Scratch, o *Outcome) Reply {
 	b := append(sc.Body[:0], statusText(o.status)...)
 	sc.Body = append(b, ": rate limiter unavailable.\n"...)
 	return Reply{Status: o.status, Body: sc.Body}
+}
+
+// statusText returns "code reason", such as "429 Too Many Requests".
+func statusText(code int) string {
+	return strconv.Itoa(code) + " " + http.StatusText(code)
 }

@@ -143,3 +143,33 @@ func BenchmarkDecidePolicies(b *testing.B) {
 		}
 	}
 }
+
+// TestShadowToEnforcedKeepsCounters checks that a reload turning a shadow
+// rule into an enforced one (name, algorithm and window unchanged) keeps
+// its limiter, so its clients' counts: the operator switches to what was
+// measured.
+func TestShadowToEnforcedKeepsCounters(t *testing.T) {
+	shadow := mustParse(t, `{"rules": [{"name": "a", "path": "/a", "limit": 5, "window": "1m"},
+		{"name": "a-try", "path": "/a", "limit": 2, "window": "1m", "shadow": true}]}`)
+	enforced := mustParse(t, `{"rules": [{"name": "a-try", "path": "/a", "limit": 2, "window": "1m"}]}`)
+	e, err := New(httplimit.Options{Rules: shadow}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	q := Request[string]{Method: "GET", Path: "/a", Client: netip.MustParseAddr("192.0.2.1"), Now: e.Clock().Now(), Cost: 1}
+	for i, want := range []httplimit.Action{httplimit.ActionAllow, httplimit.ActionAllow, httplimit.ActionAllow} {
+		if got := decideOne(e, &q); got != want {
+			t.Fatalf("#%d under the shadow rule: %v, want %v", i+1, got, want)
+		}
+	}
+	if err := e.Reload(enforced); err != nil {
+		t.Fatal(err)
+	}
+	if got := decideOne(e, &q); got != httplimit.ActionDeny {
+		t.Errorf("after the switch: %v, want deny: the shadow rule's count (2 of 2) was kept", got)
+	}
+	if st := e.Stats(); st.Allowed != 2 || st.Denied != 2 || st.ShadowAllowed != 0 {
+		t.Errorf("Stats %+v, want a-try's 2 allowed and 2 denied (1 would-deny, 1 deny) now enforced", st)
+	}
+}

@@ -1,11 +1,6 @@
 package mwengine
 
-import (
-	"net/http"
-	"strconv"
-
-	"github.com/shardlimit/shardlimit/httplimit"
-)
+import "github.com/shardlimit/shardlimit/httplimit"
 
 // shadowOf returns the shadow rule for a request in tier t (resolved by
 // tierOf) of method and path, or nil: t's best match among its shadow
@@ -57,11 +52,6 @@ func decideShadow[S byteseq](e *Engine, sc *Scratch, s *rule, q *Request[S], id 
 	if res := s.l.lim.AllowBytesN(lkey, q.Now, q.Cost); res.Err != nil {
 		s.l.countError(res.Err)
 	}
-}
-
-// statusText returns "code reason", such as "429 Too Many Requests".
-func statusText(code int) string {
-	return strconv.Itoa(code) + " " + http.StatusText(code)
 }
 
 // splitShadow returns the enforced rules of rules and the shadow ones.
