@@ -241,20 +241,7 @@ func decideLocked[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) 
 	if set.lists != nil && listed(e, set.lists, nil, q, o) {
 		return
 	}
-	id := q.Identity
-	idTier, known := lookupID(set, id)
-	if !known && e.keys.unknownID == httplimit.UnknownIdentityAnonymous {
-		id = id[:0] // keyed as a request without identity
-	}
-	if q.Tier != "" {
-		idTier = e.tierNamed(set, q.Tier, idTier)
-	}
-	t := tierOf(set, idTier, q.Client)
-	r := matchIn(set, t, q.Method, q.Path)
-	var sh *rule
-	if set.shadows {
-		sh = shadowOf(set, t, q.Method, q.Path)
-	}
+	id, r, sh := matchRules(e, set, q)
 	if r == nil {
 		o.Action = httplimit.ActionNoRule
 		if sh != nil {

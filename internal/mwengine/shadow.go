@@ -17,6 +17,27 @@ func shadowOf[S byteseq](set *ruleSet, t *tier, method, path S) *rule {
 	return matchTier(set.def.shadow, method, path)
 }
 
+// matchRules returns the identity q is keyed by (empty for one ignored,
+// see KeyConfig.UnknownIdentity), the enforced rule q matches and the
+// shadow rule (nil if none), in the tier the tier hook (q.Tier), else the
+// identity, else the network gives.
+func matchRules[S byteseq](e *Engine, set *ruleSet, q *Request[S]) (id S, r, sh *rule) {
+	id = q.Identity
+	idTier, known := lookupID(set, id)
+	if !known && e.keys.unknownID == httplimit.UnknownIdentityAnonymous {
+		id = id[:0] // keyed as a request without identity
+	}
+	if q.Tier != "" {
+		idTier = e.tierNamed(set, q.Tier, idTier)
+	}
+	t := tierOf(set, idTier, q.Client)
+	r = matchIn(set, t, q.Method, q.Path)
+	if set.shadows {
+		sh = shadowOf(set, t, q.Method, q.Path)
+	}
+	return id, r, sh
+}
+
 // decideShadow decides request q, of key identity id, on shadow rule s:
 // counted by s's limiter (Denied: its would-denials) and lists, never
 // answered. built tells whether sc.lkey holds the request's limiter key
