@@ -55,3 +55,24 @@ func ExampleParseRules_severalLimits() {
 	// [{50 1m0s }]
 	// shardlimit: invalid config: rule "x": both "limit"/"window" and "limits" given; use "limits" alone for several limits
 }
+
+// Exempt and deny lists, for the rule set and per rule, and a shadow rule
+// tried beside the enforced one; a client both exempt and denied is
+// refused, naming the rule and the two entries.
+func ExampleParseRules_policies() {
+	r, err := httplimit.ParseRules([]byte(`{"rules": [
+		{"name": "api", "prefix": "/api", "limit": 100, "window": "1m",
+		 "deny": {"networks": ["198.51.100.0/24"]}},
+		{"name": "api-try", "prefix": "/api", "limit": 60, "window": "1m", "shadow": true}
+	], "exempt": {"clients": ["health-checker"], "networks": ["10.0.0.0/8"]}}`))
+	fmt.Println(r.Exempt.Len(), r.Rules[0].Deny.Networks, r.Rules[1].Shadow, err)
+
+	_, err = httplimit.ParseRules([]byte(`{"rules": [
+		{"name": "api", "prefix": "/api", "limit": 100, "window": "1m",
+		 "deny": {"networks": ["10.1.0.0/16"]}}
+	], "exempt": {"networks": ["10.0.0.0/8"]}}`))
+	fmt.Println(err)
+	// Output:
+	// 2 [198.51.100.0/24] true <nil>
+	// shardlimit: invalid config: rule "api": exempt network "10.0.0.0/8" (the rule set's) overlaps deny network "10.1.0.0/16" (its own): a client cannot be both exempt and denied
+}
