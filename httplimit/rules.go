@@ -79,9 +79,9 @@ const (
 // A rules file is held to caps that rules built in Go are not: at most
 // MaxRulesFileBytes bytes, MaxRules rules, MaxTiers tiers, MaxTierClients
 // clients and MaxTierNetworks networks over all tiers, MaxOverrides
-// overrides, MaxRuleMethods methods per rule, names (and policy names) of
-// at most MaxNameBytes bytes, and windows of at least MinFileWindow
-// (1 ms). Every error wraps shardlimit.ErrInvalidConfig and names the
+// overrides, MaxListEntries exempt and deny list entries, MaxRuleMethods
+// methods per rule, names (and policy names) of at most MaxNameBytes
+// bytes, and windows of at least MinFileWindow (1 ms). Every error wraps shardlimit.ErrInvalidConfig and names the
 // rule, tier or override, or the cap exceeded. Rules from a file and
 // rules built in Go are both held to MaxOverrideLimits, to rule and tier
 // names without control characters, and to methods that are HTTP tokens.
