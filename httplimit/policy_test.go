@@ -3,9 +3,12 @@ package httplimit
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/shardlimit/shardlimit/internal/netprefix"
 )
 
 // TestPolicyJSONRoundTrip checks that lists and shadow rules decode from
@@ -157,6 +160,47 @@ func TestErrorStatusOf(t *testing.T) {
 		200: {503, false}, 302: {503, false}, -1: {503, false}, 600: {503, false}} {
 		if code, pass := ErrorStatusOf(in); code != want.code || pass != want.pass {
 			t.Errorf("ErrorStatusOf(%d) = %d, %v; want %d, %v", in, code, pass, want.code, want.pass)
+		}
+	}
+}
+
+// TestExemptDenyOverlapMatchesReference checks the overlap check (a sorted
+// range table per list) against the naive pairwise one on random lists of
+// nesting and disjoint networks, IPv4, IPv6 and IPv4-mapped.
+func TestExemptDenyOverlapMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	net := func() string {
+		switch r.IntN(3) {
+		case 0:
+			return fmt.Sprintf("10.%d.%d.0/%d", r.IntN(3), r.IntN(4), 14+r.IntN(11))
+		case 1:
+			return fmt.Sprintf("::ffff:10.%d.%d.%d/%d", r.IntN(3), r.IntN(4), r.IntN(256), 110+r.IntN(19))
+		}
+		return fmt.Sprintf("2001:db8:%x::/%d", r.IntN(4), 30+r.IntN(20))
+	}
+	for round := range 500 {
+		var e, d ClientList
+		for range r.IntN(6) {
+			e.Networks = append(e.Networks, net())
+		}
+		for range r.IntN(6) {
+			d.Networks = append(d.Networks, net())
+		}
+		want := false
+		for _, a := range e.Networks {
+			for _, b := range d.Networks {
+				pa, _ := netprefix.Parse(a)
+				pb, _ := netprefix.Parse(b)
+				want = want || pa.Overlaps(pb)
+			}
+		}
+		pe, err1 := parseList("t", "exempt", e)
+		pd, err2 := parseList("t", "deny", d)
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if got := checkExemptDeny("t", pe, "x", pd, "y") != nil; got != want {
+			t.Fatalf("round %d: exempt %v, deny %v: refused %v, want %v", round, e.Networks, d.Networks, got, want)
 		}
 	}
 }
