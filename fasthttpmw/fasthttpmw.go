@@ -85,6 +85,20 @@ type Config struct {
 	// body. When it is called the rate-limit fields (including Retry-After)
 	// are set and the status is 429; it may change anything.
 	Denied func(ctx *fasthttp.RequestCtx, d httplimit.Decision)
+
+	// FinalCost, if set, returns the final cost in units of an admitted
+	// request once its handler has returned: ctx holds the response
+	// (status, header), d the request's Decision (whose Cost is the cost
+	// decided before the handler; return it to keep it). The difference
+	// is settled with the rule's limiter: an overdraft or a refund (see
+	// "Settling after the handler" in package httplimit). It is asked for
+	// every request a rule admits, unless the rule's CostHeader reports a
+	// cost; a result outside [0, shardlimit.MaxLimit] is ignored and
+	// counted in SettleStats.BadReports. It is not called for a handler
+	// that panicked. Setting it requires every rule's limiter to settle
+	// (New and Reload refuse one that cannot, with
+	// httplimit.ErrCannotSettle).
+	FinalCost func(ctx *fasthttp.RequestCtx, d httplimit.Decision) int
 }
 
 // Middleware limits requests to the handlers it wraps. All methods are safe
@@ -96,6 +110,8 @@ type Middleware struct {
 	skip    func(*fasthttp.RequestCtx) bool
 	cost    func(*fasthttp.RequestCtx) int
 	denied  func(*fasthttp.RequestCtx, httplimit.Decision)
+
+	finalCost func(*fasthttp.RequestCtx, httplimit.Decision) int
 }
 
 // New validates cfg (see httplimit.Options.Validate) and returns a
@@ -108,12 +124,19 @@ func New(cfg Config) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.FinalCost != nil {
+		if err := e.EnableCostHook(); err != nil {
+			e.Close()
+			return nil, err
+		}
+	}
 	return &Middleware{
-		e:       e,
-		keyFunc: cfg.KeyFunc,
-		skip:    cfg.Skip,
-		cost:    cfg.Cost,
-		denied:  cfg.Denied,
+		e:         e,
+		keyFunc:   cfg.KeyFunc,
+		skip:      cfg.Skip,
+		cost:      cfg.Cost,
+		denied:    cfg.Denied,
+		finalCost: cfg.FinalCost,
 	}, nil
 }
 
@@ -194,6 +217,10 @@ func (m *Middleware) serve(ctx *fasthttp.RequestCtx, next fasthttp.RequestHandle
 	setFields(h, &sc.Fields)
 	switch {
 	case rp.Next:
+		if m.e.Settles(&o) {
+			m.serveSettled(ctx, next, sc, &o)
+			return
+		}
 		m.e.PutScratch(sc)
 		next(ctx)
 	case rp.Hook:

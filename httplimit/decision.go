@@ -94,6 +94,9 @@ type Stats struct {
 	Keys int
 	// Rules is the number of rules in force.
 	Rules int
+	// Settled sums what was settled after handlers over the rules in
+	// force (see RuleStats.Settled).
+	Settled SettleStats
 }
 
 // RuleStats describe one rule in force: what it limits, and its counters.
@@ -132,6 +135,12 @@ type RuleStats struct {
 	// for a negative cost; NoIdentity those refused with 400 under
 	// EmptyKeyReject. Neither reached the limiter.
 	BadCost, NoIdentity uint64
+	// Settled counts what was settled after the handler of the rule's
+	// admitted requests (Rule.Count, Rule.CostHeader, a final cost hook):
+	// units refunded and charged beyond the cost decided, reports
+	// ignored, settlements refused. Like Stats it belongs to the rule's
+	// limiter and survives the reloads that keep it.
+	Settled SettleStats
 	// Limiter is the rule's limiter, for reading what its own type reports,
 	// such as the store state of a limiter from package sync (its
 	// SharedStats or ExactStats). The middleware owns it: calling anything

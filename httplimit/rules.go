@@ -191,6 +191,21 @@ type Rule struct {
 	// followed by "-" and the limit's window ("baz-1s", "baz-1m"), unless
 	// the limit has a Policy of its own (see PolicyNames).
 	Policy string
+	// Count says which responses count against the rule's limits:
+	// CountAll ("" too, the default), CountFailed or CountSuccessful. In
+	// JSON "count": "all", "failed" or "successful". A response that does
+	// not count is refunded after the handler (see "Settling after the
+	// handler" in the package documentation).
+	Count CountOutcome
+	// CostHeader, if set, names a response header (an HTTP field name,
+	// not one the middleware writes nor Content-Length, Content-Type and
+	// the other framing fields) in which the handler reports the
+	// request's final cost in units, a decimal integer in
+	// [0, shardlimit.MaxLimit]: say the tokens an answer took. The
+	// difference to the cost decided before the handler is settled after
+	// it (an overdraft or a refund). The header is removed from the
+	// response: it never reaches the client. In JSON "cost_header".
+	CostHeader string
 }
 
 // Rate is one limit of a rule of several (Rule.Limits), or one limit of

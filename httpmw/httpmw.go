@@ -80,6 +80,20 @@ type Config struct {
 	// set on w.Header() but nothing is written: it must write the status
 	// (usually http.StatusTooManyRequests) and body itself.
 	Denied func(w http.ResponseWriter, r *http.Request, d httplimit.Decision)
+
+	// FinalCost, if set, returns the final cost in units of an admitted
+	// request once its handler has returned, given the response's status
+	// and header and the request's Decision (whose Cost is the cost
+	// decided before the handler; return it to keep it). The difference
+	// is settled with the rule's limiter: an overdraft or a refund (see
+	// "Settling after the handler" in package httplimit). It is asked for
+	// every request a rule admits, unless the rule's CostHeader reports a
+	// cost; a result outside [0, shardlimit.MaxLimit] is ignored and
+	// counted in SettleStats.BadReports. It is not called for a handler
+	// that panicked. Setting it requires every rule's limiter to settle
+	// (New and Reload refuse one that cannot, with
+	// httplimit.ErrCannotSettle).
+	FinalCost func(r *http.Request, status int, h http.Header, d httplimit.Decision) int
 }
 
 // Middleware limits requests to the handlers it wraps. All methods are safe
@@ -91,6 +105,8 @@ type Middleware struct {
 	skip    func(*http.Request) bool
 	cost    func(*http.Request) int
 	denied  func(http.ResponseWriter, *http.Request, httplimit.Decision)
+
+	finalCost finalCostHook
 }
 
 // New validates cfg (see httplimit.Options.Validate) and returns a
@@ -103,12 +119,19 @@ func New(cfg Config) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.FinalCost != nil {
+		if err := e.EnableCostHook(); err != nil {
+			e.Close()
+			return nil, err
+		}
+	}
 	return &Middleware{
-		e:       e,
-		keyFunc: cfg.KeyFunc,
-		skip:    cfg.Skip,
-		cost:    cfg.Cost,
-		denied:  cfg.Denied,
+		e:         e,
+		keyFunc:   cfg.KeyFunc,
+		skip:      cfg.Skip,
+		cost:      cfg.Cost,
+		denied:    cfg.Denied,
+		finalCost: cfg.FinalCost,
 	}, nil
 }
 
@@ -185,6 +208,10 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	switch {
 	case rp.Next:
 		setFields(h, &sc.Fields, 0)
+		if m.e.Settles(&o) {
+			m.serveSettled(w, r, next, sc, &o)
+			return
+		}
 		m.e.PutScratch(sc)
 		next.ServeHTTP(w, r)
 	case rp.Hook:

@@ -25,6 +25,7 @@ type rule struct {
 	prefix   bool
 	l        *limiter
 	strategy string
+	out      outcomeRule // settling after the handler
 }
 
 // rate is one compiled limit of a rule, with the field values that depend
@@ -229,7 +230,7 @@ func compileTier(name string, rules []httplimit.Rule, byName map[string]*rule) *
 
 // newRule returns the compiled form of ru (validated) without a limiter.
 func (e *Engine) newRule(tierName string, ru httplimit.Rule) *rule {
-	r := &rule{name: ru.Name, tier: tierName, alg: ru.Algorithm}
+	r := &rule{name: ru.Name, tier: tierName, alg: ru.Algorithm, out: newOutcomeRule(&ru)}
 	if r.alg == 0 {
 		r.alg = e.defAlg
 	}

@@ -78,6 +78,8 @@ type Engine struct {
 	dryRun     bool
 	onError    httplimit.ErrorPolicy
 	onDenied   func(httplimit.Decision)
+	failedResp func(httplimit.Decision, int) bool // Options.FailedResponse
+	costHook   bool                               // the middleware has a final cost hook (EnableCostHook)
 	newLimiter func(rule string, cfg shardlimit.Config) (shardlimit.Limiter, error)
 	nsLen      int // the length of the rules' key namespaces: 0 without newLimiter
 
@@ -121,6 +123,7 @@ func New(o httplimit.Options, keyFunc bool) (*Engine, error) {
 		dryRun:     o.DryRun,
 		onError:    o.OnError,
 		onDenied:   o.OnDenied,
+		failedResp: o.FailedResponse,
 		newLimiter: o.NewLimiter,
 		retired:    map[limiterID]*limiter{},
 	}
@@ -362,6 +365,7 @@ func (e *Engine) Stats() httplimit.Stats {
 			st.Allowed += ls.Allowed
 			st.Denied += ls.Denied
 			st.Keys += ls.Keys
+			st.Settled.Add(r.l.settle.stats())
 		}
 	}
 	return st
@@ -392,7 +396,7 @@ func (e *Engine) RuleStats() []httplimit.RuleStats {
 				TooManyKeys: l.tooManyKeys.Load(), Invalid: l.invalid.Load(),
 				Closed: l.closedErrs.Load(), Other: l.otherErrs.Load(),
 			},
-			BadCost: l.badCost.Load(), NoIdentity: l.noID.Load(),
+			BadCost: l.badCost.Load(), NoIdentity: l.noID.Load(), Settled: l.settle.stats(),
 			Limiter: l.lim, KeyPrefix: l.ns,
 		})
 	}

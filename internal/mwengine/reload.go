@@ -47,6 +47,8 @@ type limiter struct {
 	// RuleStats.BadCost and NoIdentity); never touched by a decision that
 	// succeeds.
 	tooManyKeys, invalid, closedErrs, otherErrs, badCost, noID atomic.Uint64
+
+	settle settleState // settling after the handler, and its counters
 }
 
 // countError counts a decision of l that failed with err.
@@ -214,7 +216,11 @@ func (p *reload) addRules(tierName string, rules []httplimit.Rule) error {
 			if p.e.newLimiter != nil {
 				nr.l.ns = httplimit.KeyNamespace(ru.Name)
 			}
+			nr.l.settle.init(lim)
 			p.created = append(p.created, nr.l)
+		}
+		if err := p.e.checkSettle(&ru, nr.l); err != nil {
+			return err
 		}
 		p.used[id] = true
 		p.ns.rules[ru.Name] = nr

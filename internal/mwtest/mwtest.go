@@ -53,6 +53,14 @@ type Setup struct {
 	// CustomDenied installs a denied handler answering 429 with header
 	// X-Denied-By: custom and body "custom denied\n".
 	CustomDenied bool
+	// App makes the application the outcome application: it answers
+	// the status of request field AppStatus, reports the cost of
+	// AppReportCost in its response field AppCostField and panics on
+	// AppPanic (see OutcomeCases).
+	App bool
+	// FinalCostField, if set, installs the middleware's final cost hook,
+	// returning ParseReportedCost of the response field of that name.
+	FinalCostField string
 }
 
 // Target is a running server.
@@ -67,6 +75,10 @@ type Target struct {
 	Close func() error
 	// IPv6 reports whether the server listens on [::1].
 	IPv6 bool
+	// SurvivesPanics reports whether the server survives a panicking
+	// handler (net/http's does, closing the connection; fasthttp's does
+	// not recover).
+	SurvivesPanics bool
 }
 
 // Harness starts one middleware's real server.
