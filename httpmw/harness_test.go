@@ -16,7 +16,7 @@ import (
 
 // harness starts a real net/http server (httptest, on an ephemeral
 // loopback port) with the middleware of a setup.
-var harness = mwtest.Harness{Start: start}
+var harness = mwtest.Harness{Start: start, SurvivesPanics: true}
 
 func start(t *testing.T, s mwtest.Setup) *mwtest.Target {
 	t.Helper()
@@ -81,8 +81,6 @@ func start(t *testing.T, s mwtest.Setup) *mwtest.Target {
 		Stats:  mw.Stats,
 		Close:  mw.Close,
 		IPv6:   v6,
-
-		SurvivesPanics: true,
 	}
 }
 

@@ -75,10 +75,6 @@ type Target struct {
 	Close func() error
 	// IPv6 reports whether the server listens on [::1].
 	IPv6 bool
-	// SurvivesPanics reports whether the server survives a panicking
-	// handler (net/http's does, closing the connection; fasthttp's does
-	// not recover).
-	SurvivesPanics bool
 }
 
 // Harness starts one middleware's real server.
@@ -86,6 +82,10 @@ type Harness struct {
 	// Start starts a server for s, registering its shutdown with
 	// t.Cleanup. The application handler answers 200 "ok\n".
 	Start func(t *testing.T, s Setup) *Target
+	// SurvivesPanics reports whether the server survives a panicking
+	// handler (net/http's does, closing the connection; fasthttp's does
+	// not recover).
+	SurvivesPanics bool
 }
 
 // Listen returns a loopback listener on an ephemeral port: [::1] if ipv6
