@@ -92,8 +92,8 @@ type Config struct {
 	// decided before the handler; return it to keep it). The difference
 	// is settled with the rule's limiter: an overdraft or a refund (see
 	// "Settling after the handler" in package httplimit). It is asked for
-	// every request a rule admits, unless the rule's CostHeader reports a
-	// cost; a result outside [0, shardlimit.MaxLimit] is ignored and
+	// every request a rule admits, unless the response carries the rule's
+	// CostHeader (whose value, if bad, is counted and ignored); a result outside [0, shardlimit.MaxLimit] is ignored and
 	// counted in SettleStats.BadReports. It is not called for a handler
 	// that panicked. Setting it requires every rule's limiter to settle
 	// (New and Reload refuse one that cannot, with
