@@ -327,3 +327,39 @@ func ParseReportedCost(v string, keep int) int {
 	}
 	return n
 }
+
+// SettlingLimiter is an Options.NewLimiter for allocation tests and
+// benchmarks of the settled path: shardlimit.New's limiter if it can
+// settle, else that limiter with a Settle that settles nothing (so the
+// middleware's own cost is measured either way). bytes adds a SettleBytes,
+// the []byte form the middleware prefers, to a limiter without one.
+func SettlingLimiter(bytes bool) func(string, shardlimit.Config) (shardlimit.Limiter, error) {
+	return func(_ string, cfg shardlimit.Config) (shardlimit.Limiter, error) {
+		lim, err := shardlimit.New(cfg)
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := lim.(interface {
+			Settle(string, time.Time, int) error
+		}); !ok {
+			lim = nopSettler{lim}
+		}
+		if _, ok := lim.(interface {
+			SettleBytes([]byte, time.Time, int) error
+		}); bytes && !ok {
+			lim = nopBytesSettler{lim}
+		}
+		return lim, nil
+	}
+}
+
+// nopSettler adds a Settle that settles nothing to a limiter without one.
+type nopSettler struct{ shardlimit.Limiter }
+
+func (nopSettler) Settle(string, time.Time, int) error { return nil }
+
+// nopBytesSettler adds a SettleBytes that settles nothing.
+type nopBytesSettler struct{ shardlimit.Limiter }
+
+func (nopBytesSettler) Settle(string, time.Time, int) error      { return nil }
+func (nopBytesSettler) SettleBytes([]byte, time.Time, int) error { return nil }
