@@ -35,7 +35,10 @@
 //
 // The allowed path allocates nothing for a known client: the key is built in
 // a pooled buffer, header values are formatted into it and copied into the
-// response's reused header storage. It reads the clock once per request;
+// response's reused header storage. A request settled after its handler
+// (see "Settling after the handler" in package httplimit) allocates the
+// client key as a string when the rule's limiter settles only string
+// keys, nothing else. It reads the clock once per request;
 // as it never calls ctx.Time(), a
 // server whose handlers do not either can set
 // fasthttp.Server.LazyRequestTime and skip the server's own time.Now per

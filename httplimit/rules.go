@@ -60,7 +60,11 @@ const (
 //
 // A rule gives either one limit ("limit" and "window") or several
 // ("limits", see Rule.Limits); tiers give theirs in their own rules, and
-// overrides per window ("limits", see Override.Limits).
+// overrides per window ("limits", see Override.Limits). A rule may also
+// count only some responses ("count": "failed" or "successful", see
+// Rule.Count) and take its requests' final cost from a response header
+// ("cost_header", see Rule.CostHeader): see "Settling after the handler"
+// in the package documentation.
 //
 // and, to turn limiting off on purpose (no rules, tiers or overrides):
 //

@@ -33,7 +33,14 @@
 // For a known client the middleware allocates twice per limited request,
 // however many fields it writes: one string holding every field value and
 // one array backing every field's []string (net/http header values must be
-// strings, and the varying ones cannot be cached).
+// strings, and the varying ones cannot be cached). A request settled
+// after its handler (see "Settling after the handler" in package
+// httplimit) allocates one more, the writer that records the response's
+// status and takes out the cost header, and one more again, the client
+// key as a string, when the rule's limiter settles only string keys.
+// That writer implements http.Flusher and Unwrap (so
+// http.ResponseController reaches the server's writer), not io.ReaderFrom:
+// io.Copy into it does not use sendfile.
 //
 // Paths are matched after cleaning (as http.ServeMux cleans them: "//foo"
 // and "/a/../foo" match rules for "/foo"), so a router that does not clean
