@@ -135,6 +135,13 @@ type RuleStats struct {
 	// for a negative cost; NoIdentity those refused with 400 under
 	// EmptyKeyReject. Neither reached the limiter.
 	BadCost, NoIdentity uint64
+	// Count and CostHeader are the rule's (CostHeader in canonical form);
+	// Settles reports that its admitted requests are settled after the
+	// handler: it counts by outcome, reads a cost header, or the
+	// middleware has a final cost hook.
+	Count      CountOutcome
+	CostHeader string
+	Settles    bool
 	// Settled counts what was settled after the handler of the rule's
 	// admitted requests (Rule.Count, Rule.CostHeader, a final cost hook):
 	// units refunded and charged beyond the cost decided, reports

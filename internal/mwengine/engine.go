@@ -396,7 +396,8 @@ func (e *Engine) RuleStats() []httplimit.RuleStats {
 				TooManyKeys: l.tooManyKeys.Load(), Invalid: l.invalid.Load(),
 				Closed: l.closedErrs.Load(), Other: l.otherErrs.Load(),
 			},
-			BadCost: l.badCost.Load(), NoIdentity: l.noID.Load(), Settled: l.settle.stats(),
+			BadCost: l.badCost.Load(), NoIdentity: l.noID.Load(),
+			Count: r.out.count, CostHeader: r.out.costHeader, Settles: r.out.settles || e.costHook, Settled: l.settle.stats(),
 			Limiter: l.lim, KeyPrefix: l.ns,
 		})
 	}
