@@ -117,7 +117,7 @@ func TestCostHeaderRemoved(t *testing.T) {
 // TestFinalCostNeedsSettle checks that New refuses a final cost hook when
 // a rule's limiter cannot settle.
 func TestFinalCostNeedsSettle(t *testing.T) {
-	_, err := New(Config{Options: httplimit.Options{
+	mw, err := New(Config{Options: httplimit.Options{
 		Rules: mwtest.MustRules(t, `{"rules": [{"name": "r", "limit": 1, "window": "1m"}]}`),
 		NewLimiter: func(_ string, cfg shardlimit.Config) (shardlimit.Limiter, error) {
 			l, err := shardlimit.New(cfg)
@@ -130,6 +130,7 @@ func TestFinalCostNeedsSettle(t *testing.T) {
 		if err != nil {
 			t.Fatalf("New: %v", err)
 		}
+		mw.Close()
 		return
 	}
 	if err == nil {
