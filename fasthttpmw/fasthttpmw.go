@@ -96,9 +96,10 @@ type Config struct {
 	// is settled with the rule's limiter: an overdraft or a refund (see
 	// "Settling after the handler" in package httplimit). It is asked for
 	// every request a rule admits, unless the response carries the rule's
-	// CostHeader (whose value, if bad, is counted and ignored); a result outside [0, shardlimit.MaxLimit] is ignored and
-	// counted in SettleStats.BadReports. It is not called for a handler
-	// that panicked. Setting it requires every rule's limiter to settle
+	// CostHeader (whose value, if bad, is counted and ignored); a result
+	// outside [0, shardlimit.MaxLimit] is ignored and counted in
+	// SettleStats.BadReports. It is not called for a handler that
+	// panicked. Setting it requires every rule's limiter to settle
 	// (New and Reload refuse one that cannot, with
 	// httplimit.ErrCannotSettle).
 	FinalCost func(ctx *fasthttp.RequestCtx, d httplimit.Decision) int
@@ -127,20 +128,17 @@ func New(cfg Config) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.FinalCost != nil {
-		if err := e.EnableCostHook(); err != nil {
-			e.Close()
-			return nil, err
-		}
+	m := &Middleware{
+		e:       e,
+		keyFunc: cfg.KeyFunc,
+		skip:    cfg.Skip,
+		cost:    cfg.Cost,
+		denied:  cfg.Denied,
 	}
-	return &Middleware{
-		e:         e,
-		keyFunc:   cfg.KeyFunc,
-		skip:      cfg.Skip,
-		cost:      cfg.Cost,
-		denied:    cfg.Denied,
-		finalCost: cfg.FinalCost,
-	}, nil
+	if err := m.setFinalCost(cfg.FinalCost); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // Wrap returns next limited by m: the decorator

@@ -3,8 +3,24 @@ package fasthttpmw
 import (
 	"github.com/valyala/fasthttp"
 
+	"github.com/shardlimit/shardlimit/httplimit"
 	"github.com/shardlimit/shardlimit/internal/mwengine"
 )
+
+// setFinalCost installs Config.FinalCost f, if not nil: every rule's
+// decisions are then settled after the handler. On an error (a rule's
+// limiter cannot settle) it closes m's engine.
+func (m *Middleware) setFinalCost(f func(*fasthttp.RequestCtx, httplimit.Decision) int) error {
+	if f == nil {
+		return nil
+	}
+	if err := m.e.EnableCostHook(); err != nil {
+		m.e.Close()
+		return err
+	}
+	m.finalCost = f
+	return nil
+}
 
 // serveSettled serves the admitted request of ctx, decided into o with
 // sc, to next and settles it once next returns (mwengine.Engine.Settle),

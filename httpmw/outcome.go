@@ -102,3 +102,18 @@ func (m *Middleware) serveSettled(w http.ResponseWriter, r *http.Request, next h
 
 // finalCostHook is Config.FinalCost's type.
 type finalCostHook = func(r *http.Request, status int, h http.Header, d httplimit.Decision) int
+
+// setFinalCost installs Config.FinalCost f, if not nil: every rule's
+// decisions are then settled after the handler. On an error (a rule's
+// limiter cannot settle) it closes m's engine.
+func (m *Middleware) setFinalCost(f finalCostHook) error {
+	if f == nil {
+		return nil
+	}
+	if err := m.e.EnableCostHook(); err != nil {
+		m.e.Close()
+		return err
+	}
+	m.finalCost = f
+	return nil
+}
