@@ -310,3 +310,44 @@ func TestParseCost(t *testing.T) {
 		}
 	}
 }
+
+// TestSettleConcurrentWithReload settles requests from several goroutines
+// while reloads switch the rule between counting failures and counting
+// all: under -race, and every refund asked is either counted or refused
+// (a limiter closed meanwhile), none lost.
+func TestSettleConcurrentWithReload(t *testing.T) {
+	ws := &settleWraps{}
+	counting := mustParse(t, `{"rules": [{"name": "r", "limit": 1000000, "window": "1h", "count": "failed"}]}`)
+	plain := mustParse(t, `{"rules": [{"name": "r", "limit": 1000000, "window": "1h"}]}`)
+	e := newTestEngine(t, httplimit.Options{Rules: counting, NewLimiter: ws.newLimiter})
+	const workers, each = 4, 200
+	var wg sync.WaitGroup
+	var settled [workers]int
+	for w := range workers {
+		wg.Go(func() {
+			for range each {
+				if _, ok := decideSettle(e, "/x", 0, 1, 200, NoCost); ok {
+					settled[w]++
+				}
+			}
+		})
+	}
+	for i := range 50 {
+		rules := plain
+		if i%2 == 1 {
+			rules = counting
+		}
+		if err := e.Reload(rules); err != nil {
+			t.Error(err)
+		}
+	}
+	wg.Wait()
+	total := 0
+	for _, n := range settled {
+		total += n
+	}
+	st := e.Stats().Settled
+	if st.Refunded+st.Errors != uint64(total) || len(ws.get("r").take()) != total {
+		t.Errorf("%d requests settled, Settled %+v", total, st)
+	}
+}
