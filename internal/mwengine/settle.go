@@ -189,6 +189,10 @@ func (e *Engine) Settle(sc *Scratch, o *Outcome, status, cost int) {
 	if delta == 0 {
 		return
 	}
+	// sc.lkey is the rule's namespace then the client key; put the
+	// namespace back, in case the request was decided by another rule
+	// too, whose namespace (of the same length) took its place.
+	copy(sc.lkey, r.l.ns)
 	var err error
 	if st.sb != nil {
 		err = st.sb.SettleBytes(sc.lkey, o.Time, delta)

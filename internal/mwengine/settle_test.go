@@ -157,6 +157,25 @@ func TestSettleDeltas(t *testing.T) {
 	}
 }
 
+// TestSettleRestoresNamespace checks that Settle passes the key under the
+// rule's own namespace even if the Scratch's key was rewritten under
+// another rule's namespace after the decision (as a second rule deciding
+// the same request does).
+func TestSettleRestoresNamespace(t *testing.T) {
+	ws := &settleWraps{}
+	e := newTestEngine(t, httplimit.Options{Rules: mustParse(t, outcomeRules), NewLimiter: ws.newLimiter})
+	sc := e.GetScratch()
+	defer e.PutScratch(sc)
+	var o Outcome
+	Decide(e, sc, &Request[string]{Method: "GET", Path: "/failed", Client: netip.MustParseAddr("192.0.2.1"), Now: t0, Cost: 1}, &o)
+	copy(sc.lkey, httplimit.KeyNamespace("other"))
+	e.Settle(sc, &o, 200, NoCost)
+	want := httplimit.KeyNamespace("failed") + "ip:192.0.2.1"
+	if c := ws.get("failed").take(); len(c) != 1 || c[0].key != want {
+		t.Errorf("Settle calls %+v, want one for key %q", c, want)
+	}
+}
+
 // TestFailedResponseHook checks that Options.FailedResponse decides what
 // failed, given the decision and the status.
 func TestFailedResponseHook(t *testing.T) {
