@@ -37,7 +37,10 @@
 //
 // The allowed path allocates nothing for a known client: the key is built in
 // a pooled buffer, header values are formatted into it and copied into the
-// response's reused header storage. It reads the clock once per request;
+// response's reused header storage. A request settled after its handler
+// (see "Settling after the handler" in package httplimit) allocates the
+// client key as a string when the rule's limiter settles only string
+// keys, nothing else. It reads the clock once per request;
 // as it never calls ctx.Time(), a
 // server whose handlers do not either can set
 // fasthttp.Server.LazyRequestTime and skip the server's own time.Now per
@@ -109,6 +112,20 @@ type Config struct {
 	// answers 503 (see httplimit.ErrorStatusOf). Shadow rules' failures
 	// never reach it.
 	ErrorStatus func(ctx *fasthttp.RequestCtx, err error) int
+	// FinalCost, if set, returns the final cost in units of an admitted
+	// request once its handler has returned: ctx holds the response
+	// (status, header), d the request's Decision (whose Cost is the cost
+	// decided before the handler; return it to keep it). The difference
+	// is settled with the rule's limiter: an overdraft or a refund (see
+	// "Settling after the handler" in package httplimit). It is asked for
+	// every request a rule admits, unless the response carries the rule's
+	// CostHeader (whose value, if bad, is counted and ignored); a result
+	// outside [0, shardlimit.MaxLimit] is ignored and counted in
+	// SettleStats.BadReports. It is not called for a handler that
+	// panicked. Setting it requires every rule's limiter to settle
+	// (New and Reload refuse one that cannot, with
+	// httplimit.ErrCannotSettle).
+	FinalCost func(ctx *fasthttp.RequestCtx, d httplimit.Decision) int
 }
 
 // Middleware limits requests to the handlers it wraps. All methods are safe
@@ -122,6 +139,8 @@ type Middleware struct {
 	denied  func(*fasthttp.RequestCtx, httplimit.Decision)
 	tier    func(*fasthttp.RequestCtx) string
 	errStat func(*fasthttp.RequestCtx, error) int
+
+	finalCost func(*fasthttp.RequestCtx, httplimit.Decision) int
 }
 
 // New validates cfg (see httplimit.Options.Validate) and returns a
@@ -134,7 +153,7 @@ func New(cfg Config) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Middleware{
+	m := &Middleware{
 		e:       e,
 		keyFunc: cfg.KeyFunc,
 		skip:    cfg.Skip,
@@ -142,7 +161,11 @@ func New(cfg Config) (*Middleware, error) {
 		denied:  cfg.Denied,
 		tier:    cfg.Tier,
 		errStat: cfg.ErrorStatus,
-	}, nil
+	}
+	if err := m.setFinalCost(cfg.FinalCost); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // Wrap returns next limited by m: the decorator
@@ -228,6 +251,10 @@ func (m *Middleware) serve(ctx *fasthttp.RequestCtx, next fasthttp.RequestHandle
 	setFields(h, &sc.Fields)
 	switch {
 	case rp.Next:
+		if m.e.Settles(&o) {
+			m.serveSettled(ctx, next, sc, &o)
+			return
+		}
 		m.e.PutScratch(sc)
 		next(ctx)
 	case rp.Hook:

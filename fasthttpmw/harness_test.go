@@ -54,15 +54,28 @@ func start(t *testing.T, s mwtest.Setup) *mwtest.Target {
 	if f := s.ErrorStatus; f != nil {
 		cfg.ErrorStatus = func(_ *fasthttp.RequestCtx, err error) int { return f(err) }
 	}
+	if s.FinalCostField != "" {
+		name := s.FinalCostField
+		cfg.FinalCost = func(ctx *fasthttp.RequestCtx, d httplimit.Decision) int {
+			return mwtest.ParseReportedCost(string(ctx.Response.Header.Peek(name)), d.Cost)
+		}
+	}
 	mw, err := New(cfg)
+	if errors.Is(err, httplimit.ErrCannotSettle) {
+		t.Skipf("%s (%v)", mwtest.SkipCannotSettle, err)
+	}
 	if err != nil {
 		t.Fatalf("New: %v", err)
+	}
+	app := fasthttp.RequestHandler(okHandler)
+	if s.App {
+		app = outcomeApp
 	}
 	ln, v6 := mwtest.Listen(t, s.IPv6)
 	// fasthttp's worker-pool cleaner notices Shutdown only after sleeping
 	// MaxIdleWorkerDuration (10 s by default); keep it short so goleak
 	// sees every goroutine gone.
-	srv := &fasthttp.Server{Handler: mw.Wrap(okHandler), MaxIdleWorkerDuration: 50 * time.Millisecond}
+	srv := &fasthttp.Server{Handler: mw.Wrap(app), MaxIdleWorkerDuration: 50 * time.Millisecond}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	t.Cleanup(func() {
@@ -82,6 +95,24 @@ func start(t *testing.T, s mwtest.Setup) *mwtest.Target {
 		Close:     mw.Close,
 		IPv6:      v6,
 	}
+}
+
+// outcomeApp is the outcome application (mwtest.Setup.App). fasthttp's
+// server does not recover a panicking handler: tests that make it panic
+// call the wrapped handler themselves.
+func outcomeApp(ctx *fasthttp.RequestCtx) {
+	h := &ctx.Request.Header
+	if v := h.Peek(mwtest.AppReportCost); len(v) > 0 {
+		ctx.Response.Header.SetBytesV(mwtest.AppCostField, v)
+	}
+	// text/plain and nosniff, as mwtest.Check wants of every 4xx and 5xx.
+	ctx.SetContentType("text/plain; charset=utf-8")
+	ctx.Response.Header.Set("X-Content-Type-Options", "nosniff")
+	ctx.SetStatusCode(mwtest.AppStatusOf(func(k string) string { return string(h.Peek(k)) }))
+	if len(h.Peek(mwtest.AppPanic)) > 0 {
+		panic("outcome application: panic")
+	}
+	ctx.SetBodyString("app\n")
 }
 
 // okHandler is the application behind the middleware.

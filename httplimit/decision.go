@@ -124,6 +124,9 @@ type Stats struct {
 	// UnknownTier counts requests whose tier hook named a tier the rules
 	// in force lack; they were matched as if the hook had named none.
 	UnknownTier uint64
+	// Settled sums what was settled after handlers over the rules in
+	// force (see RuleStats.Settled).
+	Settled SettleStats
 }
 
 // RuleStats describe one rule in force: what it limits, and its counters.
@@ -171,6 +174,19 @@ type RuleStats struct {
 	// (would-denials on a shadow rule or under DryRun). The rule set's
 	// lists count in Stats only.
 	Exempt, DenyListed uint64
+	// Count and CostHeader are the rule's (CostHeader in canonical form);
+	// Settles reports that its admitted requests are settled after the
+	// handler: it counts by outcome, reads a cost header, or the
+	// middleware has a final cost hook.
+	Count      CountOutcome
+	CostHeader string
+	Settles    bool
+	// Settled counts what was settled after the handler of the rule's
+	// admitted requests (Rule.Count, Rule.CostHeader, a final cost hook):
+	// units refunded and charged beyond the cost decided, reports
+	// ignored, settlements refused. Like Stats it belongs to the rule's
+	// limiter and survives the reloads that keep it.
+	Settled SettleStats
 	// Limiter is the rule's limiter, for reading what its own type reports,
 	// such as the store state of a limiter from package sync (its
 	// SharedStats or ExactStats). The middleware owns it: calling anything

@@ -153,4 +153,54 @@
 // answers, with the same text/plain headers and no rate-limit field: 500
 // for a negative request cost, 400 for a missing identity under
 // EmptyKeyReject, 503 for a failed decision under FailClosed.
+//
+// # Settling after the handler
+//
+// Every request is decided before its handler runs, at its cost then
+// (1, or the middleware's Cost hook), so a client at its limit is denied
+// without running the handler. A rule may ask to settle an admitted
+// request once its handler has returned:
+//
+//   - Rule.Count CountFailed counts only failed responses (status >= 400,
+//     or what Options.FailedResponse says), CountSuccessful only the
+//     others: a response that does not count is refunded, its whole cost
+//     given back.
+//   - Rule.CostHeader names a response header in which the handler
+//     reports the request's final cost (say the tokens an LLM answer
+//     took); the middlewares' FinalCost hooks compute it in Go instead.
+//     The difference to the cost decided is charged (an overdraft: taken,
+//     never refused, and seen by the next decisions) or refunded. The
+//     header is removed from the response, so it never reaches the
+//     client; it may be set at any time before the handler returns (with
+//     net/http, after the body too). A value that is not a decimal
+//     integer in [0, shardlimit.MaxLimit], or a hook's result outside it,
+//     is ignored and counted (SettleStats.BadReports).
+//
+// The settlement goes to the rule limiter's Settle, at the instant the
+// request was decided at, for every limit of the rule (a refund never
+// takes a key's usage below zero, and gives back only as much as later
+// decisions allow: see shardlimit.Limiter's Settle). RuleStats.Settled and
+// Stats.Settled count the units refunded and charged. A rule that needs
+// settling on a limiter that cannot settle (one of NewLimiter's without a
+// Settle method) is refused by New and Reload with ErrCannotSettle.
+//
+// A handler that panics (net/http's http.ErrAbortHandler too) is settled
+// as a response of status 500 with no reported cost, before its panic goes
+// on (net/http's server recovers it and closes the connection; fasthttp's
+// server does not recover panics). Under CountFailed it counts, under
+// CountSuccessful it is refunded.
+//
+// The response's rate-limit fields describe the decision made before the
+// handler: X-RateLimit-Remaining is what remained after the cost decided,
+// not after the settlement, which the next response shows.
+//
+// Counting by outcome is strict on purpose: requests in flight count
+// until their handler returns, so a burst of concurrent requests can be
+// denied at the limit even though most of them would later be refunded
+// (under CountFailed, a client sending L slow requests at once is denied
+// an (L+1)th until one of them finishes, however they end). The other
+// way round, admitting first and counting after, would let a burst of
+// any size through before its failures were counted. Likewise an
+// overdraft is only seen by the decisions after it: a client may go over
+// its limit by the final cost of the requests it has in flight.
 package httplimit

@@ -147,6 +147,14 @@ type Options struct {
 	// a shadow rule's would-denials. It must be safe for concurrent use.
 	OnDenied func(Decision)
 
+	// FailedResponse, if set, tells which responses failed, for the rules
+	// that count by outcome (Rule.Count): d is the request's decision and
+	// status the response's status code (500 for a handler that
+	// panicked). Nil means status >= 400. It runs on the request's
+	// goroutine after the handler returns, and must be safe for
+	// concurrent use.
+	FailedResponse func(d Decision, status int) bool
+
 	// TopDenied is how many (rule, client key) pairs the middleware's
 	// summary of the most-denied clients tracks (its TopDenied method; see
 	// DeniedKey for what the counts promise), in [0, MaxTopDenied]: 0

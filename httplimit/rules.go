@@ -63,7 +63,10 @@ const (
 // overrides per window ("limits", see Override.Limits). Exempt and deny
 // lists ("exempt", "deny": for the rule set and per rule) and shadow rules
 // ("shadow": true) are described under Policies in the package
-// documentation.
+// documentation. A rule may also count only some responses ("count": "failed" or "successful", see
+// Rule.Count) and take its requests' final cost from a response header
+// ("cost_header", see Rule.CostHeader): see "Settling after the handler"
+// in the package documentation.
 //
 // and, to turn limiting off on purpose (no rules, tiers or overrides):
 //
@@ -224,6 +227,22 @@ type Rule struct {
 	// rule set's lists (Rules.Exempt, Rules.Deny) apply before them. In
 	// JSON "exempt" and "deny", each a ClientList.
 	Exempt, Deny ClientList
+	// Count says which responses count against the rule's limits:
+	// CountAll ("" too, the default), CountFailed or CountSuccessful. In
+	// JSON "count": "all", "failed" or "successful". A response that does
+	// not count is refunded after the handler (see "Settling after the
+	// handler" in the package documentation). A shadow rule counts every
+	// response: Count and CostHeader are refused on it.
+	Count CountOutcome
+	// CostHeader, if set, names a response header (an HTTP field name,
+	// not one the middleware writes nor Content-Length, Content-Type and
+	// the other framing fields) in which the handler reports the
+	// request's final cost in units, a decimal integer in
+	// [0, shardlimit.MaxLimit]: say the tokens an answer took. The
+	// difference to the cost decided before the handler is settled after
+	// it (an overdraft or a refund). The header is removed from the
+	// response: it never reaches the client. In JSON "cost_header".
+	CostHeader string
 }
 
 // Rate is one limit of a rule of several (Rule.Limits), or one limit of

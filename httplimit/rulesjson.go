@@ -110,6 +110,8 @@ type ruleJSON struct {
 	Shadow    bool        `json:"shadow,omitempty"`
 	Exempt    *ClientList `json:"exempt,omitempty"`
 	Deny      *ClientList `json:"deny,omitempty"`
+	Count     string      `json:"count,omitempty"`
+	CostHdr   string      `json:"cost_header,omitempty"`
 }
 
 // MarshalJSON implements json.Marshaler with the form UnmarshalJSON reads:
@@ -117,7 +119,7 @@ type ruleJSON struct {
 func (r Rule) MarshalJSON() ([]byte, error) {
 	j := ruleJSON{
 		Name: r.Name, Path: r.Path, Prefix: r.Prefix, Methods: r.Methods,
-		Buckets: r.Buckets, Policy: r.Policy,
+		Buckets: r.Buckets, Policy: r.Policy, Count: string(r.Count), CostHdr: r.CostHeader,
 	}
 	r.policyToJSON(&j)
 	if len(r.Limits) > 0 {
@@ -156,8 +158,11 @@ func (r *Rule) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	out := Rule{Name: j.Name, Path: j.Path, Prefix: j.Prefix, Methods: j.Methods,
-		Buckets: j.Buckets, Policy: j.Policy}
+		Buckets: j.Buckets, Policy: j.Policy, Count: CountOutcome(j.Count), CostHeader: j.CostHdr}
 	out.policyFromJSON(&j)
+	if err := checkFileOutcome(what, &out); err != nil {
+		return err
+	}
 	if j.Algorithm != "" {
 		a, err := shardlimit.ParseAlgorithm(j.Algorithm)
 		if err != nil {

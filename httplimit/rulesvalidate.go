@@ -147,6 +147,9 @@ func (v *validator) checkRule(tier string, ru *Rule) error {
 	if ru.Buckets < 0 || ru.Buckets > shardlimit.MaxBuckets {
 		return invalid("rule %q: buckets %d outside [0, %d]", ru.Name, ru.Buckets, shardlimit.MaxBuckets)
 	}
+	if err := checkOutcome(ru); err != nil {
+		return invalid("rule %q: %v", ru.Name, err)
+	}
 	return nil
 }
 

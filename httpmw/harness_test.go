@@ -2,6 +2,8 @@ package httpmw
 
 import (
 	"errors"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -14,7 +16,7 @@ import (
 
 // harness starts a real net/http server (httptest, on an ephemeral
 // loopback port) with the middleware of a setup.
-var harness = mwtest.Harness{Start: start}
+var harness = mwtest.Harness{Start: start, SurvivesPanics: true}
 
 func start(t *testing.T, s mwtest.Setup) *mwtest.Target {
 	t.Helper()
@@ -52,11 +54,25 @@ func start(t *testing.T, s mwtest.Setup) *mwtest.Target {
 	if f := s.ErrorStatus; f != nil {
 		cfg.ErrorStatus = func(_ *http.Request, err error) int { return f(err) }
 	}
+	if s.FinalCostField != "" {
+		name := s.FinalCostField
+		cfg.FinalCost = func(_ *http.Request, _ int, h http.Header, d httplimit.Decision) int {
+			return mwtest.ParseReportedCost(h.Get(name), d.Cost)
+		}
+	}
 	mw, err := New(cfg)
+	if errors.Is(err, httplimit.ErrCannotSettle) {
+		t.Skipf("%s (%v)", mwtest.SkipCannotSettle, err)
+	}
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	srv := httptest.NewUnstartedServer(mw.Wrap(http.HandlerFunc(okHandler)))
+	app := http.Handler(http.HandlerFunc(okHandler))
+	if s.App {
+		app = http.HandlerFunc(outcomeApp)
+	}
+	srv := httptest.NewUnstartedServer(mw.Wrap(app))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the panics OutcomePanics makes
 	ln, v6 := mwtest.Listen(t, s.IPv6)
 	srv.Listener.Close()
 	srv.Listener = ln
@@ -73,6 +89,24 @@ func start(t *testing.T, s mwtest.Setup) *mwtest.Target {
 		Close:     mw.Close,
 		IPv6:      v6,
 	}
+}
+
+// outcomeApp is the outcome application (mwtest.Setup.App).
+func outcomeApp(w http.ResponseWriter, r *http.Request) {
+	if v := r.Header.Get(mwtest.AppReportCost); v != "" {
+		w.Header().Set(mwtest.AppCostField, v)
+	}
+	// text/plain and nosniff, as mwtest.Check wants of every 4xx and 5xx.
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(mwtest.AppStatusOf(r.Header.Get))
+	switch r.Header.Get(mwtest.AppPanic) {
+	case "1":
+		panic("outcome application: panic")
+	case "abort":
+		panic(http.ErrAbortHandler)
+	}
+	_, _ = w.Write([]byte("app\n"))
 }
 
 // okHandler is the application behind the middleware.

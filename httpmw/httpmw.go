@@ -35,7 +35,14 @@
 // For a known client the middleware allocates twice per limited request,
 // however many fields it writes: one string holding every field value and
 // one array backing every field's []string (net/http header values must be
-// strings, and the varying ones cannot be cached).
+// strings, and the varying ones cannot be cached). A request settled
+// after its handler (see "Settling after the handler" in package
+// httplimit) allocates one more, the writer that records the response's
+// status and takes out the cost header, and one more again, the client
+// key as a string, when the rule's limiter settles only string keys.
+// That writer implements http.Flusher and Unwrap (so
+// http.ResponseController reaches the server's writer), not io.ReaderFrom:
+// io.Copy into it does not use sendfile.
 //
 // Paths are matched after cleaning (as http.ServeMux cleans them: "//foo"
 // and "/a/../foo" match rules for "/foo"), so a router that does not clean
@@ -102,6 +109,20 @@ type Config struct {
 	// answers 503 (see httplimit.ErrorStatusOf). Shadow rules' failures
 	// never reach it.
 	ErrorStatus func(r *http.Request, err error) int
+	// FinalCost, if set, returns the final cost in units of an admitted
+	// request once its handler has returned, given the response's status
+	// and header and the request's Decision (whose Cost is the cost
+	// decided before the handler; return it to keep it). The difference
+	// is settled with the rule's limiter: an overdraft or a refund (see
+	// "Settling after the handler" in package httplimit). It is asked for
+	// every request a rule admits, unless the response carries the rule's
+	// CostHeader (whose value, if bad, is counted and ignored); a result
+	// outside [0, shardlimit.MaxLimit] is ignored and counted in
+	// SettleStats.BadReports. It is not called for a handler that
+	// panicked. Setting it requires every rule's limiter to settle
+	// (New and Reload refuse one that cannot, with
+	// httplimit.ErrCannotSettle).
+	FinalCost func(r *http.Request, status int, h http.Header, d httplimit.Decision) int
 }
 
 // Middleware limits requests to the handlers it wraps. All methods are safe
@@ -115,6 +136,8 @@ type Middleware struct {
 	denied  func(http.ResponseWriter, *http.Request, httplimit.Decision)
 	tier    func(*http.Request) string
 	errStat func(*http.Request, error) int
+
+	finalCost finalCostHook
 }
 
 // New validates cfg (see httplimit.Options.Validate) and returns a
@@ -127,7 +150,7 @@ func New(cfg Config) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Middleware{
+	m := &Middleware{
 		e:       e,
 		keyFunc: cfg.KeyFunc,
 		skip:    cfg.Skip,
@@ -135,7 +158,11 @@ func New(cfg Config) (*Middleware, error) {
 		denied:  cfg.Denied,
 		tier:    cfg.Tier,
 		errStat: cfg.ErrorStatus,
-	}, nil
+	}
+	if err := m.setFinalCost(cfg.FinalCost); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // Wrap returns next limited by m: the decorator
@@ -217,6 +244,10 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	switch {
 	case rp.Next:
 		setFields(h, &sc.Fields, 0)
+		if m.e.Settles(&o) {
+			m.serveSettled(w, r, next, sc, &o)
+			return
+		}
 		m.e.PutScratch(sc)
 		next.ServeHTTP(w, r)
 	case rp.Hook:

@@ -118,6 +118,13 @@ func collectRule(emit func(Sample), r httplimit.RuleStats) {
 	} {
 		emit(Sample{errorsTotal, []string{r.Name, k.kind}, float64(k.n)})
 	}
+	if r.Settles {
+		s := r.Settled
+		emit(Sample{settledUnits, []string{r.Name, "refunded"}, float64(s.Refunded)})
+		emit(Sample{settledUnits, []string{r.Name, "charged"}, float64(s.Charged)})
+		emit(Sample{settleProblems, []string{r.Name, "bad_report"}, float64(s.BadReports)})
+		emit(Sample{settleProblems, []string{r.Name, "refused"}, float64(s.Errors)})
+	}
 }
 
 // sharedStatser and exactStatser are what the limiters of package sync

@@ -75,6 +75,12 @@ var (
 	errorsTotal = family("shardlimit_errors_total", Counter, "{request}",
 		"Requests an HTTP middleware rule matched but did not decide, by kind: too_many_keys (the rule's table was full), invalid (key or instant refused), closed (limiter closed), other (the limiter's own error), answered per the error policy; bad_cost (negative cost, answered 500); no_identity (no client identity, answered 400).",
 		labelKind)
+	settledUnits = family("shardlimit_settled_units_total", Counter, "{unit}",
+		"Units settled after the handler by an HTTP middleware rule that counts by outcome or takes a final cost (reported for those rules only), by kind: refunded (charged before the handler, not counted after it), charged (an overdraft beyond the cost decided).",
+		labelKind)
+	settleProblems = family("shardlimit_settle_problems_total", Counter, "{request}",
+		"Settlements after the handler of an HTTP middleware rule that went wrong (reported for rules that settle only), by kind: bad_report (a reported final cost that is not one, ignored), refused (the limiter refused the settlement).",
+		labelKind)
 	keys = family("shardlimit_keys", Gauge, "{key}",
 		"Client keys the limiter stores now (for sync.Exact, its local fallback's).")
 	keysEvicted = family("shardlimit_keys_evicted_total", Counter, "{key}",
@@ -216,7 +222,7 @@ var exactRows = []row[shardsync.ExactStats]{
 // writes them. The result is fresh; the families it points to are shared
 // and must not be changed.
 func Families() []*Family {
-	out := []*Family{limiterInfo, limit, window, decisions, errorsTotal, keys, keysEvicted, keysRefused, groupRules}
+	out := []*Family{limiterInfo, limit, window, decisions, errorsTotal, settledUnits, settleProblems, keys, keysEvicted, keysRefused, groupRules}
 	seen := map[*Family]bool{}
 	for _, f := range out {
 		seen[f] = true

@@ -74,6 +74,7 @@ func writeStatus(w io.Writer, mw *fasthttpmw.Middleware, counters string) {
 		fmt.Fprintln(w, "\nshadow rules (they decide and count the requests of their route, but answer none: WOULD DENY is what they would have refused; compare with the enforced rule of the route before switching):")
 		writeRules(w, rules, true)
 	}
+	writeSettled(w, rules)
 
 	var store []string
 	for _, r := range rules {
@@ -195,4 +196,29 @@ func writeTopCut(w io.Writer, shown, more int) {
 	}
 	fmt.Fprintf(w, "and %d more: the %d shown have the greatest guaranteed counts of the %d listed, each certainly denied more often than any client not among the %d, not necessarily more than the %d not shown\n",
 		more, shown, shown+more, shown+more, more)
+}
+
+// writeSettled writes, if any rule settles its requests after the handler
+// (httplimit.RuleStats.Settles), what each such rule settled.
+func writeSettled(w io.Writer, rules []httplimit.RuleStats) {
+	var tw *tabwriter.Writer
+	for _, r := range rules {
+		if !r.Settles {
+			continue
+		}
+		if tw == nil {
+			fmt.Fprintln(w, "\nsettled after the handler:")
+			tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "RULE\tCOUNT\tCOST HEADER\tREFUNDED\tCHARGED\tBAD REPORTS\tREFUSED")
+		}
+		count := string(r.Count)
+		if count == "" {
+			count = string(httplimit.CountAll)
+		}
+		s := r.Settled
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\n", r.Name, count, dash(r.CostHeader), s.Refunded, s.Charged, s.BadReports, s.Errors)
+	}
+	if tw != nil {
+		tw.Flush()
+	}
 }

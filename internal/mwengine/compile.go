@@ -25,8 +25,9 @@ type rule struct {
 	prefix   bool
 	l        *limiter
 	strategy string
-	shadow   bool   // a shadow rule: decided and counted, never answering (shadow.go)
-	lists    *lists // its exempt and deny lists; nil if none
+	shadow   bool        // a shadow rule: decided and counted, never answering (shadow.go)
+	lists    *lists      // its exempt and deny lists; nil if none
+	out      outcomeRule // settling after the handler
 }
 
 // rate is one compiled limit of a rule, with the field values that depend
@@ -261,7 +262,7 @@ func indexTier(name string, rules []httplimit.Rule, byName map[string]*rule) *ti
 
 // newRule returns the compiled form of ru (validated) without a limiter.
 func (e *Engine) newRule(tierName string, ru httplimit.Rule) *rule {
-	r := &rule{name: ru.Name, tier: tierName, alg: ru.Algorithm}
+	r := &rule{name: ru.Name, tier: tierName, alg: ru.Algorithm, out: newOutcomeRule(&ru)}
 	if r.alg == 0 {
 		r.alg = e.defAlg
 	}

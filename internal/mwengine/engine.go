@@ -83,6 +83,8 @@ type Engine struct {
 	dryRun     bool
 	onError    httplimit.ErrorPolicy
 	onDenied   func(httplimit.Decision)
+	failedResp func(httplimit.Decision, int) bool // Options.FailedResponse
+	costHook   bool                               // the middleware has a final cost hook (EnableCostHook)
 	newLimiter func(rule string, cfg shardlimit.Config) (shardlimit.Limiter, error)
 	nsLen      int // the length of the rules' key namespaces: 0 without newLimiter
 
@@ -127,6 +129,7 @@ func New(o httplimit.Options, keyFunc bool) (*Engine, error) {
 		dryRun:     o.DryRun,
 		onError:    o.OnError,
 		onDenied:   o.OnDenied,
+		failedResp: o.FailedResponse,
 		newLimiter: o.NewLimiter,
 		retired:    map[limiterID]*limiter{},
 	}
@@ -385,6 +388,7 @@ func (e *Engine) Stats() httplimit.Stats {
 			st.Allowed += ls.Allowed
 			st.Denied += ls.Denied
 			st.Keys += ls.Keys
+			st.Settled.Add(r.l.settle.stats())
 		}
 	}
 	return st
@@ -416,6 +420,7 @@ func (e *Engine) RuleStats() []httplimit.RuleStats {
 				Closed: l.closedErrs.Load(), Other: l.otherErrs.Load(),
 			},
 			BadCost: l.badCost.Load(), NoIdentity: l.noID.Load(),
+			Count: r.out.count, CostHeader: r.out.costHeader, Settles: r.out.settles || e.costHook, Settled: l.settle.stats(),
 			Limiter: l.lim, KeyPrefix: l.ns,
 			Shadow: r.shadow, Exempt: l.pol.exempt.Load(), DenyListed: l.pol.denyListed.Load(),
 		})

@@ -48,6 +48,8 @@ type limiter struct {
 	// succeeds.
 	tooManyKeys, invalid, closedErrs, otherErrs, badCost, noID atomic.Uint64
 	pol                                                        policyCounts // the rule's lists (lists.go)
+
+	settle settleState // settling after the handler, and its counters
 }
 
 // countError counts a decision of l that failed with err.
@@ -215,7 +217,11 @@ func (p *reload) addRules(tierName string, rules []httplimit.Rule) error {
 			if p.e.newLimiter != nil {
 				nr.l.ns = httplimit.KeyNamespace(ru.Name)
 			}
+			nr.l.settle.init(lim)
 			p.created = append(p.created, nr.l)
+		}
+		if err := p.e.checkSettle(&ru, nr.l); err != nil {
+			return err
 		}
 		p.used[id] = true
 		p.ns.rules[ru.Name] = nr

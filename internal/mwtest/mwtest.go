@@ -59,6 +59,14 @@ type Setup struct {
 	// ErrorStatus, if set, installs an error hook returning its result
 	// for the decision's error.
 	ErrorStatus func(err error) int
+	// App makes the application the outcome application: it answers
+	// the status of request field AppStatus, reports the cost of
+	// AppReportCost in its response field AppCostField and panics on
+	// AppPanic (see OutcomeCases).
+	App bool
+	// FinalCostField, if set, installs the middleware's final cost hook,
+	// returning ParseReportedCost of the response field of that name.
+	FinalCostField string
 }
 
 // Target is a running server.
@@ -82,6 +90,10 @@ type Harness struct {
 	// Start starts a server for s, registering its shutdown with
 	// t.Cleanup. The application handler answers 200 "ok\n".
 	Start func(t *testing.T, s Setup) *Target
+	// SurvivesPanics reports whether the server survives a panicking
+	// handler (net/http's does, closing the connection; fasthttp's does
+	// not recover).
+	SurvivesPanics bool
 }
 
 // Listen returns a loopback listener on an ephemeral port: [::1] if ipv6
