@@ -35,13 +35,25 @@ const (
 	// ActionFailOpen: the decision failed under FailOpen; the request went
 	// to the next handler with no rate-limit field.
 	ActionFailOpen
+	// ActionBanned: the client is banned on the rule (Rule.Ban); answered
+	// 429 with Retry-After the rest of the ban (or handed to the Denied
+	// hook), without asking the limiter. Result holds Allowed false,
+	// Limit the rule's, Remaining 0, and ResetAfter and RetryAfter the
+	// rest of the ban.
+	ActionBanned
+	// ActionTooManyInFlight: the client had Rule.Concurrency's limit of
+	// requests in flight; answered with the Concurrency's status and
+	// Retry-After, nothing consumed. Result is zero but for Limit (the
+	// concurrency limit) and RetryAfter.
+	ActionTooManyInFlight
 )
 
 // String returns the action's name: "no_rule", "allow", "deny",
-// "dry_run_deny", "bad_cost", "no_identity", "fail_closed" or "fail_open".
+// "dry_run_deny", "bad_cost", "no_identity", "fail_closed", "fail_open",
+// "banned" or "too_many_in_flight".
 func (a Action) String() string {
 	return enumName(uint8(a), "Action", "no_rule", "allow", "deny", "dry_run_deny",
-		"bad_cost", "no_identity", "fail_closed", "fail_open")
+		"bad_cost", "no_identity", "fail_closed", "fail_open", "banned", "too_many_in_flight")
 }
 
 // Decision is the outcome of one request: what the middleware did, the rule

@@ -57,7 +57,8 @@ func TestEnumStrings(t *testing.T) {
 	}{
 		{ActionNoRule, "no_rule"}, {ActionAllow, "allow"}, {ActionDeny, "deny"},
 		{ActionDryRunDeny, "dry_run_deny"}, {ActionBadCost, "bad_cost"}, {ActionNoIdentity, "no_identity"},
-		{ActionFailClosed, "fail_closed"}, {ActionFailOpen, "fail_open"}, {Action(8), "Action(8)"},
+		{ActionFailClosed, "fail_closed"}, {ActionFailOpen, "fail_open"},
+		{ActionBanned, "banned"}, {ActionTooManyInFlight, "too_many_in_flight"}, {Action(200), "Action(200)"},
 		{FailClosed, "fail_closed"}, {FailOpen, "fail_open"}, {ErrorPolicy(2), "ErrorPolicy(2)"},
 		{EmptyKeyUseIP, "use_ip"}, {EmptyKeyShared, "shared"}, {EmptyKeyReject, "reject"},
 		{UnknownIdentityAnonymous, "anonymous"}, {UnknownIdentityOwnKey, "own_key"},

@@ -191,6 +191,13 @@ type Rule struct {
 	// followed by "-" and the limit's window ("baz-1s", "baz-1m"), unless
 	// the limit has a Policy of its own (see PolicyNames).
 	Policy string
+
+	// Ban, if set, bans a client after repeated denials of this rule (see
+	// Ban). In JSON "ban".
+	Ban *Ban
+	// Concurrency, if set, caps the requests a client has in flight on
+	// this rule (see Concurrency). In JSON "concurrency".
+	Concurrency *Concurrency
 }
 
 // Rate is one limit of a rule of several (Rule.Limits), or one limit of

@@ -107,6 +107,9 @@ type ruleJSON struct {
 	Limits    *[]rateJSON `json:"limits,omitempty"`
 	Buckets   int         `json:"buckets,omitempty"`
 	Policy    string      `json:"policy,omitempty"`
+
+	Ban         *banJSON         `json:"ban,omitempty"`
+	Concurrency *concurrencyJSON `json:"concurrency,omitempty"`
 }
 
 // MarshalJSON implements json.Marshaler with the form UnmarshalJSON reads:
@@ -125,6 +128,7 @@ func (r Rule) MarshalJSON() ([]byte, error) {
 	if r.Algorithm != 0 {
 		j.Algorithm = r.Algorithm.String()
 	}
+	j.Ban, j.Concurrency = banToJSON(r.Ban), concurrencyToJSON(r.Concurrency)
 	return json.Marshal(j)
 }
 
@@ -153,6 +157,9 @@ func (r *Rule) UnmarshalJSON(b []byte) error {
 	}
 	out := Rule{Name: j.Name, Path: j.Path, Prefix: j.Prefix, Methods: j.Methods,
 		Buckets: j.Buckets, Policy: j.Policy}
+	if err := j.policies(what, &out); err != nil {
+		return err
+	}
 	if j.Algorithm != "" {
 		a, err := shardlimit.ParseAlgorithm(j.Algorithm)
 		if err != nil {

@@ -144,7 +144,7 @@ func (v *validator) checkRule(tier string, ru *Rule) error {
 	if ru.Buckets < 0 || ru.Buckets > shardlimit.MaxBuckets {
 		return invalid("rule %q: buckets %d outside [0, %d]", ru.Name, ru.Buckets, shardlimit.MaxBuckets)
 	}
-	return nil
+	return checkPolicies(ru)
 }
 
 // checkRoute checks the path or prefix and the methods of ru, and that no

@@ -25,6 +25,13 @@ type rule struct {
 	prefix   bool
 	l        *limiter
 	strategy string
+
+	// Policies (bans.go, inflight.go): policies is set when a ban or a
+	// concurrency limit may apply, pns is httplimit.KeyNamespace(name).
+	ban      *httplimit.Ban
+	conc     *httplimit.Concurrency
+	pns      string
+	policies bool
 }
 
 // rate is one compiled limit of a rule, with the field values that depend
@@ -260,6 +267,7 @@ func (e *Engine) newRule(tierName string, ru httplimit.Rule) *rule {
 	}
 	slices.SortFunc(r.rates, func(a, b rate) int { return cmp.Compare(a.window, b.window) })
 	r.strategy = r.alg.String()
+	e.compilePolicies(r, ru)
 	return r
 }
 

@@ -29,6 +29,11 @@ type Outcome struct {
 	rate int    // the index in r.rates of the rate Result reports
 	own  bool   // the key has limits of its own (an override), in lims
 	lims limits // the key's limits, when own, for RateLimit-Policy
+
+	// InFlight is the request's in-flight slot (Rule.Concurrency), held
+	// when the request goes to the next handler: give it back with
+	// Engine.Release once that handler returns.
+	InFlight InFlight
 }
 
 // Request is what a middleware extracts from its framework's request for
@@ -59,6 +64,7 @@ type Scratch struct {
 	Body   []byte // the 429 body Reply formats
 
 	lkey   []byte // the limiter key: the rule's namespace (limiter.ns), then Key
+	pkey   []byte // the policy key (bans, in flight): rule.pns, then Key
 	stripe uint32 // the gate stripe this request takes (see gate)
 }
 
@@ -98,6 +104,8 @@ type Engine struct {
 
 	stripes atomic.Uint32 // stripe of the next Scratch built
 	pool    sync.Pool
+
+	pol policies // bans and requests in flight (bans.go, inflight.go)
 }
 
 // New validates o and returns an engine with o.Rules in force. keyFunc
@@ -141,12 +149,17 @@ func New(o httplimit.Options, keyFunc bool) (*Engine, error) {
 	e.pool.New = func() any {
 		return &Scratch{
 			lkey: make([]byte, 0, e.nsLen+n), ID: make([]byte, 0, n),
+			pkey:   make([]byte, 0, httplimit.KeyNamespaceLen+n),
 			Fields: Fields{Buf: make([]byte, 0, 256)}, Body: make([]byte, 0, 128),
 			stripe: e.stripes.Add(1),
 		}
 	}
+	e.pol.init(&o, n)
 	if err := e.Reload(o.Rules); err != nil {
 		return nil, err
+	}
+	if o.BanStore != nil {
+		e.startShare(o.BanStore, cmp.Or(o.BanSyncInterval, httplimit.DefaultBanSyncInterval), cmp.Or(o.MaxPolicyKeys, httplimit.DefaultMaxPolicyKeys))
 	}
 	return e, nil
 }
@@ -180,7 +193,7 @@ func (e *Engine) GetScratch() *Scratch { return e.pool.Get().(*Scratch) }
 
 // PutScratch returns sc to the pool.
 func (e *Engine) PutScratch(sc *Scratch) {
-	if cap(sc.lkey) > maxScratch || cap(sc.ID) > maxScratch || cap(sc.Fields.Buf) > maxScratch || cap(sc.Body) > maxScratch {
+	if cap(sc.lkey) > maxScratch || cap(sc.pkey) > maxScratch || cap(sc.ID) > maxScratch || cap(sc.Fields.Buf) > maxScratch || cap(sc.Body) > maxScratch {
 		return
 	}
 	e.pool.Put(sc)
@@ -214,7 +227,7 @@ func Decide[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) {
 	case httplimit.ActionDryRunDeny:
 		e.wouldDeny.Add(1)
 		fallthrough
-	case httplimit.ActionDeny:
+	case httplimit.ActionDeny, httplimit.ActionBanned, httplimit.ActionTooManyInFlight:
 		if e.top != nil {
 			e.top.Add(o.Rule, sc.Key, 1)
 		}
@@ -261,6 +274,12 @@ func decideLocked[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) 
 		o.Action = httplimit.ActionNoIdentity
 		return
 	}
+	if r.policies {
+		sc.pkey = append(append(sc.pkey[:0], r.pns...), sc.Key...)
+		if !decidePolicies(e, r, sc.pkey, q.Now, o) {
+			return
+		}
+	}
 	o.Result = r.l.lim.AllowBytesN(lkey, q.Now, q.Cost)
 	if len(r.rates) > 1 {
 		o.rate = r.binding(o.Result.Window)
@@ -282,6 +301,9 @@ func decideLocked[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) 
 		o.Action = httplimit.ActionDryRunDeny
 	default:
 		o.Action = httplimit.ActionDeny
+	}
+	if r.policies {
+		afterLimiter(e, r, sc.pkey, q.Now, o)
 	}
 }
 
@@ -332,6 +354,9 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	e.closed = true
+	if e.pol.share != nil {
+		e.pol.share.close()
+	}
 	e.gate.lock()
 	old := e.set.Swap(nil)
 	e.gate.unlock()
