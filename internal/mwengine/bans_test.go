@@ -141,7 +141,9 @@ func TestBanAPI(t *testing.T) {
 		{Rule: "a", Key: "ip:2001:db8::/64", Until: t0.Add(3 * time.Minute), Remaining: 3*time.Minute - time.Second},
 		{Rule: "b", Key: "ip:192.0.2.9", Until: t0.Add(time.Minute), Remaining: time.Minute - time.Second},
 	}
-	if !slices.EqualFunc(got, want, func(a, b httplimit.BanEntry) bool { return a == b || (a.Rule == b.Rule && a.Key == b.Key && a.Until.Equal(b.Until) && a.Remaining == b.Remaining) }) {
+	if !slices.EqualFunc(got, want, func(a, b httplimit.BanEntry) bool {
+		return a == b || (a.Rule == b.Rule && a.Key == b.Key && a.Until.Equal(b.Until) && a.Remaining == b.Remaining)
+	}) {
 		t.Fatalf("Bans() = %+v, want %+v", got, want)
 	}
 	// A rule without a Ban enforces a set ban.
