@@ -243,9 +243,10 @@ type StoredBan struct {
 // reads the bans in force, which every node then enforces. Its methods
 // must honour ctx's deadline.
 type BanStore interface {
-	// PutBan records b; a ban of the same namespace and key that ends
-	// later is kept.
-	PutBan(ctx context.Context, b StoredBan) error
+	// PutBan records b at instant now of the writer's clock (the
+	// middleware's); a ban of the same namespace and key that ends later
+	// is kept. The store may forget b once b.Until - now has passed.
+	PutBan(ctx context.Context, b StoredBan, now time.Time) error
 	// LiftBan removes the ban of key on the rule of namespace ns.
 	LiftBan(ctx context.Context, ns, key string) error
 	// ActiveBans returns the bans that end after now, at most limit of

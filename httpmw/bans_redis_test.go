@@ -72,14 +72,14 @@ func (n *banNode) readAfter(t *testing.T) {
 func TestBansSharedThroughRedis(t *testing.T) {
 	rs := redistest.StartServer(t)
 	rc := redis.NewClient(&redis.Options{Addr: rs.Addr})
-	defer rc.Close()
+	t.Cleanup(func() { _ = rc.Close() }) // after the nodes' last writes, before the server stops
 	store, err := shardsync.NewBanStore(rc, redistest.Prefix(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Both nodes' clocks at one instant near the real one (Redis expires
-	// the set of bans by wall time).
-	clk := shardlimit.NewManualClock(time.Now().Truncate(time.Minute))
+	// Both nodes' clocks at one instant, years from Redis's: the store
+	// judges bans by the nodes' clocks, never its own.
+	clk := shardlimit.NewManualClock(mwtest.T0)
 	const js = `{"rules": [{"name": "r", "prefix": "/", "limit": 1, "window": "1m",
 		"ban": {"after": 2, "within": "1m", "for": "15m"}}]}`
 	a := startBanNode(t, js, clk, store)

@@ -24,7 +24,7 @@ type BanClient interface {
 // whose members are a rule's key namespace (httplimit.KeyNamespace)
 // followed by a client key, scored by the ban's end in Unix milliseconds
 // (rounded up). Bans that ended are removed by every read; the set
-// expires a minute after its last ban ends (by the writer's wall clock),
+// expires a minute after its last ban ends (by the writer's clock),
 // so nothing is kept much longer than a ban.
 // All of it is one key, so one Redis Cluster slot.
 //
@@ -64,8 +64,8 @@ func NewBanStore(client BanClient, prefix string) (*BanStore, error) {
 func (s *BanStore) Key() string { return s.key }
 
 // putBan keeps the later of two bans of one member, and makes the set
-// expire banSlack after its last ban ends, judged by the writer's wall
-// clock ARGV[3] (ms), not Redis's: ban ends are on the nodes' clocks.
+// expire ARGV[4] ms after its last ban ends, judged by the writer's clock
+// ARGV[3] (ms), not Redis's: ban ends are on the nodes' clocks.
 var putBan = redis.NewScript(`
 local cur = redis.call('ZSCORE', KEYS[1], ARGV[2])
 if (not cur) or tonumber(cur) < tonumber(ARGV[1]) then
@@ -103,13 +103,14 @@ func ceilMs(t time.Time) int64 {
 }
 
 // PutBan implements httplimit.BanStore: it records b, keeping a ban of
-// the same member that ends later.
-func (s *BanStore) PutBan(ctx context.Context, b httplimit.StoredBan) error {
+// the same member that ends later, and makes the set of bans expire a
+// minute after the last ends (its Until less now, the writer's instant).
+func (s *BanStore) PutBan(ctx context.Context, b httplimit.StoredBan, now time.Time) error {
 	if len(b.Namespace) != httplimit.KeyNamespaceLen || b.Key == "" {
 		return fmt.Errorf("%w: ban of namespace %q, key %q", shardlimit.ErrInvalidConfig, b.Namespace, b.Key)
 	}
 	return putBan.Run(ctx, s.client, []string{s.key}, ceilMs(b.Until), b.Namespace+b.Key,
-		time.Now().UnixMilli(), banSlack.Milliseconds()).Err()
+		now.UnixMilli(), banSlack.Milliseconds()).Err()
 }
 
 // LiftBan implements httplimit.BanStore: it removes the ban of key on the

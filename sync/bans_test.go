@@ -29,7 +29,7 @@ func TestBanStore(t *testing.T) {
 	ns := httplimit.KeyNamespace("r")
 	put := func(key string, d time.Duration) {
 		t.Helper()
-		if err := s.PutBan(ctx, httplimit.StoredBan{Namespace: ns, Key: key, Until: now.Add(d)}); err != nil {
+		if err := s.PutBan(ctx, httplimit.StoredBan{Namespace: ns, Key: key, Until: now.Add(d)}, now); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -65,7 +65,7 @@ func TestBanStore(t *testing.T) {
 	if _, err := NewBanStore(c, "a{b"); !errors.Is(err, shardlimit.ErrInvalidConfig) {
 		t.Errorf("NewBanStore with a brace: %v", err)
 	}
-	if err := s.PutBan(ctx, httplimit.StoredBan{Namespace: "x", Key: "k", Until: now}); !errors.Is(err, shardlimit.ErrInvalidConfig) {
+	if err := s.PutBan(ctx, httplimit.StoredBan{Namespace: "x", Key: "k", Until: now}, now); !errors.Is(err, shardlimit.ErrInvalidConfig) {
 		t.Errorf("PutBan of a bad namespace: %v", err)
 	}
 }

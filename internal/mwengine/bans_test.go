@@ -347,7 +347,7 @@ func newMemStore() *memStore { return &memStore{bans: map[[2]string]time.Time{}}
 
 var errStoreDown = errors.New("store down")
 
-func (m *memStore) PutBan(_ context.Context, b httplimit.StoredBan) error {
+func (m *memStore) PutBan(_ context.Context, b httplimit.StoredBan, _ time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.fail {

@@ -124,7 +124,7 @@ func (s *banShare) push() {
 		ns, key := op.key[:httplimit.KeyNamespaceLen], op.key[httplimit.KeyNamespaceLen:]
 		var err error
 		if op.until > 0 {
-			err = s.store.PutBan(ctx, httplimit.StoredBan{Namespace: ns, Key: key, Until: time.Unix(0, op.until)})
+			err = s.store.PutBan(ctx, httplimit.StoredBan{Namespace: ns, Key: key, Until: time.Unix(0, op.until)}, time.Unix(0, s.clock()))
 		} else {
 			err = s.store.LiftBan(ctx, ns, key)
 		}
