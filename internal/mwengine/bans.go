@@ -150,7 +150,7 @@ func (p *policies) liftBan(key []byte, now, upTo int64) bool {
 // holding the slot taken, if any.
 func decidePolicies(e *Engine, r *rule, pkey []byte, now time.Time, o *Outcome) bool {
 	p := &e.pol
-	if r.ban != nil || p.any.Load() {
+	if p.any.Load() {
 		if rest := p.banRest(pkey, now.UnixNano()); rest > 0 && !e.dryRun {
 			d := time.Duration(rest)
 			rt := &r.rates[len(r.rates)-1]
@@ -308,8 +308,8 @@ func (e *Engine) PolicyStats() httplimit.PolicyStats {
 }
 
 // compilePolicies sets the ban and concurrency fields of r, compiled from
-// ru (validated). Every rule checks the ban table once any ban was set
-// (SetBan needs no Ban on the rule), so policies is always set.
+// ru (validated). A rule without either still checks the ban table once
+// any ban was set (SetBan needs no Ban on the rule): see decideLocked.
 func (e *Engine) compilePolicies(r *rule, ru httplimit.Rule) {
 	if ru.Ban != nil {
 		b := *ru.Ban
@@ -320,5 +320,5 @@ func (e *Engine) compilePolicies(r *rule, ru httplimit.Rule) {
 		r.conc = &c
 	}
 	r.pns = httplimit.KeyNamespace(ru.Name)
-	r.policies = true
+	r.policies = r.ban != nil || r.conc != nil
 }

@@ -26,8 +26,8 @@ type rule struct {
 	l        *limiter
 	strategy string
 
-	// Policies (bans.go, inflight.go): policies is set when a ban or a
-	// concurrency limit may apply, pns is httplimit.KeyNamespace(name).
+	// Policies (bans.go, inflight.go): policies is set when the rule has
+	// a ban or a concurrency limit; pns is httplimit.KeyNamespace(name).
 	ban      *httplimit.Ban
 	conc     *httplimit.Concurrency
 	pns      string

@@ -274,7 +274,8 @@ func decideLocked[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) 
 		o.Action = httplimit.ActionNoIdentity
 		return
 	}
-	if r.policies {
+	policies := r.policies || e.pol.any.Load()
+	if policies {
 		sc.pkey = append(append(sc.pkey[:0], r.pns...), sc.Key...)
 		if !decidePolicies(e, r, sc.pkey, q.Now, o) {
 			return
@@ -302,7 +303,7 @@ func decideLocked[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) 
 	default:
 		o.Action = httplimit.ActionDeny
 	}
-	if r.policies {
+	if policies {
 		afterLimiter(e, r, sc.pkey, q.Now, o)
 	}
 }
