@@ -455,3 +455,37 @@ func TestBanShare(t *testing.T) {
 		t.Fatalf("a local ban with the store down: %v", o.Action)
 	}
 }
+
+// TestPoliciesAcrossReload checks that a reload keeping a rule's name
+// keeps its bans and in-flight counts and applies its new limits, and
+// that a rule that loses its ban stops banning.
+func TestPoliciesAcrossReload(t *testing.T) {
+	e, clk := banEngine(t, `{"rules": [{"name": "a", "path": "/a", "limit": 0, "window": "1m",
+		"ban": {"after": 1, "within": "1m", "for": "1h"}, "concurrency": {"limit": 1}}]}`, httplimit.Options{})
+	at(e, clk, "192.0.2.1", "/a", 0) // denied: banned for 1h
+	held := decide(e, "192.0.2.2", "", "/a", 0, 1)
+	if held.InFlight.Held() {
+		t.Fatalf("a denied request kept its slot")
+	}
+	if err := e.Reload(mustParse(t, `{"rules": [{"name": "a", "path": "/a", "limit": 10, "window": "1m",
+		"concurrency": {"limit": 2}}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	if o := at(e, clk, "192.0.2.1", "/a", time.Second); o.Action != httplimit.ActionBanned {
+		t.Fatalf("after the reload: %v, want still banned", o.Action)
+	}
+	o1 := decide(e, "192.0.2.3", "", "/a", time.Second, 1)
+	o2 := decide(e, "192.0.2.3", "", "/a", time.Second, 1)
+	if !o1.InFlight.Held() || !o2.InFlight.Held() {
+		t.Fatalf("the new limit of 2 in flight: %v %v", o1.Action, o2.Action)
+	}
+	e.Release(o1.InFlight)
+	e.Release(o2.InFlight)
+	// Without a ban, denials no longer ban.
+	for range 20 {
+		at(e, clk, "192.0.2.4", "/a", time.Second)
+	}
+	if st := e.PolicyStats(); st.BansStarted != 2 {
+		t.Fatalf("stats %+v, want the one ban", st)
+	}
+}
