@@ -28,7 +28,10 @@ const (
 	DefaultConcurrencyRetryAfter = time.Second
 	// DefaultMaxPolicyKeys is Options.MaxPolicyKeys when it is 0: the ban
 	// table and the in-flight table each hold at most 65,536 (rule, client)
-	// pairs, about 6 MiB each when full with the default key length.
+	// pairs: when full, about 10 MiB for bans and 8 MiB for requests in
+	// flight (slots of 56 and 24 bytes, each with room for the longest
+	// key, 83 bytes under the default KeyConfig.MaxKeyBytes, and an index
+	// entry). The tables grow to it as keys arrive.
 	DefaultMaxPolicyKeys = 1 << 16
 	// MaxPolicyKeysLimit is the largest Options.MaxPolicyKeys accepted.
 	MaxPolicyKeysLimit = 1 << 24
