@@ -60,8 +60,9 @@ const (
 // a request over a Concurrency limit. Bans are
 // per rule and per client key (the key the rule's limiter counts,
 // KeyConfig): a banned client is still served on the other rules' routes.
-// A ban outlives reloads that keep the rule's name, and ends when the rule
-// is renamed or removed. The middleware's Bans, SetBan and LiftBan list,
+// A ban outlives reloads that keep the rule's name, and is not enforced
+// while no rule of that name is in force. The middleware's Bans, SetBan
+// and LiftBan list,
 // set and lift bans; with Options.BanStore, they are shared by every node.
 //
 // In JSON: {"after": 5, "within": "1m", "for": "15m", "growth": 2,
@@ -135,8 +136,10 @@ func (b *Ban) validate() error {
 // and given back when that handler returns, normally, by a panic (which
 // then goes on: net/http's http.ErrAbortHandler included) or after its
 // client went away. A request that finds Limit slots taken is answered
-// Status with Retry-After RetryAfter and consumes nothing of the rule's
-// rate; a request the rate denies gives its slot back at once.
+// Status with Retry-After RetryAfter and a one-line text/plain body (never
+// handed to the middleware's Denied hook, whose answer is a 429), without
+// the X-RateLimit fields (the rate was not asked), and consumes nothing of
+// the rule's rate; a request the rate denies gives its slot back at once.
 //
 // The count is in-process, per middleware: with N servers a client may
 // have up to N x Limit requests in flight in all. A count shared through

@@ -170,8 +170,10 @@ type Options struct {
 	// within BanSyncInterval plus two store round trips of its start, and
 	// a node that restarts reads the bans in force before its first
 	// interval ends. Package sync's NewBanStore keeps them in Redis. Nil
-	// keeps bans in-process. Store errors are counted (BanStats) and
+	// keeps bans in-process. Store errors are counted (PolicyStats) and
 	// retried at the next interval; requests never wait for the store.
+	// Offences (Ban.Growth) are counted per node: a ban learnt from the
+	// store is enforced until its end but is not an offence of this node.
 	BanStore BanStore
 
 	// BanSyncInterval is how often bans are read from BanStore, in
