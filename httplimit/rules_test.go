@@ -51,9 +51,24 @@ func TestSeedRulesFile(t *testing.T) {
 		" /baz 1m0s": {shardlimit.FixedWindow, 10, time.Minute},
 		// /smooth, for every client: GCRA, 6 a minute.
 		" /smooth 1m0s": {shardlimit.GCRA, 6, time.Minute},
+		// /login bans, /report caps requests in flight (checked below).
+		" /login 1m0s":  {shardlimit.FixedWindow, 3, time.Minute},
+		" /report 1m0s": {shardlimit.FixedWindow, 60, time.Minute},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("seed rules %v, want %v", got, want)
+	}
+	for _, ru := range r.Rules {
+		switch ru.Name {
+		case "login":
+			if ru.Ban == nil || *ru.Ban != (Ban{After: 3, Within: time.Minute, For: 15 * time.Minute, Growth: 2, Max: 24 * time.Hour}) {
+				t.Errorf("login's ban %+v", ru.Ban)
+			}
+		case "report":
+			if ru.Concurrency == nil || *ru.Concurrency != (Concurrency{Limit: 2, Status: 503, RetryAfter: time.Second}) {
+				t.Errorf("report's concurrency %+v", ru.Concurrency)
+			}
+		}
 	}
 }
 

@@ -61,8 +61,8 @@ type pslot[V any] struct {
 }
 
 // newPtable returns a table of at most maxKeys keys (at least one per
-// shard) of at most keyCap bytes, over a power of two shards near
-// GOMAXPROCS x 4, at most 64.
+// shard) of at most keyCap bytes, over 16 shards, or fewer (a power of
+// two) so that each holds at least 64 keys.
 func newPtable[V any, PV policyValue[V]](maxKeys, keyCap int) *ptable[V, PV] {
 	n := 16
 	for n > 1 && maxKeys/n < 64 {
