@@ -18,7 +18,7 @@ func TestPolicyTableModel(t *testing.T) {
 		t.Fatalf("%d shards of %d", len(tb.shards), tb.perShard)
 	}
 	s := &tb.shards[0]
-	model := map[string]int32{} // key -> in flight; present iff stored
+	model := map[string]int32{}                                   // key -> in flight; present iff stored
 	hashOf := func(k string) uint64 { return uint64(len(k) % 3) } // three chains
 	for step := range 20_000 {
 		k := fmt.Sprintf("k%d", rng.IntN(20))
