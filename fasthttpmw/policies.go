@@ -24,8 +24,8 @@ func (m *Middleware) serveHeld(ctx *fasthttp.RequestCtx, next fasthttp.RequestHa
 func (m *Middleware) Bans() []httplimit.BanEntry { return m.e.Bans() }
 
 // SetBan bans client key ("ip:192.0.2.1", "id:client-1": as Bans and
-// TopDenied list keys; an address is grouped by KeyConfig's prefix
-// lengths) on the rule named rule for d, in (0, httplimit.MaxBanDuration],
+// TopDenied list keys; an address, or a network no wider than a group,
+// names the group KeyConfig's prefix lengths put it in) on the rule named rule for d, in (0, httplimit.MaxBanDuration],
 // or keeps a ban in force that ends later; with Options.BanStore every
 // node enforces it within BanSyncInterval. The rule need not have a Ban.
 // Errors wrap shardlimit.ErrInvalidConfig (unknown rule, malformed key,

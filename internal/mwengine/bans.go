@@ -226,9 +226,10 @@ func (e *Engine) Bans() []httplimit.BanEntry {
 // SetBan bans client key on the rule named rule for d from the engine
 // clock's now, or keeps a ban in force that ends later. key is a client
 // key as Bans and TopDenied list it ("ip:192.0.2.1", "id:client-1"); an
-// "ip:" key of a single address is grouped like the middleware groups
-// clients (KeyConfig.IPv4Prefix, IPv6Prefix), so "ip:2001:db8::1" bans
-// 2001:db8::/64 under the default. The rule need not have a Ban. Errors
+// "ip:" key of an address, or of a network no wider than a group, names
+// the group the middleware keys it by (KeyConfig.IPv4Prefix, IPv6Prefix),
+// so "ip:2001:db8::1" bans 2001:db8::/64 under the default, and a wider
+// network is refused. The rule need not have a Ban. Errors
 // wrap shardlimit.ErrInvalidConfig (no rule of that name in force, a
 // malformed key, d outside (0, httplimit.MaxBanDuration]) or
 // shardlimit.ErrTooManyKeys (the ban table is full of state that may not
@@ -278,11 +279,11 @@ func (e *Engine) banKey(rule, key string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: no rule %q in force", shardlimit.ErrInvalidConfig, rule)
 	}
 	if a, ok := strings.CutPrefix(key, keyAddr); ok {
-		if addr, err := netip.ParseAddr(a); err == nil {
-			key = string(e.keys.appendAddrKey(nil, addr))
-		} else if _, err := netip.ParsePrefix(a); err != nil {
-			return nil, fmt.Errorf("%w: key %q: neither an address nor a network after %q", shardlimit.ErrInvalidConfig, key, keyAddr)
+		k, err := e.addrBanKey(a)
+		if err != nil {
+			return nil, fmt.Errorf("%w: key %q: %v", shardlimit.ErrInvalidConfig, key, err)
 		}
+		key = k
 	} else if !strings.HasPrefix(key, keyID) && !strings.HasPrefix(key, keyDigest) && key != keyShared {
 		return nil, fmt.Errorf("%w: key %q is not a client key (%q, %q, %q or %q)", shardlimit.ErrInvalidConfig, key, keyAddr, keyID, keyDigest, keyShared)
 	}
@@ -321,4 +322,26 @@ func (e *Engine) compilePolicies(r *rule, ru httplimit.Rule) {
 	}
 	r.pns = httplimit.KeyNamespace(ru.Name)
 	r.policies = r.ban != nil || r.conc != nil
+}
+
+// addrBanKey returns the client key of a, an address or a network no
+// wider than the clients' grouping (KeyConfig.IPv4Prefix, IPv6Prefix):
+// the key of the group holding it.
+func (e *Engine) addrBanKey(a string) (string, error) {
+	addr, err := netip.ParseAddr(a)
+	if err != nil {
+		p, perr := netip.ParsePrefix(a)
+		if perr != nil {
+			return "", fmt.Errorf("neither an address nor a network after %q", keyAddr)
+		}
+		addr = p.Addr().Unmap()
+		bits := e.keys.v6Bits
+		if addr.Is4() {
+			bits = e.keys.v4Bits
+		}
+		if p.Bits() < bits {
+			return "", fmt.Errorf("a network wider than the /%d clients are grouped by", bits)
+		}
+	}
+	return string(e.keys.appendAddrKey(nil, addr)), nil
 }

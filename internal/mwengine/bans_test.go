@@ -130,8 +130,12 @@ func TestBanAPI(t *testing.T) {
 	if err := e.SetBan("a", "id:client-1", 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	// A single IPv6 address is grouped by /64.
+	// A single IPv6 address is grouped by /64, and so is a narrower
+	// network.
 	if err := e.SetBan("a", "ip:2001:db8::1", 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetBan("a", "ip:2001:db8::8000/120", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	clk.Set(t0.Add(time.Second))
@@ -172,6 +176,7 @@ func TestBanAPI(t *testing.T) {
 		{"nope", "ip:192.0.2.1", time.Minute}, {"a", "192.0.2.1", time.Minute}, {"a", "ip:x", time.Minute},
 		{"a", "ip:192.0.2.1", 0}, {"a", "ip:192.0.2.1", -time.Second}, {"a", "ip:192.0.2.1", httplimit.MaxBanDuration + 1},
 		{"a", "id:" + string(make([]byte, 200)), time.Minute},
+		{"a", "ip:2001:db8::/48", time.Minute}, // wider than a client's /64
 	} {
 		if err := e.SetBan(tc.rule, tc.key, tc.d); !errors.Is(err, shardlimit.ErrInvalidConfig) {
 			t.Errorf("SetBan(%q, %q, %v): %v, want ErrInvalidConfig", tc.rule, tc.key, tc.d, err)
