@@ -144,11 +144,14 @@ func (p *policies) liftBan(key []byte, now, upTo int64) bool {
 }
 
 // decidePolicies applies the ban and the concurrency of rule r to the
-// request of key pkey (in r's namespace) at now before its limiter is
-// asked: it reports false when the request is answered already (o set:
-// banned, or over its in-flight limit), else true with o.InFlight
-// holding the slot taken, if any.
-func decidePolicies(e *Engine, r *rule, pkey []byte, now time.Time, o *Outcome) bool {
+// request of client key sc.Key at now before its limiter is asked, with
+// the policy key sc.pkey it builds (r's namespace, then the client key):
+// it reports false when the request is answered already (o set: banned,
+// or over its in-flight limit), else true with o.InFlight holding the
+// slot taken, if any.
+func decidePolicies(e *Engine, r *rule, sc *Scratch, now time.Time, o *Outcome) bool {
+	sc.pkey = append(append(sc.pkey[:0], r.pns...), sc.Key...)
+	pkey := sc.pkey
 	p := &e.pol
 	if p.any.Load() {
 		if rest := p.banRest(pkey, now.UnixNano()); rest > 0 && !e.dryRun {

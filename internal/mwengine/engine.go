@@ -274,12 +274,9 @@ func decideLocked[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) 
 		o.Action = httplimit.ActionNoIdentity
 		return
 	}
-	policies := r.policies || e.pol.any.Load()
-	if policies {
-		sc.pkey = append(append(sc.pkey[:0], r.pns...), sc.Key...)
-		if !decidePolicies(e, r, sc.pkey, q.Now, o) {
-			return
-		}
+	policies := r.policies || e.pol.any.Load() // bans.go
+	if policies && !decidePolicies(e, r, sc, q.Now, o) {
+		return
 	}
 	o.Result = r.l.lim.AllowBytesN(lkey, q.Now, q.Cost)
 	if len(r.rates) > 1 {
