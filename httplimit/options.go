@@ -177,7 +177,9 @@ type Options struct {
 	BanStore BanStore
 
 	// BanSyncInterval is how often bans are read from BanStore, in
-	// [0, 1m]; 0 means DefaultBanSyncInterval (100 ms).
+	// [0, 1m]; 0 means DefaultBanSyncInterval (100 ms). Each read returns
+	// every ban in force (at most MaxPolicyKeys), so with many bans a
+	// longer interval costs the store less.
 	BanSyncInterval time.Duration
 }
 
