@@ -114,3 +114,45 @@ func TestBansSharedThroughRedis(t *testing.T) {
 		t.Errorf("store errors: %+v", st)
 	}
 }
+
+// TestBansStoreFaults runs a node whose Redis goes silent (a blackhole
+// proxy) and then drops every connection: requests are still decided,
+// bans still enforced locally, the failures counted; once Redis
+// answers again the queued ban is written and another node enforces it.
+func TestBansStoreFaults(t *testing.T) {
+	rs := redistest.StartServer(t)
+	px := redistest.StartProxy(t, rs.Addr)
+	prefix := redistest.Prefix(t)
+	faulty := redis.NewClient(&redis.Options{Addr: px.Addr, MaxRetries: -1, ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond})
+	direct := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	t.Cleanup(func() { _ = faulty.Close(); _ = direct.Close() })
+	storeA, err := shardsync.NewBanStore(faulty, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storeB, err := shardsync.NewBanStore(direct, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := shardlimit.NewManualClock(mwtest.T0)
+	const js = `{"rules": [{"name": "r", "prefix": "/", "limit": 1, "window": "1m",
+		"ban": {"after": 1, "within": "1m", "for": "15m"}}]}`
+	a := startBanNode(t, js, clk, storeA)
+	b := startBanNode(t, js, clk, storeB)
+	bad := mwtest.XFF("192.0.2.66")
+	for _, m := range []redistest.Mode{redistest.Blackhole, redistest.Drop} {
+		px.SetMode(m)
+		e0 := a.mw.PolicyStats().StoreErrors
+		// The ban starts with the store down (requests never call it).
+		clk.Advance(time.Hour)
+		mwtest.Check(t, m.String()+": first", a.c.Get("/", bad...), 200, nil)
+		mwtest.Check(t, m.String()+": denied", a.c.Get("/", bad...), 429, nil)
+		mwtest.Check(t, m.String()+": banned", a.c.Get("/", bad...), 429, mwtest.H{mwtest.RetryAfter: "900"})
+		waitFor(t, "a store error", func() bool { return a.mw.PolicyStats().StoreErrors > e0 })
+		px.SetMode(redistest.Pass)
+		w0 := a.mw.PolicyStats().StoreWrites
+		waitFor(t, "the queued ban written", func() bool { return a.mw.PolicyStats().StoreWrites > w0 })
+		b.readAfter(t)
+		mwtest.Check(t, m.String()+": b banned", b.c.Get("/", bad...), 429, mwtest.H{mwtest.RetryAfter: "900"})
+	}
+}
