@@ -155,6 +155,9 @@ type RuleStats struct {
 	// Options.NewLimiter built, "" for one the middleware built. A client's
 	// state in Limiter is under KeyPrefix + its key ("ip:192.0.2.1").
 	KeyPrefix string
+	// Ban and Concurrency are copies of the rule's (nil if none).
+	Ban         *Ban
+	Concurrency *Concurrency
 }
 
 // ErrorCounts count the failed decisions of a rule (Result.Err set,

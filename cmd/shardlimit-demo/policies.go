@@ -51,6 +51,19 @@ func writeBans(w io.Writer, mw *fasthttpmw.Middleware) {
 		fmt.Fprintf(w, "full tables: %d violations untracked, %d bans not stored, %d requests refused; store: %d errors, %d dropped\n",
 			st.ViolationsUntracked, st.BanTableFull, st.InFlightTableFull, st.StoreErrors, st.StoreDropped)
 	}
+	for _, r := range mw.RuleStats() {
+		if b := r.Ban; b != nil {
+			fmt.Fprintf(w, "%s: bans a client denied %d times within %v for %v", r.Name, b.After, b.Within, b.For)
+			if b.Growth > 1 {
+				fmt.Fprintf(w, ", x%g at each repeat up to %v", b.Growth, b.MaxLength())
+			}
+			fmt.Fprintln(w)
+		}
+		if c := r.Concurrency; c != nil {
+			fmt.Fprintf(w, "%s: at most %d requests in flight per client (%d, Retry-After %v)\n",
+				r.Name, c.Limit, c.StatusCode(), c.RetryAfterOrDefault())
+		}
+	}
 	bans := mw.Bans()
 	if len(bans) == 0 {
 		fmt.Fprintln(w, "no ban in force")

@@ -35,6 +35,15 @@ func TestDemoLoginBan(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^login +ip:127\.0\.0\.1 +14m0s +1$`).MatchString(st.Body) {
 		t.Errorf("/status lists no ban of 127.0.0.1 on login:\n%s", st.Body)
 	}
+	for _, line := range []string{
+		"login: bans a client denied 3 times within 1m0s for 15m0s, x2 at each repeat up to 24h0m0s\n",
+		"report: at most 2 requests in flight per client (503, Retry-After 1s)\n",
+		"bans: 1 started, 1 requests refused while banned; 0 requests over a concurrency cap\n",
+	} {
+		if !strings.Contains(st.Body, line) {
+			t.Errorf("/status lacks %q:\n%s", line, st.Body)
+		}
+	}
 }
 
 // TestDemoReportConcurrency: /report lets a client have 2 requests in

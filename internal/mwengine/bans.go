@@ -348,3 +348,12 @@ func (e *Engine) addrBanKey(a string) (string, error) {
 	}
 	return string(e.keys.appendAddrKey(nil, addr)), nil
 }
+
+// clonePtr returns a copy of *p, nil for nil.
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}

@@ -417,6 +417,7 @@ func (e *Engine) RuleStats() []httplimit.RuleStats {
 			},
 			BadCost: l.badCost.Load(), NoIdentity: l.noID.Load(),
 			Limiter: l.lim, KeyPrefix: l.ns,
+			Ban: clonePtr(r.ban), Concurrency: clonePtr(r.conc),
 		})
 	}
 	slices.SortFunc(out, func(a, b httplimit.RuleStats) int { return cmp.Compare(a.Name, b.Name) })
