@@ -343,9 +343,10 @@ func TestInFlightTableFull(t *testing.T) {
 // memStore is an in-memory httplimit.BanStore, shared by engines as a
 // Redis would be.
 type memStore struct {
-	mu   sync.Mutex
-	bans map[[2]string]time.Time
-	fail bool
+	mu       sync.Mutex
+	bans     map[[2]string]time.Time
+	fail     bool // every call fails
+	failLift bool // LiftBan fails
 }
 
 func newMemStore() *memStore { return &memStore{bans: map[[2]string]time.Time{}} }
@@ -368,7 +369,7 @@ func (m *memStore) PutBan(_ context.Context, b httplimit.StoredBan, _ time.Time)
 func (m *memStore) LiftBan(_ context.Context, ns, key string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.fail {
+	if m.fail || m.failLift {
 		return errStoreDown
 	}
 	delete(m.bans, [2]string{ns, key})
@@ -493,4 +494,35 @@ func TestPoliciesAcrossReload(t *testing.T) {
 	if st := e.PolicyStats(); st.BansStarted != 2 {
 		t.Fatalf("stats %+v, want the one ban", st)
 	}
+}
+
+// TestBanShareLiftPending checks that a lift the store has not taken yet
+// is not undone by reads of the store that still hold the ban, and is
+// written once the store takes it.
+func TestBanShareLiftPending(t *testing.T) {
+	store := newMemStore()
+	e, clk := banEngine(t, banRules, httplimit.Options{BanStore: store, BanSyncInterval: 5 * time.Millisecond})
+	if err := e.SetBan("a", "ip:192.0.2.1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the ban written", func() bool { return e.PolicyStats().StoreWrites >= 1 })
+	store.mu.Lock()
+	store.failLift = true
+	store.mu.Unlock()
+	if was, err := e.LiftBan("a", "ip:192.0.2.1"); !was || err != nil {
+		t.Fatalf("LiftBan: %v %v", was, err)
+	}
+	waitFor(t, "a failed lift", func() bool { return e.PolicyStats().StoreErrors >= 1 })
+	readAfter(t, e)
+	if o := at(e, clk, "192.0.2.1", "/a", time.Second); o.Action == httplimit.ActionBanned {
+		t.Fatal("a read of the store undid a pending lift")
+	}
+	store.mu.Lock()
+	store.failLift = false
+	store.mu.Unlock()
+	waitFor(t, "the lift written", func() bool {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		return len(store.bans) == 0
+	})
 }

@@ -145,6 +145,24 @@ func (s *banShare) push() {
 	}
 }
 
+// pendingLifts returns the keys of the lifts queued and not yet written:
+// a read of the store may still hold their bans, which must not come
+// back.
+func (s *banShare) pendingLifts() map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out map[string]bool
+	for _, op := range s.queue {
+		if op.until == 0 {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[op.key] = true
+		}
+	}
+	return out
+}
+
 // requeue queues op again without waking the goroutine.
 func (s *banShare) requeue(op banOp) {
 	s.mu.Lock()
@@ -168,6 +186,7 @@ func (s *banShare) pull() {
 		s.errs.Add(1)
 		return
 	}
+	lifting := s.pendingLifts()
 	seen := make(map[string]int64, len(bans))
 	for _, b := range bans {
 		if len(b.Namespace) != httplimit.KeyNamespaceLen || b.Key == "" {
@@ -176,8 +195,8 @@ func (s *banShare) pull() {
 		key := b.Namespace + b.Key
 		until := b.Until.UnixNano()
 		seen[key] = until
-		if !s.pol.setBan([]byte(key), until, now) {
-			continue // counted in BanTableFull
+		if !lifting[key] {
+			s.pol.setBan([]byte(key), until, now) // a full table counts it in BanTableFull
 		}
 	}
 	if complete {
