@@ -256,6 +256,10 @@ func (m *Middleware) serve(ctx *fasthttp.RequestCtx, next fasthttp.RequestHandle
 			return
 		}
 		m.e.PutScratch(sc)
+		if o.InFlight.Held() {
+			m.serveHeld(ctx, next, o.InFlight)
+			return
+		}
 		next(ctx)
 	case rp.Hook:
 		m.e.PutScratch(sc)

@@ -44,14 +44,26 @@ const (
 	// rate-limit field. Under Options.DryRun such a request passes as
 	// ActionDryRunDeny with Listed set.
 	ActionDenyListed
+	// ActionBanned: the client is banned on the rule (Rule.Ban); answered
+	// 429 with Retry-After the rest of the ban (or handed to the Denied
+	// hook), without asking the limiter. Result holds Allowed false,
+	// Limit the rule's, Remaining 0, and ResetAfter and RetryAfter the
+	// rest of the ban.
+	ActionBanned
+	// ActionTooManyInFlight: the client had Rule.Concurrency's limit of
+	// requests in flight; answered with the Concurrency's status and
+	// Retry-After, nothing consumed. Result is zero but for Limit (the
+	// concurrency limit) and RetryAfter.
+	ActionTooManyInFlight
 )
 
 // String returns the action's name: "no_rule", "allow", "deny",
 // "dry_run_deny", "bad_cost", "no_identity", "fail_closed", "fail_open",
-// "exempt" or "deny_listed".
+// "exempt", "deny_listed", "banned" or "too_many_in_flight".
 func (a Action) String() string {
 	return enumName(uint8(a), "Action", "no_rule", "allow", "deny", "dry_run_deny",
-		"bad_cost", "no_identity", "fail_closed", "fail_open", "exempt", "deny_listed")
+		"bad_cost", "no_identity", "fail_closed", "fail_open", "exempt", "deny_listed",
+		"banned", "too_many_in_flight")
 }
 
 // Decision is the outcome of one request: what the middleware did, the rule
@@ -198,6 +210,9 @@ type RuleStats struct {
 	// Options.NewLimiter built, "" for one the middleware built. A client's
 	// state in Limiter is under KeyPrefix + its key ("ip:192.0.2.1").
 	KeyPrefix string
+	// Ban and Concurrency are copies of the rule's (nil if none).
+	Ban         *Ban
+	Concurrency *Concurrency
 }
 
 // ErrorCounts count the failed decisions of a rule (Result.Err set,

@@ -203,4 +203,21 @@
 // any size through before its failures were counted. Likewise an
 // overdraft is only seen by the decisions after it: a client may go over
 // its limit by the final cost of the requests it has in flight.
+//
+// # Bans and concurrency limits
+//
+// A rule may ban a client after repeated denials (Rule.Ban, "ban" in
+// JSON): after After denials within Within, the client is refused on the
+// rule for For (growing on repeat offences up to Max) with 429, the
+// rate-limit fields with Remaining 0, and Retry-After the rest of the
+// ban, without asking the limiter. The middlewares' Bans, SetBan and
+// LiftBan list, set and lift bans; with Options.BanStore (package sync's
+// NewBanStore keeps them in Redis) a ban started, set or lifted on one
+// node is enforced by every node within Options.BanSyncInterval plus two
+// store round trips, and a restarted node enforces the bans in force
+// from its first read of the store. A rule may also cap the requests a
+// client has in flight (Rule.Concurrency, "concurrency" in JSON), per
+// process: 429 or 503 with the Retry-After it sets. Both keep their state
+// in capped tables (Options.MaxPolicyKeys) that a flood of clients cannot
+// grow; PolicyStats counts what a full table refused.
 package httplimit

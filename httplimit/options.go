@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/textproto"
 	"strings"
+	"time"
 
 	"github.com/shardlimit/shardlimit"
 	"github.com/shardlimit/shardlimit/internal/netprefix"
@@ -163,6 +164,36 @@ type Options struct {
 	// reserved by New, and one short mutex hold per denied request (those
 	// let through by DryRun included); allowed requests never touch it.
 	TopDenied int
+
+	// MaxPolicyKeys is how many (rule, client key) pairs the table of bans
+	// (Rule.Ban) and the table of requests in flight (Rule.Concurrency)
+	// each hold at most, in [0, MaxPolicyKeysLimit]: 0 means
+	// DefaultMaxPolicyKeys. Neither table grows past it, whatever keys a
+	// flood of clients brings: a full ban table stops counting the
+	// violations of new clients (their requests are still limited by their
+	// rule, and bans in force are never dropped for room) and refuses
+	// SetBan; a full in-flight table refuses the requests of clients with
+	// nothing in flight, as over their limit.
+	MaxPolicyKeys int
+
+	// BanStore, if set, shares bans between the nodes of a cluster: a ban
+	// that starts, is set or lifted on one node is written to the store
+	// at once by a goroutine of the middleware, which also reads the bans
+	// in force every BanSyncInterval. So a ban is enforced by every node
+	// within BanSyncInterval plus two store round trips of its start, and
+	// a node that restarts reads the bans in force before its first
+	// interval ends. Package sync's NewBanStore keeps them in Redis. Nil
+	// keeps bans in-process. Store errors are counted (PolicyStats) and
+	// retried at the next interval; requests never wait for the store.
+	// Offences (Ban.Growth) are counted per node: a ban learnt from the
+	// store is enforced until its end but is not an offence of this node.
+	BanStore BanStore
+
+	// BanSyncInterval is how often bans are read from BanStore, in
+	// [0, 1m]; 0 means DefaultBanSyncInterval (100 ms). Each read returns
+	// every ban in force (at most MaxPolicyKeys), so with many bans a
+	// longer interval costs the store less.
+	BanSyncInterval time.Duration
 }
 
 // HeaderConfig selects the rate-limit fields of responses. The zero value
@@ -432,6 +463,9 @@ func (o *Options) Validate() error {
 	}
 	if o.TopDenied > MaxTopDenied {
 		return bad("top denied %d above %d", o.TopDenied, MaxTopDenied)
+	}
+	if err := o.checkPolicyOptions(); err != nil {
+		return err
 	}
 	return o.Keys.validate()
 }

@@ -243,6 +243,12 @@ type Rule struct {
 	// it (an overdraft or a refund). The header is removed from the
 	// response: it never reaches the client. In JSON "cost_header".
 	CostHeader string
+	// Ban, if set, bans a client after repeated denials of this rule (see
+	// Ban). In JSON "ban".
+	Ban *Ban
+	// Concurrency, if set, caps the requests a client has in flight on
+	// this rule (see Concurrency). In JSON "concurrency".
+	Concurrency *Concurrency
 }
 
 // Rate is one limit of a rule of several (Rule.Limits), or one limit of

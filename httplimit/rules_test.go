@@ -57,6 +57,9 @@ func TestSeedRulesFile(t *testing.T) {
 		" /smooth 1m0s": {shardlimit.GCRA, 6, time.Minute},
 		// /baz in shadow: 5 a minute, counted beside the enforced rule.
 		" /baz 1m0s shadow": {shardlimit.FixedWindow, 5, time.Minute},
+		// /login bans, /report caps requests in flight (checked below).
+		" /login 1m0s":  {shardlimit.FixedWindow, 3, time.Minute},
+		" /report 1m0s": {shardlimit.FixedWindow, 60, time.Minute},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("seed rules %v, want %v", got, want)
@@ -64,6 +67,18 @@ func TestSeedRulesFile(t *testing.T) {
 	if !reflect.DeepEqual(r.Exempt, ClientList{Networks: []string{"127.0.0.2"}}) ||
 		!reflect.DeepEqual(r.Deny, ClientList{Clients: []string{"blocked-client"}, Networks: []string{"127.0.0.3"}}) {
 		t.Errorf("seed lists: exempt %+v, deny %+v; want 127.0.0.2 exempt, blocked-client and 127.0.0.3 denied", r.Exempt, r.Deny)
+	}
+	for _, ru := range r.Rules {
+		switch ru.Name {
+		case "login":
+			if ru.Ban == nil || *ru.Ban != (Ban{After: 3, Within: time.Minute, For: 15 * time.Minute, Growth: 2, Max: 24 * time.Hour}) {
+				t.Errorf("login's ban %+v", ru.Ban)
+			}
+		case "report":
+			if ru.Concurrency == nil || *ru.Concurrency != (Concurrency{Limit: 2, Status: 503, RetryAfter: time.Second}) {
+				t.Errorf("report's concurrency %+v", ru.Concurrency)
+			}
+		}
 	}
 }
 

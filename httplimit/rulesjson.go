@@ -112,6 +112,9 @@ type ruleJSON struct {
 	Deny      *ClientList `json:"deny,omitempty"`
 	Count     string      `json:"count,omitempty"`
 	CostHdr   string      `json:"cost_header,omitempty"`
+
+	Ban         *banJSON         `json:"ban,omitempty"`
+	Concurrency *concurrencyJSON `json:"concurrency,omitempty"`
 }
 
 // MarshalJSON implements json.Marshaler with the form UnmarshalJSON reads:
@@ -131,6 +134,7 @@ func (r Rule) MarshalJSON() ([]byte, error) {
 	if r.Algorithm != 0 {
 		j.Algorithm = r.Algorithm.String()
 	}
+	j.Ban, j.Concurrency = banToJSON(r.Ban), concurrencyToJSON(r.Concurrency)
 	return json.Marshal(j)
 }
 
@@ -160,6 +164,9 @@ func (r *Rule) UnmarshalJSON(b []byte) error {
 	out := Rule{Name: j.Name, Path: j.Path, Prefix: j.Prefix, Methods: j.Methods,
 		Buckets: j.Buckets, Policy: j.Policy, Count: CountOutcome(j.Count), CostHeader: j.CostHdr}
 	out.policyFromJSON(&j)
+	if err := j.policies(what, &out); err != nil {
+		return err
+	}
 	if err := checkFileOutcome(what, &out); err != nil {
 		return err
 	}

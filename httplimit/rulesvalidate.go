@@ -150,7 +150,10 @@ func (v *validator) checkRule(tier string, ru *Rule) error {
 	if err := checkOutcome(ru); err != nil {
 		return invalid("rule %q: %v", ru.Name, err)
 	}
-	return nil
+	if ru.Shadow && (ru.Ban != nil || ru.Concurrency != nil) {
+		return invalid("rule %q: a shadow rule answers no request: ban and concurrency are not supported on it", ru.Name)
+	}
+	return checkPolicies(ru)
 }
 
 // checkRoute checks the path or prefix and the methods of ru, and that no

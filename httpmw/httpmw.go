@@ -249,6 +249,10 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			return
 		}
 		m.e.PutScratch(sc)
+		if o.InFlight.Held() {
+			m.serveHeld(w, r, next, o.InFlight)
+			return
+		}
 		next.ServeHTTP(w, r)
 	case rp.Hook:
 		setFields(h, &sc.Fields, 0)

@@ -54,6 +54,21 @@
 //	curl -i --interface 127.0.0.3 http://127.0.0.1:8080/foo   # 403 Forbidden (deny list)
 //	curl -i -H 'X-Client-ID: blocked-client' http://127.0.0.1:8080/foo  # 403 too
 //
+// /login allows 3 calls a minute per client, and bans a client denied 3
+// times within a minute for 15 minutes (429 with Retry-After the rest of
+// the ban), twice as long at each repeat offence up to 24 hours; /status
+// lists the bans in force. With -redis the bans are shared: a client
+// banned by one demo server is banned by all within -flush, and stays
+// banned across their restarts.
+//
+//	for i in 1 2 3 4 5 6 7; do curl -s -o /dev/null -w '%{http_code} ' http://127.0.0.1:8080/login; done
+//
+// /report (60 a minute) lets a client have at most 2 requests in flight
+// (503 with Retry-After: 1 beyond, in-process per server); ?ms=N makes it
+// take N milliseconds, at most 10000, to see the cap:
+//
+//	for i in 1 2 3; do curl -s -o /dev/null -w '%{http_code} ' 'http://127.0.0.1:8080/report?ms=2000' & done; wait
+//
 // Limited responses carry every rate-limit field the middleware can write:
 // X-RateLimit-Limit, -Remaining and -Reset (seconds to go), the IETF
 // RateLimit-Policy and RateLimit fields (draft-ietf-httpapi-ratelimit-headers-11)
@@ -167,6 +182,7 @@ type hooks struct {
 	server   func(*fasthttp.Server)                  // adjusts the server before it starts
 	limiter  func(rule string, l shardlimit.Limiter) // sees each Redis-shared limiter built
 	exact    time.Duration                           // Timeout of the GCRA rules' sync.Exact; 0: its default
+	built    func(*fasthttpmw.Middleware)            // sees the middleware built
 }
 
 // run parses args, serves until ctx is done or a terminating signal
@@ -225,6 +241,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, h *hooks)
 		return err
 	}
 	defer mw.Close() // before sh.close: the limiters' last flush needs the client
+	if h.built != nil {
+		h.built(mw)
+	}
 
 	counters := "in memory"
 	if sh != nil {
@@ -360,6 +379,9 @@ func newMiddleware(rules *httplimit.Rules, alg shardlimit.Algorithm, clock shard
 	}
 	if sh != nil {
 		o.NewLimiter = sh.newLimiter
+		if err := sh.shareBans(&o); err != nil {
+			return nil, err
+		}
 	}
 	return fasthttpmw.New(fasthttpmw.Config{Options: o})
 }
@@ -655,7 +677,8 @@ func router(limited fasthttp.RequestHandler, obs map[string]fasthttp.RequestHand
 	}
 }
 
-// app is the limited application: /foo, /bar, /baz and /smooth.
+// app is the limited application: /foo, /bar, /baz, /smooth, /login and
+// /report.
 func app(ctx *fasthttp.RequestCtx) {
 	ctx.SetContentType("text/plain; charset=utf-8")
 	switch string(ctx.Path()) {
@@ -667,6 +690,8 @@ func app(ctx *fasthttp.RequestCtx) {
 		ctx.SetBodyString("baz: ok\n")
 	case "/smooth":
 		ctx.SetBodyString("smooth: ok\n")
+	case "/login", "/report":
+		policyApp(ctx)
 	default:
 		ctx.SetStatusCode(fasthttp.StatusNotFound)
 		ctx.SetBodyString("not found\n")

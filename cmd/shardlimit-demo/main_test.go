@@ -20,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/fasthttpmw"
 	"github.com/shardlimit/shardlimit/httplimit"
 	"github.com/shardlimit/shardlimit/internal/mwtest"
 	"github.com/shardlimit/shardlimit/internal/redistest"
@@ -67,6 +68,7 @@ type demo struct {
 	done     chan error
 	stdout   *syncBuffer
 	stderr   *syncBuffer
+	mw       *fasthttpmw.Middleware // set before the demo is ready
 }
 
 // startDemo runs the demo with args on an ephemeral loopback port and an
@@ -98,6 +100,7 @@ func startDemoClock(t *testing.T, clock mwtest.Clock, args ...string) *demo {
 		ready:    func(a net.Addr) { ready <- a },
 		reloaded: func(err error) { d.reloaded <- err },
 		server:   func(s *fasthttp.Server) { s.MaxIdleWorkerDuration = 50 * time.Millisecond },
+		built:    func(mw *fasthttpmw.Middleware) { d.mw = mw },
 		// Tests of decisions must not fall back to the local limiter
 		// because a loaded machine under -race kept a Redis call past the
 		// 50 ms default.

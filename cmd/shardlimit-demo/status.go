@@ -100,6 +100,8 @@ func writeStatus(w io.Writer, mw *fasthttpmw.Middleware, counters string) {
 		tw.Flush()
 	}
 
+	writeBans(w, mw)
+
 	top, total := mw.TopDenied(0)
 	more := max(len(top)-topShown, 0)
 	top = top[:len(top)-more]

@@ -28,6 +28,13 @@ type rule struct {
 	shadow   bool        // a shadow rule: decided and counted, never answering (shadow.go)
 	lists    *lists      // its exempt and deny lists; nil if none
 	out      outcomeRule // settling after the handler
+
+	// Policies (bans.go, inflight.go): policies is set when the rule has
+	// a ban or a concurrency limit; pns is httplimit.KeyNamespace(name).
+	ban      *httplimit.Ban
+	conc     *httplimit.Concurrency
+	pns      string
+	policies bool
 }
 
 // rate is one compiled limit of a rule, with the field values that depend
@@ -294,6 +301,7 @@ func (e *Engine) newRule(tierName string, ru httplimit.Rule) *rule {
 	slices.SortFunc(r.rates, func(a, b rate) int { return cmp.Compare(a.window, b.window) })
 	r.strategy = r.alg.String()
 	r.shadow, r.lists = ru.Shadow, compileLists(ru.Exempt, ru.Deny)
+	e.compilePolicies(r, ru)
 	return r
 }
 

@@ -31,6 +31,10 @@ type Outcome struct {
 	lims limits // the key's limits, when own, for RateLimit-Policy
 
 	status int // a failed decision's answer from an error hook (SetErrorStatus); 0: 503
+	// InFlight is the request's in-flight slot (Rule.Concurrency), held
+	// when the request goes to the next handler: give it back with
+	// Engine.Release once that handler returns.
+	InFlight InFlight
 }
 
 // Request is what a middleware extracts from its framework's request for
@@ -64,6 +68,7 @@ type Scratch struct {
 	Body   []byte // the 429 body Reply formats
 
 	lkey   []byte // the limiter key: the rule's namespace (limiter.ns), then Key
+	pkey   []byte // the policy key (bans, in flight): rule.pns, then Key
 	stripe uint32 // the gate stripe this request takes (see gate)
 }
 
@@ -100,12 +105,14 @@ type Engine struct {
 	retired map[limiterID]*limiter // limiters of rules the rules in force lack
 
 	wouldDeny, errs, badCost, noID atomic.Uint64
-	pol                            policyCounts // the rule set's lists, the tier hook
+	listCounts                     policyCounts // the rule set's lists, the tier hook
 
 	top *topk.Sketch // the most-denied (rule, key) pairs; nil if Options.TopDenied < 0
 
 	stripes atomic.Uint32 // stripe of the next Scratch built
 	pool    sync.Pool
+
+	pol policies // bans and requests in flight (bans.go, inflight.go)
 }
 
 // New validates o and returns an engine with o.Rules in force. keyFunc
@@ -150,12 +157,17 @@ func New(o httplimit.Options, keyFunc bool) (*Engine, error) {
 	e.pool.New = func() any {
 		return &Scratch{
 			lkey: make([]byte, 0, e.nsLen+n), ID: make([]byte, 0, n),
+			pkey:   make([]byte, 0, httplimit.KeyNamespaceLen+n),
 			Fields: Fields{Buf: make([]byte, 0, 256)}, Body: make([]byte, 0, 128),
 			stripe: e.stripes.Add(1),
 		}
 	}
+	e.pol.init(&o, n)
 	if err := e.Reload(o.Rules); err != nil {
 		return nil, err
+	}
+	if o.BanStore != nil {
+		e.startShare(o.BanStore, cmp.Or(o.BanSyncInterval, httplimit.DefaultBanSyncInterval), cmp.Or(o.MaxPolicyKeys, httplimit.DefaultMaxPolicyKeys))
 	}
 	return e, nil
 }
@@ -189,7 +201,7 @@ func (e *Engine) GetScratch() *Scratch { return e.pool.Get().(*Scratch) }
 
 // PutScratch returns sc to the pool.
 func (e *Engine) PutScratch(sc *Scratch) {
-	if cap(sc.lkey) > maxScratch || cap(sc.ID) > maxScratch || cap(sc.Fields.Buf) > maxScratch || cap(sc.Body) > maxScratch {
+	if cap(sc.lkey) > maxScratch || cap(sc.pkey) > maxScratch || cap(sc.ID) > maxScratch || cap(sc.Fields.Buf) > maxScratch || cap(sc.Body) > maxScratch {
 		return
 	}
 	e.pool.Put(sc)
@@ -223,7 +235,7 @@ func Decide[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) {
 	case httplimit.ActionDryRunDeny:
 		e.wouldDeny.Add(1)
 		fallthrough
-	case httplimit.ActionDeny, httplimit.ActionDenyListed:
+	case httplimit.ActionDeny, httplimit.ActionDenyListed, httplimit.ActionBanned, httplimit.ActionTooManyInFlight:
 		if e.top != nil && !o.Listed {
 			e.top.Add(o.Rule, sc.Key, 1)
 		}
@@ -277,6 +289,10 @@ func decideLocked[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) 
 		o.Action = httplimit.ActionNoIdentity
 		return
 	}
+	policies := r.policies || e.pol.any.Load() // bans.go
+	if policies && !decidePolicies(e, r, sc, q.Now, o) {
+		return
+	}
 	o.Result = r.l.lim.AllowBytesN(lkey, q.Now, q.Cost)
 	if len(r.rates) > 1 {
 		o.rate = r.binding(o.Result.Window)
@@ -298,6 +314,9 @@ func decideLocked[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) 
 		o.Action = httplimit.ActionDryRunDeny
 	default:
 		o.Action = httplimit.ActionDeny
+	}
+	if policies {
+		afterLimiter(e, r, sc.pkey, q.Now, o)
 	}
 	if sh != nil {
 		decideShadow(e, sc, sh, q, id, true)
@@ -351,6 +370,9 @@ func (e *Engine) Close() error {
 		return nil
 	}
 	e.closed = true
+	if e.pol.share != nil {
+		e.pol.share.close()
+	}
 	e.gate.lock()
 	old := e.set.Swap(nil)
 	e.gate.unlock()
@@ -423,6 +445,7 @@ func (e *Engine) RuleStats() []httplimit.RuleStats {
 			Count: r.out.count, CostHeader: r.out.costHeader, Settles: r.out.settles || e.costHook, Settled: l.settle.stats(),
 			Limiter: l.lim, KeyPrefix: l.ns,
 			Shadow: r.shadow, Exempt: l.pol.exempt.Load(), DenyListed: l.pol.denyListed.Load(),
+			Ban: clonePtr(r.ban), Concurrency: clonePtr(r.conc),
 		})
 	}
 	slices.SortFunc(out, func(a, b httplimit.RuleStats) int { return cmp.Compare(a.Name, b.Name) })

@@ -147,7 +147,7 @@ func (e *Engine) formatFields(fs *Fields, o *Outcome) {
 		b = append(b, r.strategy...)
 		fs.add(FieldStrategy, len(b))
 	}
-	if !e.hdr.OmitRetryAfter && o.Action == httplimit.ActionDeny {
+	if !e.hdr.OmitRetryAfter && (o.Action == httplimit.ActionDeny || o.Action == httplimit.ActionBanned) {
 		if s, ok := RetryAfterSeconds(res.RetryAfter); ok {
 			b = strconv.AppendInt(b, s, 10)
 			fs.add(FieldRetryAfter, len(b))
@@ -311,6 +311,8 @@ func (e *Engine) Reply(sc *Scratch, o *Outcome, hook bool) Reply {
 		}
 		sc.Body = AppendDenyBody(sc.Body[:0], o)
 		return Reply{Status: StatusTooManyRequests, Body: sc.Body}
+	case httplimit.ActionBanned, httplimit.ActionTooManyInFlight:
+		return e.policyReply(sc, o, hook)
 	}
 	e.formatFields(&sc.Fields, o) // nothing without a rule
 	return Reply{Next: true}

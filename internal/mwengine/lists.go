@@ -73,7 +73,7 @@ type policyCounts struct {
 func listed[S byteseq](e *Engine, ls *lists, r *rule, q *Request[S], o *Outcome) bool {
 	switch {
 	case has(&ls.deny, q.Identity, q.Client):
-		e.pol.denyListed.Add(1)
+		e.listCounts.denyListed.Add(1)
 		if r != nil {
 			r.l.pol.denyListed.Add(1)
 		}
@@ -83,7 +83,7 @@ func listed[S byteseq](e *Engine, ls *lists, r *rule, q *Request[S], o *Outcome)
 			o.Action = httplimit.ActionDryRunDeny
 		}
 	case has(&ls.exempt, q.Identity, q.Client):
-		e.pol.exempt.Add(1)
+		e.listCounts.exempt.Add(1)
 		if r != nil {
 			r.l.pol.exempt.Add(1)
 		}
@@ -102,7 +102,7 @@ func (e *Engine) tierNamed(set *ruleSet, name string, def *tier) *tier {
 	if t, ok := set.tiers[name]; ok {
 		return t
 	}
-	e.pol.unknownTier.Add(1)
+	e.listCounts.unknownTier.Add(1)
 	return def
 }
 

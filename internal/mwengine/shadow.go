@@ -98,7 +98,7 @@ func (ns *ruleSet) routePolicies(r *httplimit.Rules) {
 
 // policyStats adds the engine's list and tier hook counters to st.
 func (e *Engine) policyStats(st *httplimit.Stats) {
-	st.Exempt = e.pol.exempt.Load()
-	st.DenyListed = e.pol.denyListed.Load()
-	st.UnknownTier = e.pol.unknownTier.Load()
+	st.Exempt = e.listCounts.exempt.Load()
+	st.DenyListed = e.listCounts.denyListed.Load()
+	st.UnknownTier = e.listCounts.unknownTier.Load()
 }
