@@ -51,6 +51,18 @@ type Item struct {
 	// already sent: once every node has flushed again the total is the sum
 	// of their contributions. In [0, 2^53).
 	Floor int64
+	// Seq, if positive, names this write of Node's so that it adds Delta
+	// at most once: the store keeps, with the counter, the highest Seq of
+	// Node whose Delta it added, and adds Delta only for a higher Seq
+	// (Floor applies either way). A client that sends a command again
+	// after losing its reply (go-redis Options.MaxRetries, a
+	// ClusterClient's redirects and retries) then counts Delta once, and
+	// so does a late copy of an older write. Give each write of a node a
+	// higher Seq than the last, with Floor the node's whole share, as the
+	// Shared limiter does (it numbers its flushes): a write skipped
+	// because a later one was applied first is then covered by the later
+	// one's Floor. 0 adds Delta every time. In [0, 2^53).
+	Seq int64
 	// TTL is how long the counter is kept after this write, at least one
 	// millisecond (rounded up to whole milliseconds). Every write sets it:
 	// no counter is ever stored without an expiry.
@@ -214,6 +226,8 @@ func checkItem(it *Item) error {
 		return fmt.Errorf("%w: node of %d bytes is longer than %d", ErrInvalidItem, len(it.Node), MaxNodeBytes)
 	case it.Floor < 0 || it.Floor >= 1<<53:
 		return fmt.Errorf("%w: floor %d outside [0, 2^53)", ErrInvalidItem, it.Floor)
+	case it.Seq < 0 || it.Seq >= 1<<53:
+		return fmt.Errorf("%w: seq %d outside [0, 2^53)", ErrInvalidItem, it.Seq)
 	}
 	return nil
 }
@@ -226,7 +240,7 @@ func (b *RedisBackend) scriptArgs(it *Item) ([]string, []any) {
 		keys[i] = counterKey(tag, it.Window, it.ID-int64(i))
 	}
 	ttl := (it.TTL + time.Millisecond - 1) / time.Millisecond
-	return keys, []any{it.Delta, int64(ttl), it.Floor, it.Node}
+	return keys, []any{it.Delta, int64(ttl), it.Floor, it.Node, it.Seq}
 }
 
 // Add implements Backend. The items are sent as one pipeline of EVALSHA

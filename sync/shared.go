@@ -87,8 +87,13 @@ type Shared struct {
 	state    atomic.Int32
 	flushMu  stdsync.Mutex // one flush at a time (the loop and Shutdown)
 	failures int           // flushes failed in a row; under flushMu
+	seq      int64         // the last flush's Item.Seq; under flushMu
 	evicting error         // the store is evicting keys; under flushMu
-	share    *shareWatch   // the failure share; under flushMu
+	// the store lost units this node had read (see lose): Degraded until
+	// lossUntil; under flushMu
+	lossErr   error
+	lossUntil time.Time
+	share     *shareWatch // the failure share; under flushMu
 
 	// the hub's schedule of this limiter; the hub's goroutine only
 	next, lastStart time.Time
@@ -101,8 +106,9 @@ type Shared struct {
 	// flush heals every bucket this node sent units of; under flushMu
 	healing map[string]bool
 
-	// what quiet reads without flushMu: near is not empty, failures > 0
-	hasNear, failing atomic.Bool
+	// what quiet reads without flushMu: near is not empty, failures > 0;
+	// and lossErr is set
+	hasNear, failing, lossy atomic.Bool
 	// the hub visits it (see hub.activateShared); it left the hub
 	active, left atomic.Bool
 
@@ -116,6 +122,7 @@ type Shared struct {
 	badReplies                                     atomic.Uint64
 	lastErr                                        lastError
 	sentUnits, retried, unknown, dropped           atomic.Uint64
+	lostUnits, losses                              atomic.Uint64
 	trips, recoveries                              atomic.Uint64
 	lastKeys, lastNear                             atomic.Int64
 	lastLatency, maxLatency                        atomic.Int64
