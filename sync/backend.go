@@ -80,13 +80,18 @@ type Outcome uint8
 const (
 	// MaybeApplied (the zero value) means nothing is proven: the command was
 	// sent and its reply was lost (a timeout, a broken connection) or could
-	// not be decoded. Retrying may count Delta twice.
+	// not be decoded. Sending the Item again may count Delta twice, unless
+	// it is sent with the same positive Seq; sending Floor alone (Delta 0)
+	// never does.
 	MaybeApplied Outcome = iota
 	// Applied means the store applied the Item; Total and Totals are valid.
 	Applied
 	// NotApplied means the Item provably changed nothing: it was invalid, it
 	// was never sent (the client reported a dial error, a closed client or
-	// an exhausted pool, or ctx was done before Add began), or the store
+	// an exhausted pool, or ctx was done before Add began; a RedisBackend
+	// whose client sends commands again after a failure, see
+	// NewRedisBackend, reports such an error as MaybeApplied, since an
+	// earlier attempt may have reached the store), or the store
 	// answered with an error reply, which every script gives only before its
 	// first write. Retrying cannot count Delta twice. (go-redis dials in the
 	// background: a deadline that passes while it is still dialling is
@@ -171,12 +176,19 @@ type RedisClient interface {
 type RedisBackend struct {
 	client RedisClient
 	prefix string
+	// resends: the client may send a command again after a failure
+	// (see resends); its last attempt's error then proves nothing
+	resends bool
 }
 
 var _ Backend = (*RedisBackend)(nil)
 
 // NewRedisBackend returns a RedisBackend that writes keys under prefix (""
-// means DefaultPrefix) through client. It does no I/O. It returns an error
+// means DefaultPrefix) through client. It does no I/O. It reads whether
+// client sends a command again after a failure (a *redis.Client or
+// *redis.Ring with Options.MaxRetries above 0, every *redis.ClusterClient,
+// and any client of another type): if so, a dial error on the last
+// attempt does not prove an Item unapplied (see NotApplied). It returns an error
 // wrapping shardlimit.ErrInvalidConfig if client is nil or prefix contains a
 // brace or is longer than MaxPrefixBytes.
 func NewRedisBackend(client RedisClient, prefix string) (*RedisBackend, error) {
@@ -189,7 +201,22 @@ func NewRedisBackend(client RedisClient, prefix string) (*RedisBackend, error) {
 	if err := checkPrefix(prefix); err != nil {
 		return nil, err
 	}
-	return &RedisBackend{client: client, prefix: prefix}, nil
+	return &RedisBackend{client: client, prefix: prefix, resends: resends(client)}, nil
+}
+
+// resends reports whether client may send a command again after a
+// connection error or a redirect: a Client or Ring with retries (go-redis
+// Options.MaxRetries, 3 unless -1), every ClusterClient (it follows
+// redirects and retries on network errors whatever MaxRetries says), and
+// every client of another kind, which this package cannot inspect.
+func resends(client RedisClient) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().MaxRetries > 0
+	case *redis.Ring:
+		return c.Options().MaxRetries > 0
+	}
+	return true
 }
 
 // CounterKey returns the Redis key holding the counter of window or bucket
@@ -306,6 +333,11 @@ func addParts(ctx context.Context, client RedisClient, parts []addPart) {
 			p := &batch[i]
 			r := &parts[p.part].out[p.idx]
 			r.Outcome, r.Total, r.Err = p.res.Outcome, p.res.Total, p.res.Err
+			if r.Outcome == NotApplied && parts[p.part].b.resends && neverSent(r.Err) {
+				// The last attempt never left, but an earlier one, whose
+				// connection broke, may have been applied.
+				r.Outcome = MaybeApplied
+			}
 			r.Totals = append(r.Totals[:0], p.res.Totals...)
 		}
 	case <-ctx.Done():

@@ -90,3 +90,27 @@ func testResentFlushCountsOnce(t *testing.T, alg shardlimit.Algorithm) {
 			st.Flushes, st.FailedFlushes, st.Items, st.ItemErrors, st.SentUnits, st.UnknownUnits)
 	}
 }
+
+// TestRedisBackendDialErrorProvesNothingWithRetries: a refused dial proves
+// an Item unapplied only if the client never sends a command twice; with
+// go-redis's retries on, the refused dial may be a re-send's after an
+// applied first attempt, so the Item is MaybeApplied (healed by the next
+// floor, never sent again as a delta).
+func TestRedisBackendDialErrorProvesNothingWithRetries(t *testing.T) {
+	for _, tc := range []struct {
+		retries int
+		want    Outcome
+	}{{-1, NotApplied}, {3, MaybeApplied}} {
+		c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: tc.retries, DialerRetries: 1,
+			MinRetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond})
+		b, err := NewRedisBackend(c, redistest.Prefix(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := b.Add(ctxT(t, 10*time.Second), []Item{{Key: "k", ID: 1, Delta: 1, TTL: time.Second, Seq: 1}}, nil)
+		if len(out) != 1 || out[0].Outcome != tc.want || !neverSent(out[0].Err) {
+			t.Errorf("MaxRetries %d: %+v, want %v with a dial error", tc.retries, out, tc.want)
+		}
+		_ = c.Close()
+	}
+}
