@@ -49,11 +49,16 @@ import (
 // the package doc on Redis keys), so a counter it lost (restarted empty,
 // evicted) comes back, once every node has flushed the key again, as the
 // sum of what all of them sent; units of buckets that ended first are
-// dropped and counted. After FailAfter failed flushes in a row the limiter
-// is Degraded, decides by Policy, and flushes with back-off until the
-// store answers. It is Degraded too while the store evicts keys, and while
+// dropped and counted. Meanwhile a node keeps counting the other nodes'
+// units it had read: the others' units of a live window or bucket only
+// grow, so it keeps the most it has read. A flush sent twice by the
+// client (go-redis retries) counts once (Item.Seq). After FailAfter failed
+// flushes in a row the limiter is Degraded, decides by Policy, and
+// flushes with back-off until the store answers. It is Degraded too while
+// the store evicts keys, for an EvictionCheck after a flush read a counter
+// short of the others' units it had read (the store lost them), and while
 // more than DegradePercent of the items of its flushes fail (see the
-// package doc on health). Under FallbackLocal with FallbackLimit F per
+// package doc on health and eviction). Under FallbackLocal with FallbackLimit F per
 // node, a window an outage overlaps admits at most max(L, N*F) + N*N*R*(D
 // + Δ) + N*R*D, Δ the time the nodes take to turn Degraded: about L with
 // F = L/N (see the package doc on outages).
