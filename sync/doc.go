@@ -149,8 +149,11 @@
 // flush's floor rather than sent again. Shared therefore works with any
 // MaxRetries and with a ClusterClient. Exact's decisions are not: a
 // re-sent decision script consumes twice, so give Exact a client with
-// MaxRetries: -1 (a ClusterClient's redirects of a decision are safe: a
-// MOVED or ASK reply means the script did not run there).
+// MaxRetries: -1. A ClusterClient's MOVED and ASK redirects of a decision
+// are safe (the script did not run where it was refused), but it also
+// re-sends after a network error, up to MaxRedirects times whatever
+// MaxRetries says: on a Cluster, an Exact decision whose connection broke
+// after Redis ran it may count twice.
 //
 // go-redis applies a context's deadline to socket reads and writes only with
 // ContextTimeoutEnabled: true (the default ignores it and waits up to
