@@ -133,10 +133,12 @@ type ItemResult struct {
 // these three methods. Implementations must be safe for concurrent use and
 // must never panic on what the store answers.
 type Backend interface {
-	// Add applies every item, each atomically (increment, floor and expiry
-	// in one step), and returns one ItemResult per item, in order, appended
-	// to out[:0]. Items are independent: one failing does not fail the
-	// others. Add returns when every item has a result or ctx is done.
+	// Add applies every item, each atomically (increment unless Seq says
+	// it was applied, floor and expiry in one step), and returns one
+	// ItemResult per item, in order, appended to out[:0]. Items are
+	// independent: one failing does not fail the others. Add returns when
+	// every item has a result or ctx is done. A Backend that ignores Seq
+	// still works, but counts an item its transport sent twice twice.
 	Add(ctx context.Context, items []Item, out []ItemResult) []ItemResult
 	// Read returns the totals of the counters of key for IDs id-span .. id,
 	// oldest first, appended to dst[:0], reading them in one atomic step and
