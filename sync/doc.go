@@ -185,11 +185,13 @@
 //
 // Redis deletes keys before their time only when it has a maxmemory and a
 // maxmemory-policy other than noeviction. An evicted counter or state is a
-// fresh budget for every node: against a Redis of 2 MB with allkeys-lru
-// flooded with other keys, two Exact processes admitted 10 times a
-// fixed-window limit per window (every request offered) and two Shared
-// processes twice the limit. The volatile-* policies are no refuge: every
-// key of this package has a TTL, so they are evicted first.
+// fresh budget for every node that has not read it: against a Redis of
+// 2 MB with allkeys-lru flooded with other keys, two Exact processes
+// admitted 10 times a fixed-window limit per window (every request
+// offered), and two Shared processes twice the limit before a Shared node
+// kept the units it had read (see below; now at most 1.1 times with
+// FallbackLimit L/2). The volatile-* policies are no refuge: every key of
+// this package has a TTL, so they are evicted first.
 //
 // The safe policy is noeviction (with a Redis of the limiters' own, or a
 // maxmemory the data never reaches). A full Redis under noeviction refuses
