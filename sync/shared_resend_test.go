@@ -1,6 +1,8 @@
 package sync
 
 import (
+	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -11,29 +13,69 @@ import (
 
 // TestSharedResentFlushCountsOnce: go-redis sends a pipeline again when
 // the connection breaks before its reply (Options.MaxRetries, default 3;
-// a ClusterClient also on redirects). A proxy that lets every 4th script
+// a ClusterClient also on redirects). A proxy that lets every 7th script
 // call reach Redis and then closes the connection instead of answering
-// makes the client send those flushes again (three items a flush: some
-// re-sends go through, some are cut again and their units are healed by
-// the next flush's floor); every counter must still hold exactly the
-// units the nodes admitted: a re-sent increment counted twice would make
-// every node's view too high. Two nodes, both with go-redis's default
-// retries.
+// makes the client send those flushes again (six items a flush: the
+// re-send goes through); every counter must still hold exactly the units
+// the nodes admitted: a re-sent increment counted twice would make every
+// node's view too high. Two nodes, both with go-redis's default retries.
 func TestSharedResentFlushCountsOnce(t *testing.T) {
 	for _, alg := range []shardlimit.Algorithm{shardlimit.FixedWindow, shardlimit.SlidingCounter} {
-		t.Run(alg.String(), func(t *testing.T) { testResentFlushCountsOnce(t, alg) })
+		t.Run(alg.String(), func(t *testing.T) {
+			srv := redistest.StartServer(t)
+			p := redistest.StartCommandProxy(t, srv.Addr)
+			retrying := func() RedisClient {
+				c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: 3, ContextTimeoutEnabled: true,
+					DialTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})
+				t.Cleanup(func() { _ = c.Close() })
+				return c
+			}
+			testResentFlushCountsOnce(t, alg, retrying, []*redistest.Proxy{p}, newClient(t, srv.Addr))
+		})
 	}
 }
 
-func testResentFlushCountsOnce(t *testing.T, alg shardlimit.Algorithm) {
-	srv := redistest.StartServer(t)
-	p := redistest.StartCommandProxy(t, srv.Addr)
-	retrying := func() *redis.Client {
-		c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: 3, ContextTimeoutEnabled: true,
-			DialTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})
+// TestRedisClusterResentFlushCountsOnce: a ClusterClient re-sends a
+// pipeline after a network error up to MaxRedirects times even with
+// MaxRetries: -1 (the setting this package recommends); with a command
+// proxy in front of every node (the client dials them through its
+// Dialer) cutting every 7th script reply, the counters of keys spread over
+// the three masters hold exactly what the two nodes admitted.
+func TestRedisClusterResentFlushCountsOnce(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t)
+	via := map[string]string{} // node address -> its proxy's
+	var proxies []*redistest.Proxy
+	for _, a := range cl.Addrs {
+		p := redistest.StartCommandProxy(t, a)
+		via[a] = p.Addr
+		proxies = append(proxies, p)
+	}
+	dialer := &net.Dialer{Timeout: 10 * time.Second}
+	clusterClient := func(proxied bool) *redis.ClusterClient {
+		opt := &redis.ClusterOptions{Addrs: cl.Addrs, MaxRetries: -1, ContextTimeoutEnabled: true,
+			DialTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}
+		if proxied {
+			opt.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if p, ok := via[addr]; ok {
+					addr = p
+				}
+				return dialer.DialContext(ctx, network, addr)
+			}
+		}
+		c := redis.NewClusterClient(opt)
 		t.Cleanup(func() { _ = c.Close() })
 		return c
 	}
+	testResentFlushCountsOnce(t, shardlimit.FixedWindow, func() RedisClient { return clusterClient(true) },
+		proxies, clusterClient(false))
+}
+
+// testResentFlushCountsOnce runs two nodes of alg on clients from mk, whose
+// commands pass through proxies, for 12 rounds of decisions and flushes
+// with every 7th script reply cut, and checks every counter through
+// direct, a client that bypasses the proxies.
+func testResentFlushCountsOnce(t *testing.T, alg shardlimit.Algorithm, mk func() RedisClient, proxies []*redistest.Proxy, direct redis.Cmdable) {
 	clock := shardlimit.NewManualClock(at(time.Second))
 	cfg := SharedConfig{
 		Config:       shardlimit.Config{Algorithm: alg, Limit: 1000, Window: time.Minute, Buckets: 4, Clock: clock},
@@ -43,12 +85,16 @@ func testResentFlushCountsOnce(t *testing.T, alg shardlimit.Algorithm) {
 	if alg == shardlimit.FixedWindow {
 		cfg.Buckets, size = 0, int64(time.Minute)
 	}
-	nodes := []*Shared{newShared(t, retrying(), cfg)}
+	nodes := []*Shared{newShared(t, mk(), cfg)}
 	cfg.Prefix = nodes[0].backend.(*RedisBackend).prefix
-	nodes = append(nodes, newShared(t, retrying(), cfg))
-	p.SetTamper(4, redistest.Cut)
+	nodes = append(nodes, newShared(t, mk(), cfg))
+	keys := []string{"a", "b", "c", "d", "e", "f"}
+	for _, p := range proxies {
+		// One more than a flush's items: an attempt cut, its re-send
+		// (the next replies) answered.
+		p.SetTamper(len(keys)+1, redistest.Cut)
+	}
 
-	keys := []string{"a", "b", "c"}
 	want := map[string]map[int64]int64{} // key -> bucket -> units admitted
 	for _, k := range keys {
 		want[k] = map[int64]int64{}
@@ -69,17 +115,22 @@ func testResentFlushCountsOnce(t *testing.T, alg shardlimit.Algorithm) {
 		}
 		clock.Advance(4 * time.Second) // 12 rounds within the minute
 	}
-	p.SetTamper(0, 0)
-	for _, s := range nodes {
-		mustFlush(t, s)
+	var scripts int64
+	for _, p := range proxies {
+		p.SetTamper(0, 0)
+		scripts += p.Scripts()
 	}
-	if p.Scripts() < 20 {
-		t.Fatalf("only %d script replies: the proxy cut few", p.Scripts())
+	for range 2 { // the second heals older buckets the first read short
+		for _, s := range nodes {
+			mustFlush(t, s)
+		}
 	}
-	c := newClient(t, srv.Addr)
+	if scripts < 40 {
+		t.Fatalf("only %d script replies: the proxies cut few", scripts)
+	}
 	for _, k := range keys {
 		for id, n := range want[k] {
-			if got := counters(t, c, nodes[0], []string{k}, id)[0]; got != n {
+			if got := counters(t, direct, nodes[0], []string{k}, id)[0]; got != n {
 				t.Errorf("key %s, bucket %d: counter %d, want %d admitted", k, id, got, n)
 			}
 		}
