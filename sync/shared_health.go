@@ -53,6 +53,9 @@ func (s *Shared) lose(lost int64) {
 		hold = DefaultEvictionCheck
 	}
 	s.lossUntil = time.Now().Add(hold)
+	if s.lossErr != nil {
+		return // held already: the first loss of the hold is its cause
+	}
 	s.lossy.Store(true)
 	s.lossErr = fmt.Errorf("%w: a counter read %d units fewer than this node had read in its window (the store lost them)", ErrEvicting, lost)
 	s.update(s.lossErr)
