@@ -51,6 +51,18 @@ type Item struct {
 	// already sent: once every node has flushed again the total is the sum
 	// of their contributions. In [0, 2^53).
 	Floor int64
+	// Seq, if positive, names this write of Node's so that it adds Delta
+	// at most once: the store keeps, with the counter, the highest Seq of
+	// Node whose Delta it added, and adds Delta only for a higher Seq
+	// (Floor applies either way). A client that sends a command again
+	// after losing its reply (go-redis Options.MaxRetries, a
+	// ClusterClient's redirects and retries) then counts Delta once, and
+	// so does a late copy of an older write. Give each write of a node a
+	// higher Seq than the last, with Floor the node's whole share, as the
+	// Shared limiter does (it numbers its flushes): a write skipped
+	// because a later one was applied first is then covered by the later
+	// one's Floor. 0 adds Delta every time. In [0, 2^53).
+	Seq int64
 	// TTL is how long the counter is kept after this write, at least one
 	// millisecond (rounded up to whole milliseconds). Every write sets it:
 	// no counter is ever stored without an expiry.
@@ -68,13 +80,18 @@ type Outcome uint8
 const (
 	// MaybeApplied (the zero value) means nothing is proven: the command was
 	// sent and its reply was lost (a timeout, a broken connection) or could
-	// not be decoded. Retrying may count Delta twice.
+	// not be decoded. Sending the Item again may count Delta twice, unless
+	// it is sent with the same positive Seq; sending Floor alone (Delta 0)
+	// never does.
 	MaybeApplied Outcome = iota
 	// Applied means the store applied the Item; Total and Totals are valid.
 	Applied
 	// NotApplied means the Item provably changed nothing: it was invalid, it
 	// was never sent (the client reported a dial error, a closed client or
-	// an exhausted pool, or ctx was done before Add began), or the store
+	// an exhausted pool, or ctx was done before Add began; a RedisBackend
+	// whose client sends commands again after a failure, see
+	// NewRedisBackend, reports such an error as MaybeApplied, since an
+	// earlier attempt may have reached the store), or the store
 	// answered with an error reply, which every script gives only before its
 	// first write. Retrying cannot count Delta twice. (go-redis dials in the
 	// background: a deadline that passes while it is still dialling is
@@ -116,10 +133,12 @@ type ItemResult struct {
 // these three methods. Implementations must be safe for concurrent use and
 // must never panic on what the store answers.
 type Backend interface {
-	// Add applies every item, each atomically (increment, floor and expiry
-	// in one step), and returns one ItemResult per item, in order, appended
-	// to out[:0]. Items are independent: one failing does not fail the
-	// others. Add returns when every item has a result or ctx is done.
+	// Add applies every item, each atomically (increment unless Seq says
+	// it was applied, floor and expiry in one step), and returns one
+	// ItemResult per item, in order, appended to out[:0]. Items are
+	// independent: one failing does not fail the others. Add returns when
+	// every item has a result or ctx is done. A Backend that ignores Seq
+	// still works, but counts an item its transport sent twice twice.
 	Add(ctx context.Context, items []Item, out []ItemResult) []ItemResult
 	// Read returns the totals of the counters of key for IDs id-span .. id,
 	// oldest first, appended to dst[:0], reading them in one atomic step and
@@ -159,12 +178,19 @@ type RedisClient interface {
 type RedisBackend struct {
 	client RedisClient
 	prefix string
+	// resends: the client may send a command again after a failure
+	// (see resends); its last attempt's error then proves nothing
+	resends bool
 }
 
 var _ Backend = (*RedisBackend)(nil)
 
 // NewRedisBackend returns a RedisBackend that writes keys under prefix (""
-// means DefaultPrefix) through client. It does no I/O. It returns an error
+// means DefaultPrefix) through client. It does no I/O. It reads whether
+// client sends a command again after a failure (a *redis.Client or
+// *redis.Ring with Options.MaxRetries above 0, every *redis.ClusterClient,
+// and any client of another type): if so, a dial error on the last
+// attempt does not prove an Item unapplied (see NotApplied). It returns an error
 // wrapping shardlimit.ErrInvalidConfig if client is nil or prefix contains a
 // brace or is longer than MaxPrefixBytes.
 func NewRedisBackend(client RedisClient, prefix string) (*RedisBackend, error) {
@@ -177,7 +203,22 @@ func NewRedisBackend(client RedisClient, prefix string) (*RedisBackend, error) {
 	if err := checkPrefix(prefix); err != nil {
 		return nil, err
 	}
-	return &RedisBackend{client: client, prefix: prefix}, nil
+	return &RedisBackend{client: client, prefix: prefix, resends: resends(client)}, nil
+}
+
+// resends reports whether client may send a command again after a
+// connection error or a redirect: a Client or Ring with retries (go-redis
+// Options.MaxRetries, 3 unless -1), every ClusterClient (it follows
+// redirects and retries on network errors whatever MaxRetries says), and
+// every client of another kind, which this package cannot inspect.
+func resends(client RedisClient) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().MaxRetries > 0
+	case *redis.Ring:
+		return c.Options().MaxRetries > 0
+	}
+	return true
 }
 
 // CounterKey returns the Redis key holding the counter of window or bucket
@@ -214,6 +255,8 @@ func checkItem(it *Item) error {
 		return fmt.Errorf("%w: node of %d bytes is longer than %d", ErrInvalidItem, len(it.Node), MaxNodeBytes)
 	case it.Floor < 0 || it.Floor >= 1<<53:
 		return fmt.Errorf("%w: floor %d outside [0, 2^53)", ErrInvalidItem, it.Floor)
+	case it.Seq < 0 || it.Seq >= 1<<53:
+		return fmt.Errorf("%w: seq %d outside [0, 2^53)", ErrInvalidItem, it.Seq)
 	}
 	return nil
 }
@@ -226,7 +269,7 @@ func (b *RedisBackend) scriptArgs(it *Item) ([]string, []any) {
 		keys[i] = counterKey(tag, it.Window, it.ID-int64(i))
 	}
 	ttl := (it.TTL + time.Millisecond - 1) / time.Millisecond
-	return keys, []any{it.Delta, int64(ttl), it.Floor, it.Node}
+	return keys, []any{it.Delta, int64(ttl), it.Floor, it.Node, it.Seq}
 }
 
 // Add implements Backend. The items are sent as one pipeline of EVALSHA
@@ -292,6 +335,11 @@ func addParts(ctx context.Context, client RedisClient, parts []addPart) {
 			p := &batch[i]
 			r := &parts[p.part].out[p.idx]
 			r.Outcome, r.Total, r.Err = p.res.Outcome, p.res.Total, p.res.Err
+			if r.Outcome == NotApplied && parts[p.part].b.resends && neverSent(r.Err) {
+				// The last attempt never left, but an earlier one, whose
+				// connection broke, may have been applied.
+				r.Outcome = MaybeApplied
+			}
 			r.Totals = append(r.Totals[:0], p.res.Totals...)
 		}
 	case <-ctx.Done():

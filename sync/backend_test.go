@@ -211,6 +211,53 @@ func TestBackendFloor(t *testing.T) {
 	}
 }
 
+// TestBackendSeq: an item sent again with the same Seq (a client's re-send)
+// adds its Delta once, and so does a late copy of an older write; the Floor
+// applies either way; Seq 0 adds every time; each node's Seq is its own.
+func TestBackendSeq(t *testing.T) {
+	c := sharedClient(t)
+	b := newBackend(t, c)
+	ctx := ctxT(t, 10*time.Second)
+	add := func(it Item) int64 {
+		t.Helper()
+		it.Key, it.ID, it.TTL = "s", 3, time.Minute
+		r := b.Add(ctx, []Item{it}, nil)[0]
+		if r.Outcome != Applied {
+			t.Fatalf("%+v: %+v", it, r)
+		}
+		return r.Total
+	}
+	steps := []struct {
+		it   Item
+		want int64
+		why  string
+	}{
+		{Item{Node: "a", Delta: 2, Floor: 2, Seq: 1}, 2, "first write"},
+		{Item{Node: "a", Delta: 2, Floor: 2, Seq: 1}, 2, "the same write again"},
+		{Item{Node: "b", Delta: 3, Floor: 3, Seq: 1}, 5, "another node's Seq 1"},
+		{Item{Node: "a", Delta: 1, Floor: 3, Seq: 2}, 6, "a's next write"},
+		{Item{Node: "a", Delta: 2, Floor: 2, Seq: 1}, 6, "a late copy of a's first write"},
+		{Item{Node: "a", Delta: 4, Floor: 7, Seq: 2}, 10, "Seq 2 again: no delta, but its floor raises a to 7"},
+		{Item{Node: "b", Delta: 1, Floor: 4}, 11, "Seq 0 adds every time"},
+		{Item{Node: "b", Delta: 1, Floor: 5}, 12, "Seq 0 adds every time"},
+	}
+	for _, st := range steps {
+		if got := add(st.it); got != st.want {
+			t.Fatalf("%s (%+v): total %d, want %d", st.why, st.it, got, st.want)
+		}
+	}
+	out := b.Add(ctx, []Item{{Key: "s", ID: 3, TTL: time.Minute, Seq: -1}, {Key: "s", ID: 3, TTL: time.Minute, Seq: 1 << 53}}, nil)
+	for i, r := range out {
+		if r.Outcome != NotApplied || !errors.Is(r.Err, ErrInvalidItem) {
+			t.Errorf("invalid Seq %d: %+v", i, r)
+		}
+	}
+	c.HSet(ctx, b.CounterKey("s", 3), "q:a", "x")
+	if r := b.Add(ctx, []Item{{Key: "s", ID: 3, Node: "a", Delta: 1, TTL: time.Minute, Seq: 9}}, nil)[0]; r.Outcome != NotApplied {
+		t.Errorf("a corrupt q:a: %+v, want an error reply", r)
+	}
+}
+
 // TestBackendInvalidItems: invalid items are refused before sending and do
 // not disturb valid ones in the same batch.
 func TestBackendInvalidItems(t *testing.T) {

@@ -64,7 +64,9 @@
 //     applied nothing; for Exact, its calls kept failing with transport
 //     errors for DegradeAfter (see ExactConfig). The hub probes the store
 //     until it answers.
-//   - The store evicts keys (see Eviction below).
+//   - The store evicts keys, or, for Shared, a flush read fewer units of
+//     the other nodes in a live window or bucket than it had read before:
+//     the store lost them (see Eviction below).
 //   - Its failure share is too large: more than DegradePercent (10%) of
 //     its work in one HealthInterval (1 s by default, intervals aligned to
 //     multiples of it) went to the failure policy, out of at least
@@ -113,16 +115,19 @@
 // A Shared limiter of one rate keeps <prefix>{<key>}:sh:<id>, so its
 // counters do not change when Limit and Window are written as one Rate.
 //
-// A counter is a Redis hash: field t holds the total and field n:<node>
-// what each node (Item.Node; for Shared, a random id per limiter) sent, so
-// a node that heals a counter the store lost restores its own share and the
-// total comes back as the sum of them all (see Outages below). A counter
-// written by one node takes about 136 bytes of Redis memory (MEMORY USAGE,
-// Redis 7.0, a short key), and each further node that wrote it about 20
-// more: 152 for two nodes, 200 for four, 280 for eight (a single integer
-// string took 88). Redis keeps such a small hash as a listpack up to
-// hash-max-listpack-entries (512) fields; past that many nodes per key
-// and window it turns into a hash table several times larger.
+// A counter is a Redis hash: field t holds the total, field n:<node> what
+// each node (Item.Node; for Shared, a random id per limiter) sent, so a
+// node that heals a counter the store lost restores its own share and the
+// total comes back as the sum of them all (see Outages below), and field
+// q:<node> the number of that node's last flush that added to it
+// (Item.Seq), so a flush the client sends twice counts once (see go-redis
+// client settings). A counter written by one node takes about 152 bytes of
+// Redis memory (MEMORY USAGE, Redis 7.0, a short key), and each further
+// node about 50 more: 200 for two nodes, 312 for four, 536 for eight
+// (without the q fields: 136, 152, 200, 280; a single integer string took
+// 88). Redis keeps such a small hash as a listpack up to
+// hash-max-listpack-entries (512) fields; past 255 nodes per key and
+// window it turns into a hash table several times larger.
 //
 // Upgrading: releases that kept a counter as a string named it without the
 // "sh" segment. Old and new nodes never touch each other's keys (no
@@ -133,12 +138,22 @@
 // # go-redis client settings
 //
 // go-redis re-sends a command or pipeline whose reply was lost to a
-// connection error or a read timeout (Options.MaxRetries, default 3). For a
-// counter increment a re-send after Redis already applied it counts the
-// units twice, and a dial error reported for the re-send hides the first
-// attempt. For exact accounting give this package a client with
-// MaxRetries: -1; with retries on, the Outcome reported for an item is still
-// right except when a connection broke after Redis had received a command.
+// connection error or a read timeout (Options.MaxRetries, default 3; a
+// ClusterClient also follows MOVED and ASK redirects and retries on network
+// errors whatever MaxRetries says). Shared's flushes are safe to re-send:
+// every item carries its flush's number (Item.Seq), and the store adds an
+// item's units only if it has not added those of that flush or a later
+// one of the same node, so a re-sent flush counts once; a RedisBackend on a
+// client that re-sends also reports a dial error as MaybeApplied (the
+// refused dial may be a re-send's), so those units are healed by the next
+// flush's floor rather than sent again. Shared therefore works with any
+// MaxRetries and with a ClusterClient. Exact's decisions are not: a
+// re-sent decision script consumes twice, so give Exact a client with
+// MaxRetries: -1. A ClusterClient's MOVED and ASK redirects of a decision
+// are safe (the script did not run where it was refused), but it also
+// re-sends after a network error, up to MaxRedirects times whatever
+// MaxRetries says: on a Cluster, an Exact decision whose connection broke
+// after Redis ran it may count twice.
 //
 // go-redis applies a context's deadline to socket reads and writes only with
 // ContextTimeoutEnabled: true (the default ignores it and waits up to
@@ -157,7 +172,8 @@
 // reply: a store answering *2147483647 makes it allocate 32 GiB. Dial
 // through LimitReplies to bound every reply.
 //
-// Recommended client options therefore are MaxRetries: -1,
+// Recommended client options therefore are MaxRetries: -1 (needed for
+// Exact; for Shared it only saves re-sends that would change nothing),
 // ContextTimeoutEnabled: true, DialerRetries: 1 and a Dialer from
 // LimitReplies:
 //
@@ -169,11 +185,13 @@
 //
 // Redis deletes keys before their time only when it has a maxmemory and a
 // maxmemory-policy other than noeviction. An evicted counter or state is a
-// fresh budget for every node: against a Redis of 2 MB with allkeys-lru
-// flooded with other keys, two Exact processes admitted 10 times a
-// fixed-window limit per window (every request offered) and two Shared
-// processes twice the limit. The volatile-* policies are no refuge: every
-// key of this package has a TTL, so they are evicted first.
+// fresh budget for every node that has not read it: against a Redis of
+// 2 MB with allkeys-lru flooded with other keys, two Exact processes
+// admitted 10 times a fixed-window limit per window (every request
+// offered), and two Shared processes twice the limit before a Shared node
+// kept the units it had read (see below; now at most 1.1 times with
+// FallbackLimit L/2). The volatile-* policies are no refuge: every key of
+// this package has a TTL, so they are evicted first.
 //
 // The safe policy is noeviction (with a Redis of the limiters' own, or a
 // maxmemory the data never reaches). A full Redis under noeviction refuses
@@ -184,18 +202,38 @@
 //
 // The store's background goroutine (see above) reads INFO when its first
 // limiter starts and every EvictionCheck (2 s, never less than 1 s) after,
-// once for all of the store's limiters: the policy and maxmemory (Stats.Eviction, and Eviction.Safe), and
-// the growth of evicted_keys. While it grows the limiter is Degraded, with
-// an error wrapping ErrEvicting, and decides by its FailurePolicy as during
-// an outage: Exact by its local fallback, which has recorded what this
-// process admitted through Redis (N processes: at most N times the limit
-// per window), Shared by its local counts (under FallbackLimit if set;
-// see Outages for the bound, which the time to notice the evictions, up to
-// EvictionCheck, dominates). It becomes
-// Healthy again at the first check that finds no new eviction. Evictions
-// are not traced to keys: those of other applications' keys count too, as
-// they show that this package's can go next. A Redis that refuses INFO
-// (some managed services) is reported once in Eviction.Err and not watched.
+// once for all of the store's limiters: the policy and maxmemory
+// (Stats.Eviction, and Eviction.Safe), and the growth of evicted_keys.
+// While it grows the limiter is Degraded, with an error wrapping
+// ErrEvicting, and decides by its FailurePolicy as during an outage: Exact
+// by its local fallback, which has recorded what this process admitted
+// through Redis (N processes: at most N times the limit per window), Shared
+// by its local counts (under FallbackLimit if set; see Outages for the
+// bound). It becomes Healthy again at the first check that finds no new
+// eviction. Evictions are not traced to keys: those of other applications'
+// keys count too, as they show that this package's can go next. A Redis
+// that refuses INFO (some managed services) is reported once in
+// Eviction.Err and not watched.
+//
+// A Shared limiter does not wait for INFO when its own counters show the
+// loss. The other nodes' units of a live window or bucket only grow, so a
+// node keeps the most it has read of them: a counter the store lost and
+// answers short is not a fresh budget for a node that had read it (the
+// nodes that sent the units restore their shares at their next flush of
+// the key). And a flush that reads fewer such units than the node had read
+// is proof that the store lost them: the limiter counts them
+// (SharedStats.LostUnits, Losses: reads that found a loss, so one loss
+// read at every flush until it is healed counts at each) and turns
+// Degraded at once, with an error wrapping ErrEvicting, for an
+// EvictionCheck (DefaultEvictionCheck if eviction is not watched) after
+// the last such read. That is usually the first flush of a key after its
+// counter was lost, one FlushInterval, where INFO takes up to an
+// EvictionCheck; it also covers a store restarted empty or failed over
+// before replicating, and a store whose INFO is not readable. Only units
+// a node had read count: a counter lost before any node read the others'
+// units in it is noticed by INFO alone. (Should units of a live bucket
+// ever be taken back, a refund of another node would show only when its
+// bucket rolls: the strict side.)
 //
 // # Outages
 //
@@ -211,19 +249,27 @@
 //
 // and never more than N*L, where Δ is how long the outage lasts before
 // every node is Degraded: for an unreachable store at most FailAfter
-// flushes, each at most T plus FlushTimeout; for evictions at most
-// EvictionCheck plus one flush. With F = L/N that is L plus what the nodes
-// admit, unseen by each other, while they notice the outage and while they
-// heal from it. For example two nodes, L = 20 per 10 s, F = 10, R = 5/s,
-// T = 50 ms: about 25 when the store is killed and restarted empty (the
-// refused connections make the nodes Degraded within Δ = 100 ms), but up
-// to N*L = 40 under evictions, which are noticed only every EvictionCheck
-// (Δ up to 2 s). The parts:
+// flushes, each at most T plus FlushTimeout; for evictions (and a store
+// that came back empty) one flush, T + d, for a node that reads a counter
+// short of the other nodes' units it had read in it (see Eviction: a node
+// that decides the key, or keeps reading it near its limit, does so at its
+// first flush after the loss), and at most EvictionCheck plus one flush
+// for a node that sees no such loss and waits for INFO. With F = L/N that
+// is L plus what the nodes admit, unseen by each other, while they notice
+// the outage and while they heal from it. For example two nodes, L = 20
+// per 10 s, F = 10, R = 5/s, T = 50 ms (D about 100 ms): about 25 when the
+// store is killed and restarted empty (the refused connections make the
+// nodes Degraded within Δ = 100 ms); about 24 under evictions that a node
+// reads in its counters (Δ = T + d; measured from outside, two runs of an
+// allkeys-lru Redis of 2 MB flooded for 5 s: 20 to 22 for every Shared
+// algorithm); up to N*L = 40 while only INFO shows them (Δ up to 2 s).
+// The parts:
 //
 //   - Until the nodes are Degraded they decide as when healthy, on views
-//     that may lack the others' units of the last D + Δ (or all of them,
-//     for a node that has read a counter the store lost): the window holds
-//     at most U <= L + N*R*(D + Δ) units then.
+//     that may lack the others' units of the last D + Δ (never units a
+//     node had read: it keeps the most it read of a live bucket, however
+//     short the store answers): the window holds at most
+//     U <= L + N*R*(D + Δ) units then.
 //   - While Degraded, a node admits only while its own units of the window
 //     plus the others' units it last read fit F: FallbackLimit replaces the
 //     limit, not the counts, so the node's units of the window from before
@@ -246,7 +292,9 @@
 // key is near its limit (then at every flush), and after a flush of it
 // failed. A share that a node sent for a key it no longer decides and that
 // is far from its limit is not restored until it decides the key again:
-// until then the others may admit that share again, in that window only.
+// the nodes that had read it keep counting it, but one that had not (it
+// started since, or forgot the key) may admit that share again, in that
+// window only.
 //
 // # Trust
 //

@@ -22,9 +22,9 @@ var (
 	// may not have been applied.
 	ErrBadReply = errors.New("shardlimit/sync: bad reply from store")
 	// ErrInvalidItem reports an Item that cannot be sent: TTL below one
-	// millisecond, Span out of [0, MaxSpan], Floor outside [0, 2^53), a
-	// Window that is not a whole number of microseconds, or a Node longer
-	// than MaxNodeBytes.
+	// millisecond, Span out of [0, MaxSpan], Floor or Seq outside
+	// [0, 2^53), a Window that is not a whole number of microseconds, or a
+	// Node longer than MaxNodeBytes.
 	ErrInvalidItem = errors.New("shardlimit/sync: invalid item")
 	// ErrUnavailable reports that the store could not be reached or did not
 	// answer in time.

@@ -98,9 +98,9 @@ func checkShareChange(t *testing.T, c StateChange, want ...error) {
 // limiter becomes Healthy and stays so for two more intervals of traffic,
 // until stop: one change each way in all (stats returns its trips,
 // recoveries and state).
-func recoverOnce(t *testing.T, p *tamperProxy, ch changes, stop chan struct{}, wait func(), stats func() (uint64, uint64, State)) {
+func recoverOnce(t *testing.T, p *redistest.Proxy, ch changes, stop chan struct{}, wait func(), stats func() (uint64, uint64, State)) {
 	t.Helper()
-	p.set(0, false)
+	p.SetTamper(0, 0)
 	ch.wait(t, Healthy, 30*time.Second)
 	time.Sleep(2 * DefaultHealthInterval)
 	close(stop)
@@ -123,18 +123,18 @@ func recoverOnce(t *testing.T, p *tamperProxy, ch changes, stop chan struct{}, w
 // reply it is Healthy again; exactly one change each way.
 func TestExactHealthShare(t *testing.T) {
 	cases := []struct {
-		name    string
-		k       int
-		garbage bool
-		want    []error
+		name string
+		k    int
+		how  redistest.Tamper
+		want []error
 	}{
-		{"stall", 4, false, []error{ErrUnavailable}},
-		{"garbage", 2, true, []error{ErrBadReply}},
+		{"stall", 4, redistest.Stall, []error{ErrUnavailable}},
+		{"garbage", 2, redistest.Garbage, []error{ErrBadReply}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.StartServer(t)
-			p := startTamperProxy(t, srv.Addr)
+			p := redistest.StartCommandProxy(t, srv.Addr)
 			ch := newChanges()
 			e := newExact(t, newClient(t, p.Addr), ExactConfig{Config: fixedCfg(1<<20, time.Minute),
 				// The stalled calls time out; the others answer within
@@ -142,14 +142,14 @@ func TestExactHealthShare(t *testing.T) {
 				Timeout:       time.Second,
 				DegradeAfter:  time.Minute, // no outage: only the share
 				EvictionCheck: -1, OnStateChange: ch.record})
-			p.set(tc.k, tc.garbage)
+			p.SetTamper(tc.k, tc.how)
 			stop := make(chan struct{})
 			wait := healthRun(16, func(i int) { e.Allow(fmt.Sprint("k", i%64)) }, stop)
 			c := ch.wait(t, Degraded, 30*time.Second)
 			st := e.ExactStats()
 			t.Logf("%v; policy share %.2f of %d decisions", c.Err, st.PolicyShare, st.RecentDecisions)
 			checkShareChange(t, c, tc.want...)
-			if !tc.garbage && !isTimeout(c.Err) {
+			if tc.how == redistest.Stall && !isTimeout(c.Err) {
 				t.Errorf("change %v: the cause is not a timeout", c.Err)
 			}
 			if st.State != Degraded || st.PolicyShare*100 <= DegradePercent || st.RecentDecisions < MinHealthCount {
@@ -169,12 +169,12 @@ func TestExactHealthShare(t *testing.T) {
 // once the store answers properly; exactly one change each way.
 func TestSharedHealthShare(t *testing.T) {
 	srv := redistest.StartServer(t)
-	p := startTamperProxy(t, srv.Addr)
+	p := redistest.StartCommandProxy(t, srv.Addr)
 	ch := newChanges()
 	s := newShared(t, newClient(t, p.Addr), SharedConfig{
 		Config:        shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 1 << 20, Window: time.Minute, Clock: shardlimit.SystemClock()},
 		FlushInterval: 10 * time.Millisecond, EvictionCheck: -1, OnStateChange: ch.record})
-	p.set(2, true)
+	p.SetTamper(2, redistest.Garbage)
 	stop := make(chan struct{})
 	wait := healthRun(4, func(i int) { s.Allow(fmt.Sprint("k", i%64)) }, stop)
 	c := ch.wait(t, Degraded, 30*time.Second)

@@ -26,9 +26,12 @@ func (h *hub) runShared(ctx context.Context, now time.Time, next *time.Time) {
 			delete(h.hotS, s)
 			continue
 		}
-		if nowNs >= s.share.end.Load() {
+		if nowNs >= s.share.end.Load() || s.lossy.Load() {
 			s.flushMu.Lock()
 			s.stepShare(now)
+			if until := s.stepLoss(now); !until.IsZero() {
+				*next = minTime(*next, until)
+			}
 			s.flushMu.Unlock()
 		}
 		*next = minTime(*next, s.share.due())

@@ -110,13 +110,18 @@ local function badargs() return redis.error_reply('ERR shardlimit: bad arguments
 //	ARGV[3]    floor >= 0: node's share is raised to at least floor after
 //	           delta is added, and the total by as much
 //	ARGV[4]    node: the writer's id (any string, at most 64 bytes)
+//	ARGV[5]    seq >= 0 (absent: 0): if positive, delta is added only if
+//	           the counter's q:<node> (the highest seq of node whose delta
+//	           it added) is below seq, and q:<node> is then set to seq; so a
+//	           write sent twice adds its delta once (floor applies either way)
 //	returns    {total(id-span), ..., total(id-1), total(id)}, oldest first
 var addScript = redis.NewScript(luaLib + `
 local delta = arg(ARGV[1], 0, 4294967295)
 local px = arg(ARGV[2], 1, 1e15)
 local floor = arg(ARGV[3], 0, 4503599627370495)
 local node = ARGV[4]
-if not delta or not px or not floor or not node or #node > 64 then return badargs() end
+local seq = arg(ARGV[5] or '0', 0, 4503599627370495)
+if not delta or not px or not floor or not node or #node > 64 or not seq then return badargs() end
 local n = #KEYS
 local out = {}
 for i = n, 2, -1 do
@@ -124,11 +129,12 @@ for i = n, 2, -1 do
   if x == false or (x and x < 0) then return corrupt(KEYS[i]) end
   out[n - i + 1] = x or 0
 end
-local f = 'n:' .. node
-local st = redis.call('HMGET', KEYS[1], 't', f)
-local total, mine = int(st[1]), int(st[2])
-if total == false or mine == false or (total and total < 0) or (mine and mine < 0) then return corrupt(KEYS[1]) end
+local f, q = 'n:' .. node, 'q:' .. node
+local st = redis.call('HMGET', KEYS[1], 't', f, q)
+local total, mine, last = int(st[1]), int(st[2]), int(st[3])
+if total == false or mine == false or last == false or (total and total < 0) or (mine and mine < 0) then return corrupt(KEYS[1]) end
 total, mine = total or 0, mine or 0
+if seq > 0 and last and last >= seq then delta = 0 end
 local add = mine + delta
 if add < floor then add = floor end
 add = add - mine
@@ -136,6 +142,7 @@ if add > 0 then
   if total + add >= 9007199254740992 then return corrupt(KEYS[1]) end
   redis.call('HINCRBY', KEYS[1], f, fmt(add))
   redis.call('HINCRBY', KEYS[1], 't', fmt(add))
+  if seq > 0 and delta > 0 then redis.call('HSET', KEYS[1], q, fmt(seq)) end
   redis.call('PEXPIRE', KEYS[1], fmt(px))
   total = total + add
 end

@@ -49,11 +49,16 @@ import (
 // the package doc on Redis keys), so a counter it lost (restarted empty,
 // evicted) comes back, once every node has flushed the key again, as the
 // sum of what all of them sent; units of buckets that ended first are
-// dropped and counted. After FailAfter failed flushes in a row the limiter
-// is Degraded, decides by Policy, and flushes with back-off until the
-// store answers. It is Degraded too while the store evicts keys, and while
+// dropped and counted. Meanwhile a node keeps counting the other nodes'
+// units it had read: the others' units of a live window or bucket only
+// grow, so it keeps the most it has read. A flush sent twice by the
+// client (go-redis retries) counts once (Item.Seq). After FailAfter failed
+// flushes in a row the limiter is Degraded, decides by Policy, and
+// flushes with back-off until the store answers. It is Degraded too while
+// the store evicts keys, for an EvictionCheck after a flush read a counter
+// short of the others' units it had read (the store lost them), and while
 // more than DegradePercent of the items of its flushes fail (see the
-// package doc on health). Under FallbackLocal with FallbackLimit F per
+// package doc on health and eviction). Under FallbackLocal with FallbackLimit F per
 // node, a window an outage overlaps admits at most max(L, N*F) + N*N*R*(D
 // + Δ) + N*R*D, Δ the time the nodes take to turn Degraded: about L with
 // F = L/N (see the package doc on outages).
@@ -87,8 +92,13 @@ type Shared struct {
 	state    atomic.Int32
 	flushMu  stdsync.Mutex // one flush at a time (the loop and Shutdown)
 	failures int           // flushes failed in a row; under flushMu
+	seq      int64         // the last flush's Item.Seq; under flushMu
 	evicting error         // the store is evicting keys; under flushMu
-	share    *shareWatch   // the failure share; under flushMu
+	// the store lost units this node had read (see lose): Degraded until
+	// lossUntil; under flushMu
+	lossErr   error
+	lossUntil time.Time
+	share     *shareWatch // the failure share; under flushMu
 
 	// the hub's schedule of this limiter; the hub's goroutine only
 	next, lastStart time.Time
@@ -101,8 +111,9 @@ type Shared struct {
 	// flush heals every bucket this node sent units of; under flushMu
 	healing map[string]bool
 
-	// what quiet reads without flushMu: near is not empty, failures > 0
-	hasNear, failing atomic.Bool
+	// what quiet reads without flushMu: near is not empty, failures > 0;
+	// and lossErr is set
+	hasNear, failing, lossy atomic.Bool
 	// the hub visits it (see hub.activateShared); it left the hub
 	active, left atomic.Bool
 
@@ -116,6 +127,7 @@ type Shared struct {
 	badReplies                                     atomic.Uint64
 	lastErr                                        lastError
 	sentUnits, retried, unknown, dropped           atomic.Uint64
+	lostUnits, losses                              atomic.Uint64
 	trips, recoveries                              atomic.Uint64
 	lastKeys, lastNear                             atomic.Int64
 	lastLatency, maxLatency                        atomic.Int64

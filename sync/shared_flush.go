@@ -62,6 +62,7 @@ func (s *Shared) collect(now int64) bool {
 		s.flushes = s.tab.Collect(i, s.flushes)
 	}
 	s.items, s.owners = s.items[:0], s.owners[:0]
+	s.seq++ // a write sent twice (go-redis retries) counts once
 	for fi := range s.flushes {
 		s.appendItems(fi, now)
 	}
@@ -143,7 +144,7 @@ func (s *Shared) appendItems(fi int, now int64) {
 			span = m - 1
 		}
 		s.items = append(s.items, Item{
-			Key: f.Key, Window: window, ID: id, Delta: f.Deltas[k], Node: s.node, Floor: int64(f.Sent[k]),
+			Key: f.Key, Window: window, ID: id, Delta: f.Deltas[k], Node: s.node, Floor: int64(f.Sent[k]), Seq: s.seq,
 			TTL:  time.Duration(end-now+size) + time.Second,
 			Span: span,
 		})
@@ -177,11 +178,15 @@ func (s *Shared) settle(res *ItemResult, i int, now int64, final bool) bool {
 	switch res.Outcome {
 	case Applied:
 		s.sentUnits.Add(uint64(it.Delta))
+		var lost int64
 		if it.Span > 0 || s.rates[f.Rate].Count == 1 {
-			s.tab.Apply(f, res.Totals)
+			lost = s.tab.Apply(f, res.Totals)
 			s.readAgain(f, res.Totals, now, final)
 		} else {
-			s.tab.Apply(&core.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID}, []int64{res.Total})
+			lost = s.tab.Apply(&core.Flush{Key: f.Key, Rate: f.Rate, Newest: it.ID}, []int64{res.Total})
+		}
+		if lost > 0 {
+			s.lose(lost)
 		}
 		return true
 	case NotApplied:

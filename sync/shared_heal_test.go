@@ -125,7 +125,9 @@ func testHealedToSum(t *testing.T, alg shardlimit.Algorithm, lose func(*testing.
 	}
 	id := now.UnixNano() / size
 	fields, err := c.HGetAll(ctxT(t, 5*time.Second), a.backend.(*RedisBackend).CounterKey(key, id)).Result()
-	if err != nil || len(fields) != 3 || fields["t"] != fmt.Sprint(want[id]) ||
+	// t, each node's share n:<node> and its last flush's sequence q:<node>
+	if err != nil || len(fields) != 5 || fields["t"] != fmt.Sprint(want[id]) ||
+		fields["q:"+a.node] == "" || fields["q:"+b.node] == "" ||
 		fields["n:"+a.node] != fmt.Sprint(own[a][id]) || fields["n:"+b.node] != fmt.Sprint(own[b][id]) {
 		t.Errorf("counter hash %v, %v; want t = %d and each node's share", fields, err, want[id])
 	}

@@ -2,6 +2,7 @@ package sync
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -36,6 +37,46 @@ func (s *Shared) setEvicting(err error) {
 	s.update(err)
 }
 
+// lose records that a flush read a total of a live bucket lower than
+// the other nodes' units this node had read for it: the store lost lost
+// units (it evicted the counter, restarted empty or failed over before
+// replicating; the nodes that sent them restore them at their next flush
+// of the key). That is proof of what the eviction check only suspects, so
+// the limiter turns Degraded at once, with an error wrapping ErrEvicting,
+// and stays so for an EvictionCheck (DefaultEvictionCheck if eviction is
+// not watched) after the last such read. Requires s.flushMu held.
+func (s *Shared) lose(lost int64) {
+	s.lostUnits.Add(uint64(lost))
+	s.losses.Add(1)
+	hold := s.evictEvery
+	if hold <= 0 {
+		hold = DefaultEvictionCheck
+	}
+	s.lossUntil = time.Now().Add(hold)
+	if s.lossErr != nil {
+		return // held already: the first loss of the hold is its cause
+	}
+	s.lossy.Store(true)
+	s.lossErr = fmt.Errorf("%w: a counter read %d units fewer than this node had read in its window (the store lost them)", ErrEvicting, lost)
+	s.update(s.lossErr)
+}
+
+// stepLoss ends the hold of a loss (see lose) that is over at now, and
+// returns when it ends otherwise (zero: none). Requires s.flushMu held.
+func (s *Shared) stepLoss(now time.Time) time.Time {
+	if s.lossErr == nil {
+		return time.Time{}
+	}
+	if now.Before(s.lossUntil) {
+		return s.lossUntil
+	}
+	s.lossErr = nil
+	s.lossy.Store(false)
+	s.resetShare(now)
+	s.update(nil)
+	return time.Time{}
+}
+
 // quiet reports whether s has nothing to flush: no key queued since the
 // last flush, no key near its limit to read, no failure to probe past.
 // It takes no lock.
@@ -49,7 +90,7 @@ func (s *Shared) quiet() bool {
 func (s *Shared) cool() bool {
 	s.active.Store(false)
 	s.flushMu.Lock()
-	c := !s.share.high && s.failures == 0 && len(s.near) == 0 &&
+	c := !s.share.high && s.failures == 0 && len(s.near) == 0 && s.lossErr == nil &&
 		s.itemCount.Load() == s.share.total && !s.tab.Pending()
 	s.flushMu.Unlock()
 	if !c {
@@ -105,9 +146,9 @@ func (s *Shared) schedule(start time.Time, down bool, prev time.Time) {
 // failure share say; cause is the error that changed them. Requires
 // s.flushMu held.
 func (s *Shared) update(cause error) {
-	if s.failures >= s.failMax || s.evicting != nil || s.share.high {
+	if s.failures >= s.failMax || s.evicting != nil || s.lossErr != nil || s.share.high {
 		if cause == nil {
-			cause = s.evicting
+			cause = cmpErr(s.evicting, s.lossErr)
 		}
 		if s.state.CompareAndSwap(int32(Healthy), int32(Degraded)) {
 			s.trips.Add(1)

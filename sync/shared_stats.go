@@ -25,8 +25,10 @@ type SharedStats struct {
 	MaxFlushGap   time.Duration // longest time between the starts of two flushes while Healthy: FlushInterval plus the flush between and any lateness of the goroutine's timer
 	SentUnits     uint64        // units sent and applied
 	RetriedUnits  uint64        // units that provably did not reach the store, sent again later
-	UnknownUnits  uint64        // units whose reply was lost (healed by the next flush's floor)
+	UnknownUnits  uint64        // units whose reply was lost, or whose last attempt could not dial on a client that re-sends (MaybeApplied; healed by the next flush's floor)
 	DroppedUnits  uint64        // units whose bucket ended before they could be sent, or that the final flush of Close or Shutdown provably did not send
+	LostUnits     uint64        // other nodes' units this node had read in a live window or bucket and the store later answered without (it lost them: evicted the counter, restarted empty, failed over); this node keeps counting them, and the limiter is Degraded with ErrEvicting for an EvictionCheck after each such read
+	Losses        uint64        // flush items that found such a loss
 	Trips         uint64        // changes Healthy -> Degraded
 	Recoveries    uint64        // changes Degraded -> Healthy
 	ClockOffset   time.Duration // store clock minus local clock, last measured
@@ -77,6 +79,8 @@ func (s *Shared) SharedStats() SharedStats {
 		RetriedUnits:  s.retried.Load(),
 		UnknownUnits:  s.unknown.Load(),
 		DroppedUnits:  s.dropped.Load() + dropped,
+		LostUnits:     s.lostUnits.Load(),
+		Losses:        s.losses.Load(),
 		Trips:         s.trips.Load(),
 		Recoveries:    s.recoveries.Load(),
 		ClockOffset:   time.Duration(s.hub.offset.Load()),

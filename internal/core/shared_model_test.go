@@ -122,8 +122,11 @@ func applyRandom(tab Synced, m *sharedCounterModel, rng *rand.Rand) {
 		totals := make([]int64, len(f.Sent))
 		for i := range totals {
 			b := f.Newest - int64(len(totals)-1-i)
-			m.remote[b] = int64(rng.IntN(4))
-			totals[i] = int64(f.Sent[i]) + m.remote[b]
+			// The store may say fewer than before (it lost units): the
+			// node keeps the most it read for a live bucket.
+			r := int64(rng.IntN(4))
+			m.remote[b] = max(m.remote[b], r)
+			totals[i] = int64(f.Sent[i]) + r
 		}
 		tab.Apply(&f, totals)
 	}

@@ -420,3 +420,52 @@ func TestSharedSlidingLogFullTakesBack(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedRemoteNeverDropsInALiveBucket: a store that lost a counter
+// (evicted, restarted empty) answers a total below what the node read
+// before; the node keeps counting the other nodes' units it read for that
+// bucket, Apply reports the shortfall of the newest bucket, and a later
+// larger total still raises the view. A new bucket starts from nothing.
+func TestSharedRemoteNeverDropsInALiveBucket(t *testing.T) {
+	for _, alg := range []Algorithm{FixedWindow, SlidingCounter, SlidingLog} {
+		t.Run(alg.String(), func(t *testing.T) {
+			l, tab := newSharedT(t, Config{Algorithm: alg, Limit: 10, Window: 10 * time.Second})
+			if r := l.AllowN("k", at(1), 2); !r.Allowed {
+				t.Fatalf("%+v", r)
+			}
+			fl := collectAll(tab)
+			totals := make([]int64, len(fl[0].Sent))
+			totals[len(totals)-1] = 2 + 6 // 6 of the other nodes
+			if lost := tab.Apply(&fl[0], totals); lost != 0 {
+				t.Fatalf("first read: lost %d", lost)
+			}
+			if r := l.Peek("k", at(1), 0); r.Remaining != 2 {
+				t.Fatalf("after reading 6 others: %+v", r)
+			}
+			// The store lost the counter; this node's write restored its
+			// own 2: the others' 6 are missing.
+			tab.Touch("k", at(1).UnixNano())
+			fl = collectAll(tab)
+			totals[len(totals)-1] = 2
+			if lost := tab.Apply(&fl[0], totals); lost != 6 {
+				t.Fatalf("after the loss: lost %d, want 6", lost)
+			}
+			if r := l.Peek("k", at(1), 0); r.Remaining != 2 {
+				t.Fatalf("forgot the others' units: %+v", r)
+			}
+			tab.Touch("k", at(1).UnixNano())
+			fl = collectAll(tab)
+			totals[len(totals)-1] = 2 + 7
+			if lost := tab.Apply(&fl[0], totals); lost != 0 {
+				t.Fatalf("a larger total: lost %d", lost)
+			}
+			if r := l.Peek("k", at(1), 0); r.Remaining != 1 {
+				t.Fatalf("a larger total is not read: %+v", r)
+			}
+			// The next window owes nothing to the old one.
+			if r := l.Peek("k", at(25), 0); r.Remaining != 10 {
+				t.Fatalf("next window: %+v", r)
+			}
+		})
+	}
+}

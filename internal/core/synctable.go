@@ -63,9 +63,19 @@ type Synced interface {
 	Collect(i int, dst []Flush) []Flush
 	// Apply records the cluster totals of f's buckets of rate f.Rate (same
 	// order as f.Deltas; a shorter totals covers the newest buckets) for the
-	// buckets the key still keeps: remote = total - sent. Restore and
-	// Forget, too, work on the rate f.Rate.
-	Apply(f *Flush, totals []int64)
+	// buckets the key still keeps: remote = max(remote, total - sent). The
+	// other nodes' units of a live bucket only grow, so a total that says
+	// fewer than last read means the store lost them (evicted the
+	// counter, restarted empty, failed over; until they flush the key
+	// again, which restores their shares): the key keeps counting what it
+	// read. Apply returns by how many units the newest of totals fell
+	// short of that, 0 if it did not or its bucket is not kept. Only the
+	// newest is judged: the reconciler's write restored this node's own
+	// share of that bucket (Item.Floor) in the step that read it, so its
+	// shortfall is the other nodes' units alone, while an older bucket may
+	// also lack this node's units of a write whose reply was lost.
+	// Restore and Forget, too, work on the rate f.Rate.
+	Apply(f *Flush, totals []int64) (lost int64)
 	// Restore gives back f's deltas, which provably did not reach the
 	// store, for the buckets the key still keeps; the key is collected again.
 	// Deltas it cannot give back (the key was evicted, or the bucket left
@@ -228,10 +238,10 @@ func (l *limiter[E]) layout(k int) *syncLayout {
 	return &y.rate[:y.rates][k]
 }
 
-func (l *limiter[E]) Apply(f *Flush, totals []int64) {
+func (l *limiter[E]) Apply(f *Flush, totals []int64) (lost int64) {
 	s, _, side := l.syncSide(f.Key)
 	if s == nil {
-		return
+		return 0
 	}
 	defer s.mu.Unlock()
 	y := l.layout(f.Rate)
@@ -241,8 +251,17 @@ func (l *limiter[E]) Apply(f *Flush, totals []int64) {
 		if !ok {
 			continue
 		}
-		remote[i] = uint32(min(max(0, total-int64(sent[i])), math.MaxUint32))
+		others := min(max(0, total-int64(sent[i])), math.MaxUint32)
+		if old := int64(remote[i]); others < old {
+			// Never forget units read in a live bucket.
+			if k == len(totals)-1 {
+				lost = old - others
+			}
+			continue
+		}
+		remote[i] = uint32(others)
 	}
+	return lost
 }
 
 func (l *limiter[E]) Restore(f *Flush) {

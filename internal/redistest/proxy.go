@@ -1,8 +1,10 @@
 package redistest
 
 import (
+	"bufio"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -41,6 +43,23 @@ func (m Mode) String() string {
 	return "unknown"
 }
 
+// Tamper is what a command proxy (StartCommandProxy) does to the replies
+// of script calls (EVALSHA, EVAL) it picks (see SetTamper). Every tampered
+// command has reached the server: Redis ran it.
+type Tamper int32
+
+const (
+	// Stall never answers the command and never reads the connection
+	// again: the client times out and drops it.
+	Stall Tamper = iota + 1
+	// Garbage answers +garbage instead of the reply.
+	Garbage
+	// Cut closes the connection instead of answering: the client sees
+	// the connection break after sending the command (and go-redis, with
+	// retries on, sends it again).
+	Cut
+)
+
 // Proxy is a loopback TCP proxy in front of a server whose behaviour can be
 // switched at run time, to simulate a slow, silent or failing Redis. Safe
 // for concurrent use.
@@ -55,6 +74,12 @@ type Proxy struct {
 	done   chan struct{}
 	wg     sync.WaitGroup
 
+	// command proxies only (StartCommandProxy)
+	commands bool
+	every    atomic.Int64 // tamper with every k-th script reply; 0: none
+	tamper   atomic.Int32 // how
+	scripts  atomic.Int64 // script replies seen
+
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	closed bool
@@ -64,12 +89,37 @@ type Proxy struct {
 // of target. The test's cleanup stops it (see Close).
 func StartProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
+	return startProxy(t, target, false)
+}
+
+// StartCommandProxy starts a Proxy that carries RESP commands one at a
+// time, each with its whole reply, so it can tamper with chosen replies
+// (SetTamper); its modes apply per command (Delay holds each command,
+// Blackhole swallows it, Drop closes the connection).
+func StartCommandProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	return startProxy(t, target, true)
+}
+
+// SetTamper tampers, the way how says, with every k-th reply to a script
+// call from now on, counting script replies since the proxy started; k 0
+// passes every reply. It works on a command proxy only.
+func (p *Proxy) SetTamper(k int, how Tamper) {
+	p.tamper.Store(int32(how))
+	p.every.Store(int64(k))
+}
+
+// Scripts returns how many script replies a command proxy has seen.
+func (p *Proxy) Scripts() int64 { return p.scripts.Load() }
+
+func startProxy(t testing.TB, target string, commands bool) *Proxy {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("redistest: proxy listen: %v", err)
 	}
 	p := &Proxy{Addr: ln.Addr().String(), target: target, ln: ln,
-		done: make(chan struct{}), conns: make(map[net.Conn]struct{})}
+		done: make(chan struct{}), conns: make(map[net.Conn]struct{}), commands: commands}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.Close)
@@ -167,6 +217,10 @@ func (p *Proxy) serve(c net.Conn) {
 		return
 	}
 	defer p.untrack(up)
+	if p.commands {
+		p.carry(c, up)
+		return
+	}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -207,5 +261,64 @@ func (p *Proxy) pump(src, dst net.Conn) {
 		if err != nil {
 			return
 		}
+	}
+}
+
+// carry forwards commands from c to up one at a time, each reply whole,
+// applying the mode and the tampering in force when each command arrives.
+func (p *Proxy) carry(c, up net.Conn) {
+	rc, ru := bufio.NewReader(c), bufio.NewReader(up)
+	var reply []byte
+	for {
+		args, err := ReadCommand(rc)
+		if err != nil || len(args) == 0 {
+			return
+		}
+		switch p.Mode() {
+		case Drop:
+			return
+		case Blackhole:
+			continue
+		case Delay:
+			if !p.wait(time.Duration(p.delay.Load())) {
+				return
+			}
+		}
+		if _, err := up.Write(AppendCommand(nil, args...)); err != nil {
+			return
+		}
+		if reply, err = ReadReply(ru, reply[:0]); err != nil {
+			return
+		}
+		name := strings.ToLower(args[0])
+		if name == "evalsha" || name == "eval" {
+			n := p.scripts.Add(1)
+			if k := p.every.Load(); k > 0 && n%k == 0 {
+				switch Tamper(p.tamper.Load()) {
+				case Stall:
+					_, _ = io.Copy(io.Discard, c) // until the client gives up
+					return
+				case Cut:
+					return
+				case Garbage:
+					reply = append(reply[:0], "+garbage\r\n"...)
+				}
+			}
+		}
+		if _, err := c.Write(reply); err != nil {
+			return
+		}
+	}
+}
+
+// wait waits d, and reports false if the proxy closed meanwhile.
+func (p *Proxy) wait(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return false
+	case <-t.C:
+		return true
 	}
 }

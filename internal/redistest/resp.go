@@ -176,6 +176,47 @@ func ReadCommand(r *bufio.Reader) ([]string, error) {
 	return args, nil
 }
 
+// ReadReply appends one whole RESP2 or RESP3 reply from r to dst, as it
+// came (nested arrays, maps, sets, pushes and attributes included).
+func ReadReply(r *bufio.Reader, dst []byte) ([]byte, error) {
+	line, err := r.ReadBytes('\n')
+	if err != nil {
+		return dst, err
+	}
+	dst = append(dst, line...)
+	if len(line) < 3 {
+		return dst, fmt.Errorf("redistest: short reply line %q", line)
+	}
+	n, _ := strconv.Atoi(string(line[1 : len(line)-2]))
+	if n > maxBulk {
+		return dst, fmt.Errorf("redistest: reply length %d", n)
+	}
+	switch line[0] {
+	case '$', '!', '=':
+		if n < 0 {
+			return dst, nil
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return dst, err
+		}
+		return append(dst, buf...), nil
+	case '*', '~', '>', '%', '|':
+		if line[0] == '%' || line[0] == '|' {
+			n *= 2
+		}
+		for range max(n, 0) {
+			if dst, err = ReadReply(r, dst); err != nil {
+				return dst, err
+			}
+		}
+		if line[0] == '|' { // attributes precede the reply they describe
+			return ReadReply(r, dst)
+		}
+	}
+	return dst, nil
+}
+
 // ParseMonitorLine splits a MONITOR line such as
 //
 //	+1700000000.123456 [0 127.0.0.1:5555] "EVALSHA" "ab" "1" "k{x}:1"

@@ -69,6 +69,7 @@ type snapshot struct {
 	policy, calls, errors, timeouts uint64
 	// Shared
 	flushes, failed, unknown, dropped, retried uint64
+	lost                                       uint64        // LostUnits: units read and then missing from a counter
 	maxGap                                     time.Duration // MaxFlushGap since construction
 	// both
 	trips   uint64
@@ -173,7 +174,7 @@ func (n *node) shared(m mode, p params, cfg shardlimit.Config, prefix string, on
 	n.snap = func() snapshot {
 		st, ss := s.Stats(), s.SharedStats()
 		r := snapshot{decisions: st.Allowed + st.Denied, flushes: ss.Flushes, failed: ss.FailedFlushes,
-			unknown: ss.UnknownUnits, dropped: ss.DroppedUnits, retried: ss.RetriedUnits,
+			unknown: ss.UnknownUnits, dropped: ss.DroppedUnits, retried: ss.RetriedUnits, lost: ss.LostUnits,
 			trips: ss.Trips, evicted: ss.Eviction.Evicted, maxGap: ss.MaxFlushGap}
 		if ss.LastError != nil {
 			r.lastErr = ss.LastError.Error()

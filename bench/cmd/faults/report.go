@@ -86,7 +86,8 @@ func healthTable(w io.Writer, p params, table []fault, runs [][]*row) {
 	fmt.Fprintf(w, "While the fault affects the mode, all nodes: **policy**, the share of the decisions the failure policy made "+
 		"(Exact: ExactStats.PolicyDecisions over Stats' decisions; Shared reports no such count, n/a); **degraded**, the share of "+
 		"decisions before which State() said Degraded; then Shared's failed flushes over flushes and units whose reply was lost "+
-		"(UnknownUnits). Ranges over the runs.\n\n")
+		"(UnknownUnits), and the other nodes' units a node had read that its counters later lacked (LostUnits: the store lost them; "+
+		"counted at every read until healed). Ranges over the runs.\n\n")
 	header(w, "fault")
 	for i, f := range table {
 		fmt.Fprintf(w, "| %s |", f.name)
@@ -101,7 +102,7 @@ func healthTable(w io.Writer, p params, table []fault, runs [][]*row) {
 // healthCell summarizes mode j's health in row i over the runs.
 func healthCell(m mode, runs [][]*row, i, j int) string {
 	var pol, deg []float64
-	var failed, flushes, unknown []int
+	var failed, flushes, unknown, lost []int
 	for _, rows := range runs {
 		c := rows[i].cells[j]
 		d := delta(c)
@@ -112,6 +113,7 @@ func healthCell(m mode, runs [][]*row, i, j int) string {
 			pol = append(pol, float64(d.policy)/float64(d.decisions))
 		}
 		failed, flushes, unknown = append(failed, int(d.failed)), append(flushes, int(d.flushes)), append(unknown, int(d.unknown))
+		lost = append(lost, int(d.lost))
 	}
 	var b strings.Builder
 	if m.exact {
@@ -121,7 +123,7 @@ func healthCell(m mode, runs [][]*row, i, j int) string {
 	}
 	fmt.Fprintf(&b, ", degraded %s", pctRange(deg))
 	if !m.exact {
-		fmt.Fprintf(&b, ", failed flushes %s/%s, unknown units %s", intRange(failed), intRange(flushes), intRange(unknown))
+		fmt.Fprintf(&b, ", failed flushes %s/%s, unknown units %s, lost units %s", intRange(failed), intRange(flushes), intRange(unknown), intRange(lost))
 	}
 	return b.String()
 }
@@ -139,6 +141,7 @@ func delta(c cell) snapshot {
 		d.flushes += a.flushes - b.flushes
 		d.failed += a.failed - b.failed
 		d.unknown += a.unknown - b.unknown
+		d.lost += a.lost - b.lost
 		d.dropped += a.dropped - b.dropped
 		d.retried += a.retried - b.retried
 		d.trips += a.trips - b.trips
@@ -189,8 +192,8 @@ func statsCell(c cell, fs time.Time) string {
 		for _, a := range c.final {
 			gap = max(gap, a.maxGap)
 		}
-		s = fmt.Sprintf("decisions %d, flushes %d, failed %d, unknown %d, retried %d, dropped %d, trips %d; "+
-			"MaxFlushGap over the run %v", d.decisions, d.flushes, d.failed, d.unknown, d.retried, d.dropped, d.trips,
+		s = fmt.Sprintf("decisions %d, flushes %d, failed %d, unknown %d, retried %d, dropped %d, lost %d, trips %d; "+
+			"MaxFlushGap over the run %v", d.decisions, d.flushes, d.failed, d.unknown, d.retried, d.dropped, d.lost, d.trips,
 			gap.Round(time.Millisecond))
 	}
 	if c.mode.exact {
