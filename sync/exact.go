@@ -90,6 +90,9 @@ type Exact struct {
 	defaults   atomic.Pointer[limitSet]
 	prefix     string
 	script     *redis.Script // the algorithm's script
+	charger    *redis.Script // the algorithm's charge script
+	journal    *journal      // the units this process was granted (see journal)
+	replayBuf  []charge      // the hub's, for replay
 	timeout    time.Duration
 	degrade    time.Duration // DegradeAfter
 	policy     FailurePolicy
@@ -104,6 +107,7 @@ type Exact struct {
 	// callerTime makes the scripts decide at AllowN's now instead of Redis
 	// TIME. Tests set it to replay exact instants; it is not exported.
 	callerTime bool
+	latest     atomic.Int64 // the latest now given to a decision, Unix µs
 
 	mu     stdsync.RWMutex
 	limits map[string]limitSet // own limits (SetLimits)
@@ -122,6 +126,9 @@ type Exact struct {
 	events     []StateChange // to report, in order
 	probeAt    time.Time     // of the next probe while outage
 	probeDelay time.Duration // the probe's back-off
+	replaying  bool          // deciding by the policy until the journal is replayed
+	lost       bool          // the store may have lost state: replay every unit
+	replayAt   time.Time     // of the next replay after one failed
 
 	backoff atomic.Int64
 
@@ -138,6 +145,8 @@ type Exact struct {
 	lastErr                           lastError
 	trips, recoveries                 atomic.Uint64
 	probes, probeFails                atomic.Uint64
+	replays, replayFails, replayed    atomic.Uint64
+	replayRejected                    atomic.Uint64
 
 	// gate orders calls against Close: a call registers in inflight under
 	// gate's read lock only while the limiter is open, and Close sets
@@ -183,13 +192,19 @@ func NewExact(client RedisClient, cfg ExactConfig) (*Exact, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Exact{client: client, script: script, limits: make(map[string]limitSet)}
+	e := &Exact{client: client, script: script, charger: chargeScriptFor(cfg.Algorithm), limits: make(map[string]limitSet)}
 	if err := e.configure(&cfg); err != nil {
 		return nil, err
 	}
 	if err := e.configureLimiter(&cfg); err != nil {
 		return nil, err
 	}
+	keys := cmp0(cfg.JournalKeys, DefaultJournalKeys)
+	if keys < 1 || keys > maxJournalKeys {
+		e.closeFallback()
+		return nil, fmt.Errorf("%w: journal keys %d outside [1, %d]", shardlimit.ErrInvalidConfig, keys, maxJournalKeys)
+	}
+	e.journal = newJournal(e.cfg.Algorithm, e.rates, e.cfg.Buckets, keys)
 	e.start()
 	return e, nil
 }
@@ -251,6 +266,12 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 		return shardlimit.Result{Err: shardlimit.ErrInvalidKey}
 	}
 	lims := e.limitsFor(key)
+	at := now.UnixMicro()
+	if e.callerTime {
+		at = max(0, at)
+		for l := e.latest.Load(); at > l && !e.latest.CompareAndSwap(l, at); l = e.latest.Load() {
+		}
+	}
 	e.decisions.Add(1)
 	if !e.hot.Load() {
 		e.hub.activateExact(e)
@@ -265,8 +286,11 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 			if e.failing.Load() {
 				e.endRun()
 			}
-			if consume && r.Allowed && n > 0 && e.fallback != nil {
-				e.fallback.AllowN(key, now, n) // record this process's usage
+			if consume && r.Allowed && n > 0 {
+				e.journal.record(key, at, n, false, &lims)
+				if e.fallback != nil {
+					e.fallback.AllowN(key, now, n) // record this process's usage
+				}
 			}
 			e.tally(consume, n, r)
 			return r
@@ -279,6 +303,11 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 	}
 	e.policyDecs.Add(1)
 	r := e.byPolicy(key, now, n, &lims, consume)
+	if consume && r.Allowed && n > 0 && r.Err == nil && !e.journal.record(key, at, n, true, &lims) {
+		// The journal is full: units it cannot record would never reach
+		// the store, so the policy denies this new key (see JournalKeys).
+		r = e.failClosed(n, &lims)
+	}
 	e.tally(consume, n, r)
 	return r
 }

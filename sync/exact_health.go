@@ -3,6 +3,7 @@ package sync
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"time"
 )
@@ -81,9 +82,9 @@ func isTimeout(err error) bool {
 // share) and queues the change, if any, for the hub to report; cause is
 // the error that made it Degraded. Requires e.hmu held.
 func (e *Exact) settle(cause error) {
-	bypass := e.outage || e.evicting != nil
+	bypass := e.outage || e.evicting != nil || e.replaying
 	e.bypass.Store(bypass)
-	defer func() { e.busy.Store(e.outage || len(e.events) > 0) }()
+	defer func() { e.busy.Store(e.outage || e.replaying || len(e.events) > 0) }()
 	want := Healthy
 	if bypass || e.share.high {
 		want = Degraded
@@ -108,11 +109,30 @@ func (e *Exact) setEvicting(err error) {
 	e.hmu.Lock()
 	defer e.hmu.Unlock()
 	if e.evicting != nil && err == nil {
+		// Evicted keys may have held this process's units: decide by the
+		// policy until every unit of the journal is in the store again.
 		e.resetShare(time.Now())
+		e.replaying, e.lost = true, true
+		e.replayAt = time.Time{}
 	}
 	e.evicting = err
 	e.settle(err)
 }
+
+// storeLost records that the store may have lost its state (it
+// restarted): e decides by its policy until every unit of its journal is
+// in the store again.
+func (e *Exact) storeLost() {
+	e.hmu.Lock()
+	defer e.hmu.Unlock()
+	e.replaying, e.lost = true, true
+	e.replayAt = time.Time{}
+	e.settle(fmt.Errorf("%w: %w", ErrUnavailable, errRestarted))
+}
+
+// errRestarted is the cause of a change to Degraded while Exact replays
+// its journal to a store that restarted.
+var errRestarted = errors.New("the store restarted (INFO run_id or uptime): replaying this process's units")
 
 // resetShare starts a new health interval at now. Requires e.hmu held.
 func (e *Exact) resetShare(now time.Time) {
@@ -125,7 +145,7 @@ func (e *Exact) report() {
 	e.hmu.Lock()
 	evs := e.events
 	e.events = nil
-	e.busy.Store(e.outage)
+	e.busy.Store(e.outage || e.replaying)
 	e.hmu.Unlock()
 	for _, c := range evs {
 		if e.onChange != nil {
@@ -145,7 +165,7 @@ func (e *Exact) State() State {
 func (e *Exact) cool() bool {
 	e.hot.Store(false)
 	e.hmu.Lock()
-	c := !e.outage && len(e.events) == 0 && !e.share.high && e.decisions.Load() == e.share.total
+	c := !e.outage && !e.replaying && !e.journal.pending.Load() && len(e.events) == 0 && !e.share.high && e.decisions.Load() == e.share.total
 	e.hmu.Unlock()
 	if !c {
 		e.hot.Store(true)
