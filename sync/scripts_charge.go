@@ -144,27 +144,32 @@ for k = 1, R do
   if t == false or r == false or old == false then return corrupt(KEYS[k]) end
   local fresh = not t or not r or not old or old < 1
   if fresh then
-    t, r, old = now, 0, math.max(lim[k], 1)
+    t, r, old = at, 0, math.max(lim[k], 1)
+  elseif r < 0 or r >= old or t > now + 4 * w + cap then
+    return corrupt(KEYS[k])
   end
-  if r < 0 or r >= old or t > now + 4 * w + cap then return corrupt(KEYS[k]) end
-  if t < now or (t == now and r == 0) then t, r = now, 0 end
   local t0, r0 = t, r
   if n > 0 then
+    -- From the later of the stored TAT (even if past) and at: units whose
+    -- debt has drained by now change nothing.
     if at > t then t, r = at, 0 end
     local q, rr = muldiv(n, w, old)
     t, r = t + q, r + rr
     if r >= old then r = r - old; t = t + 1 end
     if t > now + 4 * w then t, r = now + 4 * w, 0 end
-  elseif n < 0 and not fresh then
+    if t > now or (t == now and r > 0) then
+      nt[k], nr[k], nl[k] = t, r, old
+    end
+  elseif n < 0 and not fresh and (t > now or (t == now and r > 0)) then
     local q, rr = muldiv(-n, w, old)
     t, r = t - q, r - rr
     if r < 0 then r = r + old; t = t - 1 end
     local floor = now
     if at > floor then floor = at end
     if t < floor then t, r = floor, 0 end
-  end
-  if (t ~= t0 or r ~= r0) and (t > now or r > 0 or not fresh) then
-    nt[k], nr[k], nl[k] = t, r, old
+    if t < t0 or (t == t0 and r < r0) then
+      nt[k], nr[k], nl[k] = t, r, old
+    end
   end
 end
 local wrote = 0
