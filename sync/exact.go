@@ -54,10 +54,24 @@ import (
 // decisions over a HealthInterval made by the policy do (see the package
 // doc on health). While Healthy every unit Redis admits is
 // also recorded in the local fallback, so switching to it continues from
-// this process's usage, never from a fresh budget; units the fallback
-// admits are not sent to Redis, so the window in which Redis returns may
-// admit up to the limit on top of them. A timed-out call may still have
-// consumed its units in Redis; the fallback does not know it. With a
+// this process's usage, never from a fresh budget. Every unit this process
+// is granted, by Redis or by the policy, is also recorded in a journal
+// (ExactConfig.JournalKeys) while it still counts; when Redis answers
+// again the limiter stays Degraded, deciding by the policy, until it has
+// sent Redis the units the policy granted (and, if Redis may have lost
+// state: it restarted, or evicted keys, every unit of the journal), added
+// unconditionally at their instants. So a recovered Redis counts them and
+// never grants a window's limit on top of them: N processes with fallback
+// limit F (default: the limit L) admit at most max(L, the sum over the
+// processes of max(u_i, F)) in a window an outage overlaps, u_i the units
+// Redis granted process i in it before the outage, so at most N*L with
+// the default fallback and L with F = L/N and even traffic (see the
+// package doc on outages for the derivation and for processes that
+// recover at different times). A timed-out call may still have consumed
+// its units in Redis; if the policy admits the request too, its units
+// count twice once replayed (the stricter side). Units that calls failing
+// now and then (not an outage) leave to the policy are sent by the
+// background goroutine at its next round, without degrading the limiter. With a
 // Cluster client the limiter is degraded as a whole while any master is
 // unreachable, and a transport error also asks the client to reload its
 // slot map. Errors that Redis answers (a key holding foreign data, a script
@@ -127,6 +141,7 @@ type Exact struct {
 	probeAt    time.Time     // of the next probe while outage
 	probeDelay time.Duration // the probe's back-off
 	replaying  bool          // deciding by the policy until the journal is replayed
+	checking   bool          // after failed calls: the hub checks for a restart
 	lost       bool          // the store may have lost state: replay every unit
 	replayAt   time.Time     // of the next replay after one failed
 
@@ -285,6 +300,7 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 		if err == nil {
 			if e.failing.Load() {
 				e.endRun()
+				e.verifyStore() // it may have restarted while calls failed
 			}
 			if consume && r.Allowed && n > 0 {
 				e.journal.record(key, at, n, false, &lims)

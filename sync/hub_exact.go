@@ -35,7 +35,7 @@ func (h *hub) runExact(ctx context.Context, now time.Time, next *time.Time) {
 			*next = minTime(*next, e.probeAt)
 		case e.outage:
 			due = append(due, e)
-		case e.evicting == nil && (e.replaying || e.journal.pending.Load()):
+		case e.evicting == nil && (e.replaying || e.checking || e.journal.pending.Load()):
 			if now.Before(e.replayAt) {
 				*next = minTime(*next, e.replayAt)
 			} else {
@@ -70,6 +70,12 @@ func (h *hub) replayExact(ctx context.Context, e *Exact, next *time.Time) {
 		e.hmu.Unlock()
 		return
 	}
+	check := e.checking
+	e.hmu.Unlock()
+	if check && h.restartSeen(ctx) {
+		h.storeLost() // e's and the others' units may be gone
+	}
+	e.hmu.Lock()
 	all := e.lost
 	e.lost = false
 	e.hmu.Unlock()
@@ -89,11 +95,17 @@ func (h *hub) replayExact(ctx context.Context, e *Exact, next *time.Time) {
 		e.replayAt = now.Add(e.probeDelay)
 		e.probeDelay = min(2*e.probeDelay, e.probeMax)
 		*next = minTime(*next, e.replayAt)
+		// The store fails again: its calls' failures degrade the limiter
+		// if they last, and the next call to succeed checks it again; the
+		// units stay pending.
+		e.checking = false
 	} else {
 		e.probeDelay = e.probeMin
 		if e.replaying {
-			e.replaying = false
 			e.resetShare(now)
+		}
+		if e.replaying || e.checking {
+			e.replaying, e.checking = false, false
 			e.settle(nil)
 		}
 	}
@@ -113,6 +125,23 @@ func (h *hub) storeLost() {
 		h.hotE[e] = struct{}{}
 		e.hot.Store(true)
 	}
+}
+
+// restartSeen reports whether the store's INFO shows it restarted since
+// the hub last read it; false if that cannot be told.
+func (h *hub) restartSeen(ctx context.Context) bool {
+	if h.read == nil || !h.watch.on() {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(ctx, hubEvictionTimeout)
+	in, err := h.read(cctx)
+	cancel()
+	if err != nil {
+		return false
+	}
+	restarted, known := h.watch.observe(in)
+	h.watch.takeRestart()
+	return restarted && known
 }
 
 // lostState reports whether the store, answering again after an outage,
