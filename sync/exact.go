@@ -219,7 +219,7 @@ func NewExact(client RedisClient, cfg ExactConfig) (*Exact, error) {
 		e.closeFallback()
 		return nil, fmt.Errorf("%w: journal keys %d outside [1, %d]", shardlimit.ErrInvalidConfig, keys, maxJournalKeys)
 	}
-	e.journal = newJournal(e.cfg.Algorithm, e.rates, e.cfg.Buckets, keys)
+	e.journal = newJournal(e.cfg.Algorithm, e.rates, e.cfg.Buckets, keys, e.limitsFor)
 	e.start()
 	return e, nil
 }

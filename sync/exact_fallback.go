@@ -78,9 +78,16 @@ func (e *Exact) Len() int {
 }
 
 // Sweep evicts idle keys of the local fallback and returns how many; Redis
-// keys expire by their TTL. 0 without a fallback.
+// keys expire by their TTL. It also drops from the journal (see
+// ExactConfig.JournalKeys) the keys whose units no longer count at now,
+// which it does not count: the journal otherwise drops them only when it
+// is full or replays. 0 without a fallback.
 func (e *Exact) Sweep(now time.Time) int {
-	if e.fallback == nil || e.closed.Load() {
+	if e.closed.Load() {
+		return 0
+	}
+	e.journal.sweepAll(now.UnixMicro())
+	if e.fallback == nil {
 		return 0
 	}
 	return e.fallback.Sweep(now)

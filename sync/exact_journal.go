@@ -43,9 +43,10 @@ type journal struct {
 	alg     shardlimit.Algorithm
 	cell    [shardlimit.MaxRates]int64 // each rate's window or bucket, µs
 	rates   int
-	buckets int64         // of the sliding counter: the buckets that count besides now's
-	pending atomic.Bool   // some entry may hold pending units
-	full    atomic.Uint64 // grants not journaled: the journal was full
+	buckets int64                     // of the sliding counter: the buckets that count besides now's
+	limsOf  func(key string) limitSet // a key's limits (Exact.limitsFor)
+	pending atomic.Bool               // some entry may hold pending units
+	full    atomic.Uint64             // grants not journaled: the journal was full
 }
 
 type journalShard struct {
@@ -70,9 +71,10 @@ type journalEntry struct {
 }
 
 // newJournal returns the journal of a limiter of algorithm alg and the
-// windows and buckets of rates, holding at most maxKeys keys.
-func newJournal(alg shardlimit.Algorithm, rates []exactRate, buckets, maxKeys int) *journal {
-	j := &journal{alg: alg, rates: len(rates), perMax: max(1, maxKeys/journalShards), seed: uint64(time.Now().UnixNano())}
+// windows and buckets of rates, holding at most maxKeys keys, whose
+// limits limsOf gives. limsOf is called under a shard's lock.
+func newJournal(alg shardlimit.Algorithm, rates []exactRate, buckets, maxKeys int, limsOf func(string) limitSet) *journal {
+	j := &journal{alg: alg, rates: len(rates), perMax: max(1, maxKeys/journalShards), seed: uint64(time.Now().UnixNano()), limsOf: limsOf}
 	if alg == shardlimit.SlidingCounter {
 		j.buckets = int64(buckets)
 	}
@@ -103,7 +105,7 @@ func (j *journal) record(key string, at int64, n int, pend bool, lims *limitSet)
 	defer s.mu.Unlock()
 	k := s.m[key]
 	if k == nil {
-		if len(s.m) >= j.perMax && !j.sweep(s, at, lims) {
+		if len(s.m) >= j.perMax && !j.sweep(s, at) {
 			j.full.Add(1)
 			return false
 		}
@@ -212,18 +214,29 @@ func (j *journal) dead(x *journalEntry, now int64, lims *limitSet) bool {
 // sweep drops the entries of s that no longer count at now and the keys
 // left without any, at most once per 100 ms of now; it reports whether s
 // has room for a new key. Requires s.mu held.
-func (j *journal) sweep(s *journalShard, now int64, lims *limitSet) bool {
+func (j *journal) sweep(s *journalShard, now int64) bool {
 	if now-s.swept < 100_000 && now >= s.swept {
 		return len(s.m) < j.perMax
 	}
 	s.swept = now
+	j.sweepShard(s, now)
+	return len(s.m) < j.perMax
+}
+
+// sweepShard drops the entries of s that no longer count at now and the
+// keys left without any, and returns how many keys it dropped. Requires
+// s.mu held.
+func (j *journal) sweepShard(s *journalShard, now int64) int {
+	dropped := 0
 	for key, k := range s.m {
-		j.prune(k, now, lims)
+		lims := j.limsOf(key)
+		j.prune(k, now, &lims)
 		if k.len == 0 {
 			delete(s.m, key)
+			dropped++
 		}
 	}
-	return len(s.m) < j.perMax
+	return dropped
 }
 
 // prune drops k's entries that no longer count at now, keeping their
@@ -238,6 +251,27 @@ func (j *journal) prune(k *journalKey, now int64, lims *limitSet) {
 	}
 	clear(k.e[w:k.len])
 	k.len = w
+}
+
+// forget drops key's entries (Exact.Reset).
+func (j *journal) forget(key string) {
+	s := j.shard(key)
+	s.mu.Lock()
+	delete(s.m, key)
+	s.mu.Unlock()
+}
+
+// sweepAll drops, shard by shard, the entries that no longer count at now
+// and the keys left without any, and returns how many keys it dropped.
+func (j *journal) sweepAll(now int64) int {
+	dropped := 0
+	for i := range j.shards {
+		s := &j.shards[i]
+		s.mu.Lock()
+		dropped += j.sweepShard(s, now)
+		s.mu.Unlock()
+	}
+	return dropped
 }
 
 // keys returns the number of keys the journal holds.
@@ -261,14 +295,14 @@ type charge struct {
 
 // take appends to out the charges a replay at now sends (the pending
 // units; all units if all) and marks the pending ones as being sent,
-// dropping what no longer counts; limsOf gives a key's limits.
-func (j *journal) take(out []charge, now int64, all bool, limsOf func(string) limitSet) []charge {
+// dropping what no longer counts.
+func (j *journal) take(out []charge, now int64, all bool) []charge {
 	j.pending.Store(false)
 	for i := range j.shards {
 		s := &j.shards[i]
 		s.mu.Lock()
 		for key, k := range s.m {
-			lims := limsOf(key)
+			lims := j.limsOf(key)
 			j.prune(k, now, &lims)
 			if k.len == 0 {
 				delete(s.m, key)

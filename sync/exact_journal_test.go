@@ -16,7 +16,8 @@ func testJournal(t testing.TB, cfg shardlimit.Config, maxKeys int) (*journal, li
 	if err := e.setRates(); err != nil {
 		t.Fatal(err)
 	}
-	return newJournal(cfg.Algorithm, e.rates, cfg.Buckets, maxKeys), *e.defaults.Load()
+	lims := *e.defaults.Load()
+	return newJournal(cfg.Algorithm, e.rates, cfg.Buckets, maxKeys, func(string) limitSet { return lims }), lims
 }
 
 // us returns T0 + d in Unix microseconds.
@@ -92,7 +93,6 @@ func TestJournalCoalescesAndDrops(t *testing.T) {
 // replay is in flight stay pending.
 func TestJournalTakeSettle(t *testing.T) {
 	j, lims := testJournal(t, ratesCfg(shardlimit.FixedWindow, 0, rate(10, time.Minute)), 16)
-	limsOf := func(string) limitSet { return lims }
 	now := us(time.Second)
 	j.record("a", now, 3, false, &lims)
 	j.record("a", now, 2, true, &lims)
@@ -103,24 +103,24 @@ func TestJournalTakeSettle(t *testing.T) {
 		}
 		return n
 	}
-	if got := sum(j.take(nil, now, false, limsOf)); got != 3 {
+	if got := sum(j.take(nil, now, false)); got != 3 {
 		t.Fatalf("pending taken: %d units, want 3", got)
 	}
 	j.record("b", now, 4, true, &lims) // during the replay
 	j.settle(false)
-	if got := sum(j.take(nil, now, false, limsOf)); got != 7 {
+	if got := sum(j.take(nil, now, false)); got != 7 {
 		t.Fatalf("after a failed replay: %d pending, want 3 + 4", got)
 	}
 	j.settle(true)
-	if got := sum(j.take(nil, now, false, limsOf)); got != 0 {
+	if got := sum(j.take(nil, now, false)); got != 0 {
 		t.Fatalf("after a replay: %d pending, want 0", got)
 	}
 	j.settle(true)
-	if got := sum(j.take(nil, now, true, limsOf)); got != 10 {
+	if got := sum(j.take(nil, now, true)); got != 10 {
 		t.Fatalf("all: %d units, want 10", got)
 	}
 	j.settle(true)
-	if got := sum(j.take(nil, us(2*time.Minute), true, limsOf)); got != 0 || j.keys() != 0 {
+	if got := sum(j.take(nil, us(2*time.Minute), true)); got != 0 || j.keys() != 0 {
 		t.Fatalf("two windows on: %d units in %d keys, want none", got, j.keys())
 	}
 }

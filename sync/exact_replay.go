@@ -98,7 +98,7 @@ func (e *Exact) journalNow() int64 {
 // the store may have missed stay pending for the next replay if it fails.
 // Only the hub's goroutine calls it.
 func (e *Exact) replay(ctx context.Context, all bool) error {
-	items := e.journal.take(e.replayBuf[:0], e.journalNow(), all, e.limitsFor)
+	items := e.journal.take(e.replayBuf[:0], e.journalNow(), all)
 	err := e.sendCharges(ctx, items)
 	e.journal.settle(err == nil)
 	clear(items)
