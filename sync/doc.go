@@ -302,13 +302,26 @@
 //     state is a fresh budget in Redis, so U may pass L by what the
 //     processes admit in Δ, at most N*R*Δ for R requests per second each;
 //     the journal has those units, and the replay at the end of the
-//     episode brings the store's count back above them. A restart that
-//     no call notices (Redis back before DegradeAfter) is found by the
-//     next eviction check: until then Redis grants from empty state.
+//     episode brings the store's count back above them.
+//
+//   - A restart shorter than an outage (Redis back before DegradeAfter):
+//     the first call that succeeds after failed ones makes the background
+//     goroutine read INFO at once, and Redis decides from empty state
+//     until it has (one round of it, milliseconds). A restart that no
+//     call saw fail is found by the next eviction check (EvictionCheck):
+//     until then Redis decides from empty state.
+//
+//   - GCRA has no windows: read L and F as its bucket (the burst), which
+//     refills at L (Redis) or F (each fallback) per W. The bounds above
+//     hold for the bucket's debt (what the store's TAT counts after the
+//     replays); in a span of W each process's fallback also admits what
+//     its bucket refilled meanwhile, up to F more, as a healthy GCRA
+//     admits up to 2L in a span of W. With F = L/N the processes'
+//     buckets together refill at L per W, as the store's would.
 //
 //   - FailOpen admits every request while Degraded (F is unbounded);
-//     FailClosed admits none (F = 0): the window then holds at most L,
-//     plus, after a loss of state, what Redis granted before its replay.
+//     FailClosed admits none (F = 0): the window then holds at most L
+//     (the replay restores what Redis granted before a loss of state).
 //
 // The journal is bounded: when it holds JournalKeys keys whose units
 // still count, the policy denies new keys, and units Redis grants to new
