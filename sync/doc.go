@@ -255,9 +255,10 @@
 // An Exact limiter keeps a journal of the units its process was granted
 // that still count (ExactConfig.JournalKeys): those Redis granted and
 // those its FailurePolicy granted without Redis, coalesced per key to one
-// entry per window (fixed window), per bucket (sliding counter) or one
-// (GCRA, whose older units drain at the rate's pace), each at its latest
-// instant. When Redis answers again after an outage, when an episode of
+// entry per window (fixed window), per bucket (sliding counter) or per
+// quarter window (GCRA, whose units count for one window: the bucket
+// drains at L per W for all processes together, so each replays all its
+// units of the last window), each at its latest instant. When Redis answers again after an outage, when an episode of
 // evictions ends, or when INFO shows Redis restarted (its run_id changed or
 // its uptime went back, read by the probe that ends an outage and by the
 // eviction check), the limiter stays Degraded and decides by its policy

@@ -71,8 +71,9 @@ import (
 // its units in Redis; if the policy admits the request too, its units
 // count twice once replayed (the stricter side). Units that calls failing
 // now and then (not an outage) leave to the policy are sent by the
-// background goroutine at its next round, without degrading the limiter. With a
-// Cluster client the limiter is degraded as a whole while any master is
+// background goroutine at its next round, without degrading the limiter,
+// and the first call that succeeds after failed ones makes it check
+// Redis's INFO for a restart. With a Cluster client the limiter is degraded as a whole while any master is
 // unreachable, and a transport error also asks the client to reload its
 // slot map. Errors that Redis answers (a key holding foreign data, a script
 // denied by an ACL, OOM) and unreadable replies are decided by the policy
@@ -219,7 +220,7 @@ func NewExact(client RedisClient, cfg ExactConfig) (*Exact, error) {
 		e.closeFallback()
 		return nil, fmt.Errorf("%w: journal keys %d outside [1, %d]", shardlimit.ErrInvalidConfig, keys, maxJournalKeys)
 	}
-	e.journal = newJournal(e.cfg.Algorithm, e.rates, e.cfg.Buckets, keys, e.limitsFor)
+	e.journal = newJournal(e.cfg.Algorithm, e.rates, e.cfg.Buckets, keys)
 	e.start()
 	return e, nil
 }
@@ -281,12 +282,7 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 		return shardlimit.Result{Err: shardlimit.ErrInvalidKey}
 	}
 	lims := e.limitsFor(key)
-	at := now.UnixMicro()
-	if e.callerTime {
-		at = max(0, at)
-		for l := e.latest.Load(); at > l && !e.latest.CompareAndSwap(l, at); l = e.latest.Load() {
-		}
-	}
+	at := e.instant(now)
 	e.decisions.Add(1)
 	if !e.hot.Load() {
 		e.hub.activateExact(e)
@@ -303,7 +299,7 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 				e.verifyStore() // it may have restarted while calls failed
 			}
 			if consume && r.Allowed && n > 0 {
-				e.journal.record(key, at, n, false, &lims)
+				e.journal.record(key, at, n, false)
 				if e.fallback != nil {
 					e.fallback.AllowN(key, now, n) // record this process's usage
 				}
@@ -319,13 +315,26 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 	}
 	e.policyDecs.Add(1)
 	r := e.byPolicy(key, now, n, &lims, consume)
-	if consume && r.Allowed && n > 0 && r.Err == nil && !e.journal.record(key, at, n, true, &lims) {
+	if consume && r.Allowed && n > 0 && r.Err == nil && !e.journal.record(key, at, n, true) {
 		// The journal is full: units it cannot record would never reach
 		// the store, so the policy denies this new key (see JournalKeys).
 		r = e.failClosed(n, &lims)
 	}
 	e.tally(consume, n, r)
 	return r
+}
+
+// instant returns now in Unix microseconds, the journal's instant of a
+// decision at now; with callerTime it also keeps the latest (the charge
+// scripts' now).
+func (e *Exact) instant(now time.Time) int64 {
+	at := now.UnixMicro()
+	if e.callerTime {
+		at = max(0, at)
+		for l := e.latest.Load(); at > l && !e.latest.CompareAndSwap(l, at); l = e.latest.Load() {
+		}
+	}
+	return at
 }
 
 // tally counts a decision in Stats.

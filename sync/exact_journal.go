@@ -1,7 +1,6 @@
 package sync
 
 import (
-	"math/bits"
 	stdsync "sync"
 	"sync/atomic"
 	"time"
@@ -30,23 +29,28 @@ const journalSlots = 4
 // have lost state) with the charge script, so a recovered store never
 // grants a window's limit on top of them.
 //
-// Entries are coalesced by cell: one per window id of every rate (fixed
-// window), per bucket id of every rate (sliding counter), or a single one
-// (GCRA), whose older units leak at the slowest rate's pace (limit per
-// window) and which keeps the later instant. An entry is dropped once its
-// units no longer count: its window has ended, its bucket left every
-// window, its GCRA debt has leaked. Safe for concurrent use.
+// Entries are coalesced by cell, keeping the later instant (a unit moved
+// later counts at least as long): one per window id of every rate (fixed
+// window), per bucket id of every rate (sliding counter), per quarter of
+// every rate's window (GCRA). An entry is dropped once its units no
+// longer count: its window has ended, its bucket has left every window, or
+// (GCRA) a whole window has passed since its latest instant, as a unit
+// never holds a GCRA's theoretical arrival time more than W after it.
+// GCRA's units are not drained per process: its bucket drains at L per W
+// for all processes together, so each replays every unit of its last
+// window, and the store's TAT comes back to what they all admitted in it.
+// Safe for concurrent use.
 type journal struct {
 	shards  [journalShards]journalShard
 	seed    uint64
 	perMax  int // keys per shard
 	alg     shardlimit.Algorithm
-	cell    [shardlimit.MaxRates]int64 // each rate's window or bucket, µs
+	cell    [shardlimit.MaxRates]int64 // each rate's cell: window, bucket or quarter window (GCRA), µs
+	window  [shardlimit.MaxRates]int64 // each rate's window, µs
 	rates   int
-	buckets int64                     // of the sliding counter: the buckets that count besides now's
-	limsOf  func(key string) limitSet // a key's limits (Exact.limitsFor)
-	pending atomic.Bool               // some entry may hold pending units
-	full    atomic.Uint64             // grants not journaled: the journal was full
+	buckets int64         // of the sliding counter: the buckets that count besides now's
+	pending atomic.Bool   // some entry may hold pending units
+	full    atomic.Uint64 // grants not journaled: the journal was full
 }
 
 type journalShard struct {
@@ -65,25 +69,27 @@ type journalKey struct {
 // journalEntry is the units of one cell.
 type journalEntry struct {
 	at      int64 // the latest instant of its units, Unix µs
-	n       int64 // units this process was granted in it (GCRA: still owed)
+	n       int64 // units this process was granted in it
 	pend    int64 // of which the store lacks, not being sent
 	sending int64 // of which the store lacks, being sent by a replay
 }
 
 // newJournal returns the journal of a limiter of algorithm alg and the
-// windows and buckets of rates, holding at most maxKeys keys, whose
-// limits limsOf gives. limsOf is called under a shard's lock.
-func newJournal(alg shardlimit.Algorithm, rates []exactRate, buckets, maxKeys int, limsOf func(string) limitSet) *journal {
-	j := &journal{alg: alg, rates: len(rates), perMax: max(1, maxKeys/journalShards), seed: uint64(time.Now().UnixNano()), limsOf: limsOf}
+// windows and buckets of rates, holding at most maxKeys keys.
+func newJournal(alg shardlimit.Algorithm, rates []exactRate, buckets, maxKeys int) *journal {
+	j := &journal{alg: alg, rates: len(rates), perMax: max(1, maxKeys/journalShards), seed: uint64(time.Now().UnixNano())}
 	if alg == shardlimit.SlidingCounter {
 		j.buckets = int64(buckets)
 	}
 	for i, r := range rates {
-		c := r.window.Microseconds()
-		if alg == shardlimit.SlidingCounter {
-			c /= int64(buckets)
+		w := r.window.Microseconds()
+		j.window[i], j.cell[i] = w, w
+		switch alg {
+		case shardlimit.SlidingCounter:
+			j.cell[i] = w / int64(buckets)
+		case shardlimit.GCRA:
+			j.cell[i] = max(1, w/4)
 		}
-		j.cell[i] = c
 	}
 	for i := range j.shards {
 		j.shards[i].m = make(map[string]*journalKey)
@@ -95,11 +101,11 @@ func (j *journal) shard(key string) *journalShard {
 	return &j.shards[xxh3.HashStringSeed(key, j.seed)&(journalShards-1)]
 }
 
-// record adds n > 0 units granted to key at at (Unix µs) under the limits
-// lims; pend says the store lacks them. It reports false, recording
+// record adds n > 0 units granted to key at at (Unix µs); pend says the
+// store lacks them. It reports false, recording
 // nothing, if key is new and the journal is full of keys whose units
 // still count.
-func (j *journal) record(key string, at int64, n int, pend bool, lims *limitSet) bool {
+func (j *journal) record(key string, at int64, n int, pend bool) bool {
 	s := j.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -117,17 +123,16 @@ func (j *journal) record(key string, at int64, n int, pend bool, lims *limitSet)
 		p = int64(n)
 		j.pending.Store(true)
 	}
-	j.add(k, journalEntry{at: at, n: int64(n), pend: p}, lims)
+	j.add(k, journalEntry{at: at, n: int64(n), pend: p})
 	return true
 }
 
 // add puts x into k: coalesced into the newest entry if of its cell, else
 // appended, the oldest merged into the next when all slots are taken.
-func (j *journal) add(k *journalKey, x journalEntry, lims *limitSet) {
+func (j *journal) add(k *journalKey, x journalEntry) {
 	if k.len > 0 {
 		last := &k.e[k.len-1]
 		if j.sameCell(last.at, x.at) {
-			j.leak(last, x.at, lims)
 			last.at = max(last.at, x.at)
 			last.n += x.n
 			last.pend += x.pend
@@ -145,11 +150,9 @@ func (j *journal) add(k *journalKey, x journalEntry, lims *limitSet) {
 	k.len++
 }
 
-// sameCell reports whether instants a and b fall in one cell.
+// sameCell reports whether instants a and b fall in one cell of every
+// rate.
 func (j *journal) sameCell(a, b int64) bool {
-	if j.alg == shardlimit.GCRA {
-		return true
-	}
 	for i := range j.rates {
 		if floorDiv(a, j.cell[i]) != floorDiv(b, j.cell[i]) {
 			return false
@@ -158,54 +161,19 @@ func (j *journal) sameCell(a, b int64) bool {
 	return true
 }
 
-// leak takes off x's GCRA units that have drained by now (Unix µs) at
-// the slowest rate of lims, rounding down (the safe side). Others keep
-// every unit until the entry is dropped.
-func (j *journal) leak(x *journalEntry, now int64, lims *limitSet) {
-	if j.alg != shardlimit.GCRA || now <= x.at {
-		return
-	}
-	d := uint64(now - x.at)
-	gone := int64(-1)
+// dead reports whether x's units no longer count at now (Unix µs) for any
+// rate.
+func (j *journal) dead(x *journalEntry, now int64) bool {
 	for i := range j.rates {
-		l := uint64(lims[i])
-		if l == 0 {
-			continue
-		}
-		w := uint64(j.cell[i])
-		// floor(d*l/w) without overflow: q*l + floor((d mod w)*l/w).
-		q := d / w
-		g := x.n
-		if q < uint64(x.n) {
-			hi, lo := bits.Mul64(l, d%w)
-			r, _ := bits.Div64(hi, lo, w)
-			g = int64(min(q*l+r, uint64(x.n)))
-		}
-		if gone < 0 || g < gone {
-			gone = g
-		}
-	}
-	if gone <= 0 {
-		return
-	}
-	x.n -= gone
-	x.at = now
-	// The units the store lacks drain last: as many stay pending as the
-	// entry still owes.
-	x.sending = min(x.sending, x.n)
-	x.pend = min(x.pend, x.n-x.sending)
-}
-
-// dead reports whether x's units no longer count at now (Unix µs) under
-// lims, leaking a GCRA entry first.
-func (j *journal) dead(x *journalEntry, now int64, lims *limitSet) bool {
-	if j.alg == shardlimit.GCRA {
-		j.leak(x, now, lims)
-		return x.n <= 0
-	}
-	for i := range j.rates {
-		if floorDiv(x.at, j.cell[i]) >= floorDiv(now, j.cell[i])-j.buckets {
-			return false
+		switch j.alg {
+		case shardlimit.GCRA:
+			if x.at+j.window[i] > now {
+				return false
+			}
+		default:
+			if floorDiv(x.at, j.cell[i]) >= floorDiv(now, j.cell[i])-j.buckets {
+				return false
+			}
 		}
 	}
 	return true
@@ -229,8 +197,7 @@ func (j *journal) sweep(s *journalShard, now int64) bool {
 func (j *journal) sweepShard(s *journalShard, now int64) int {
 	dropped := 0
 	for key, k := range s.m {
-		lims := j.limsOf(key)
-		j.prune(k, now, &lims)
+		j.prune(k, now)
 		if k.len == 0 {
 			delete(s.m, key)
 			dropped++
@@ -241,10 +208,10 @@ func (j *journal) sweepShard(s *journalShard, now int64) int {
 
 // prune drops k's entries that no longer count at now, keeping their
 // order; one still being sent stays.
-func (j *journal) prune(k *journalKey, now int64, lims *limitSet) {
+func (j *journal) prune(k *journalKey, now int64) {
 	w := 0
 	for i := 0; i < k.len; i++ {
-		if k.e[i].sending > 0 || !j.dead(&k.e[i], now, lims) {
+		if k.e[i].sending > 0 || !j.dead(&k.e[i], now) {
 			k.e[w] = k.e[i]
 			w++
 		}
@@ -302,8 +269,7 @@ func (j *journal) take(out []charge, now int64, all bool) []charge {
 		s := &j.shards[i]
 		s.mu.Lock()
 		for key, k := range s.m {
-			lims := j.limsOf(key)
-			j.prune(k, now, &lims)
+			j.prune(k, now)
 			if k.len == 0 {
 				delete(s.m, key)
 				continue

@@ -9,22 +9,21 @@ import (
 )
 
 // testJournal returns the journal of an Exact limiter of cfg, holding at
-// most maxKeys keys, and the limits of its rates.
-func testJournal(t testing.TB, cfg shardlimit.Config, maxKeys int) (*journal, limitSet) {
+// most maxKeys keys.
+func testJournal(t testing.TB, cfg shardlimit.Config, maxKeys int) *journal {
 	t.Helper()
 	e := &Exact{cfg: cfg}
 	if err := e.setRates(); err != nil {
 		t.Fatal(err)
 	}
-	lims := *e.defaults.Load()
-	return newJournal(cfg.Algorithm, e.rates, cfg.Buckets, maxKeys, func(string) limitSet { return lims }), lims
+	return newJournal(cfg.Algorithm, e.rates, cfg.Buckets, maxKeys)
 }
 
 // us returns T0 + d in Unix microseconds.
 func us(d time.Duration) int64 { return at(d).UnixMicro() }
 
 // TestJournalCoalescesAndDrops: one entry per window (fixed window), per
-// bucket (sliding counter), one draining entry (GCRA); what no longer
+// bucket (sliding counter), per quarter window (GCRA); what no longer
 // counts is dropped and a full key merges its oldest entry into the next,
 // never losing a unit.
 func TestJournalCoalescesAndDrops(t *testing.T) {
@@ -57,23 +56,25 @@ func TestJournalCoalescesAndDrops(t *testing.T) {
 		}},
 		{"gcra", ratesCfg(shardlimit.GCRA, 0, rate(10, time.Minute)), []step{
 			{0, 5, false, 1, 5},
-			{12 * time.Second, 1, true, 1, 4},  // 2 drained (one per 6 s)
-			{13 * time.Second, 0, false, 1, 4}, // 1 s drains nothing
-			{48 * time.Second, 0, false, 0, 0}, // all drained
+			{12 * time.Second, 1, true, 1, 6},  // same quarter window
+			{20 * time.Second, 1, true, 2, 7},  // the next
+			{61 * time.Second, 0, false, 2, 7}, // the first entry's latest instant is 12 s
+			{72 * time.Second, 0, false, 1, 1}, // a window after 12 s: dropped
+			{80 * time.Second, 0, false, 0, 0}, // a window after 20 s
 		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			j, lims := testJournal(t, c.cfg, 16)
+			j := testJournal(t, c.cfg, 16)
 			for i, s := range c.steps {
-				if s.n > 0 && !j.record("k", us(s.at), s.n, s.pend, &lims) {
+				if s.n > 0 && !j.record("k", us(s.at), s.n, s.pend) {
 					t.Fatalf("step %d: not recorded", i)
 				}
 				sh := j.shard("k")
 				sh.mu.Lock()
 				units, entries := int64(0), 0
 				if k := sh.m["k"]; k != nil {
-					j.prune(k, us(s.at), &lims)
+					j.prune(k, us(s.at))
 					entries = k.len
 					for _, x := range k.e[:k.len] {
 						units += x.n
@@ -92,11 +93,11 @@ func TestJournalCoalescesAndDrops(t *testing.T) {
 // failed one leaves them pending for the next; units recorded while a
 // replay is in flight stay pending.
 func TestJournalTakeSettle(t *testing.T) {
-	j, lims := testJournal(t, ratesCfg(shardlimit.FixedWindow, 0, rate(10, time.Minute)), 16)
+	j := testJournal(t, ratesCfg(shardlimit.FixedWindow, 0, rate(10, time.Minute)), 16)
 	now := us(time.Second)
-	j.record("a", now, 3, false, &lims)
-	j.record("a", now, 2, true, &lims)
-	j.record("b", now, 1, true, &lims)
+	j.record("a", now, 3, false)
+	j.record("a", now, 2, true)
+	j.record("b", now, 1, true)
 	sum := func(cs []charge) (n int64) {
 		for _, c := range cs {
 			n += c.n
@@ -106,7 +107,7 @@ func TestJournalTakeSettle(t *testing.T) {
 	if got := sum(j.take(nil, now, false)); got != 3 {
 		t.Fatalf("pending taken: %d units, want 3", got)
 	}
-	j.record("b", now, 4, true, &lims) // during the replay
+	j.record("b", now, 4, true) // during the replay
 	j.settle(false)
 	if got := sum(j.take(nil, now, false)); got != 7 {
 		t.Fatalf("after a failed replay: %d pending, want 3 + 4", got)
@@ -129,18 +130,18 @@ func TestJournalTakeSettle(t *testing.T) {
 // key (the caller denies it or counts it), and takes one again once the
 // others' units stop counting.
 func TestJournalFull(t *testing.T) {
-	j, lims := testJournal(t, ratesCfg(shardlimit.FixedWindow, 0, rate(10, time.Minute)), journalShards)
+	j := testJournal(t, ratesCfg(shardlimit.FixedWindow, 0, rate(10, time.Minute)), journalShards)
 	now := us(time.Second)
 	refused := 0
 	for i := range 4 * journalShards {
-		if !j.record(fmt.Sprint("k", i), now, 1, true, &lims) {
+		if !j.record(fmt.Sprint("k", i), now, 1, true) {
 			refused++
 		}
 	}
 	if refused == 0 || j.keys() > journalShards || j.full.Load() != uint64(refused) {
 		t.Fatalf("%d keys held, %d refused, full %d: want at most %d held", j.keys(), refused, j.full.Load(), journalShards)
 	}
-	if !j.record("fresh", us(2*time.Minute), 1, true, &lims) {
+	if !j.record("fresh", us(2*time.Minute), 1, true) {
 		t.Fatal("a window later, a new key refused: the others' units no longer count")
 	}
 }
@@ -151,19 +152,19 @@ func TestJournalFull(t *testing.T) {
 func BenchmarkJournalRecord(b *testing.B) {
 	for _, alg := range []shardlimit.Algorithm{shardlimit.FixedWindow, shardlimit.SlidingCounter, shardlimit.GCRA} {
 		b.Run(alg.String(), func(b *testing.B) {
-			j, lims := testJournal(b, ratesCfg(alg, 6, rate(shardlimit.MaxLimit, time.Hour)), DefaultJournalKeys)
+			j := testJournal(b, ratesCfg(alg, 6, rate(shardlimit.MaxLimit, time.Hour)), DefaultJournalKeys)
 			keys := make([]string, 1000)
 			now := us(0)
 			for i := range keys {
 				keys[i] = fmt.Sprint("user:", i)
-				j.record(keys[i], now, 1, false, &lims)
+				j.record(keys[i], now, 1, false)
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				i := 0
 				for pb.Next() {
-					j.record(keys[i%len(keys)], now, 1, false, &lims)
+					j.record(keys[i%len(keys)], now, 1, false)
 					i++
 				}
 			})
