@@ -86,31 +86,37 @@ func (h *hub) replayExact(ctx context.Context, e *Exact, next *time.Time) {
 	for try := 0; err == nil && try < 3 && e.journal.pending.Load(); try++ {
 		err = e.replay(ctx, false)
 	}
+	*next = minTime(*next, e.replayOutcome(err, all))
+	e.report()
+}
+
+// replayOutcome records the outcome err of a replay (of every unit if all) and
+// returns when the next is due if it failed (else far in the future).
+func (e *Exact) replayOutcome(err error, all bool) time.Time {
 	now := time.Now()
 	e.hmu.Lock()
+	defer e.hmu.Unlock()
 	if err != nil {
 		e.replayFails.Add(1)
 		e.lost = e.lost || all
 		e.lastErr.set(err)
 		e.replayAt = now.Add(e.probeDelay)
 		e.probeDelay = min(2*e.probeDelay, e.probeMax)
-		*next = minTime(*next, e.replayAt)
 		// The store fails again: its calls' failures degrade the limiter
 		// if they last, and the next call to succeed checks it again; the
 		// units stay pending.
 		e.checking = false
-	} else {
-		e.probeDelay = e.probeMin
-		if e.replaying {
-			e.resetShare(now)
-		}
-		if e.replaying || e.checking {
-			e.replaying, e.checking = false, false
-			e.settle(nil)
-		}
+		return e.replayAt
 	}
-	e.hmu.Unlock()
-	e.report()
+	e.probeDelay = e.probeMin
+	if e.replaying {
+		e.resetShare(now)
+	}
+	if e.replaying || e.checking {
+		e.replaying, e.checking = false, false
+		e.settle(nil)
+	}
+	return now.Add(time.Hour)
 }
 
 // storeLost tells every Exact limiter of the hub that the store may have
