@@ -102,9 +102,8 @@ func (j *journal) shard(key string) *journalShard {
 }
 
 // record adds n > 0 units granted to key at at (Unix µs); pend says the
-// store lacks them. It reports false, recording
-// nothing, if key is new and the journal is full of keys whose units
-// still count.
+// store lacks them. It reports false, recording nothing, if key is new
+// and the journal is full of keys whose units still count.
 func (j *journal) record(key string, at int64, n int, pend bool) bool {
 	s := j.shard(key)
 	s.mu.Lock()
