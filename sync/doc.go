@@ -85,6 +85,9 @@
 //     SharedStats.PolicyShare; the change's Err wraps ErrPolicyShare and
 //     the last store error, with its cause.
 //
+// An Exact limiter leaving an outage or eviction stays Degraded until it
+// has replayed its journal to the store (see Outages).
+//
 // Leaving an outage or eviction starts a new interval: the failures of the
 // outage do not keep a limiter that is back Degraded by its share.
 //
@@ -207,13 +210,13 @@
 // While it grows the limiter is Degraded, with an error wrapping
 // ErrEvicting, and decides by its FailurePolicy as during an outage: Exact
 // by its local fallback, which has recorded what this process admitted
-// through Redis (N processes: at most N times the limit per window), Shared
-// by its local counts (under FallbackLimit if set; see Outages for the
-// bound). It becomes Healthy again at the first check that finds no new
-// eviction. Evictions are not traced to keys: those of other applications'
-// keys count too, as they show that this package's can go next. A Redis
-// that refuses INFO (some managed services) is reported once in
-// Eviction.Err and not watched.
+// through Redis, and when the evictions stop it sends Redis every unit of
+// its journal before it decides by Redis again; Shared by its local counts
+// (under FallbackLimit if set). See Outages for the bounds. It becomes
+// Healthy again at the first check that finds no new eviction. Evictions
+// are not traced to keys: those of other applications' keys count too, as
+// they show that this package's can go next. A Redis that refuses INFO
+// (some managed services) is reported once in Eviction.Err and not watched.
 //
 // A Shared limiter does not wait for INFO when its own counters show the
 // loss. The other nodes' units of a live window or bucket only grow, so a
@@ -295,6 +298,83 @@
 // the nodes that had read it keep counting it, but one that had not (it
 // started since, or forgot the key) may admit that share again, in that
 // window only.
+//
+// An Exact limiter keeps a journal of the units its process was granted
+// that still count (ExactConfig.JournalKeys): those Redis granted and
+// those its FailurePolicy granted without Redis, coalesced per key to one
+// entry per window (fixed window), per bucket (sliding counter) or per
+// quarter window (GCRA, whose units count for one window: the bucket
+// drains at L per W for all processes together, so each replays all its
+// units of the last window), each at its latest instant. When Redis answers again after an outage, when an episode of
+// evictions ends, or when INFO shows Redis restarted (its run_id changed or
+// its uptime went back, read by the probe that ends an outage and by the
+// eviction check), the limiter stays Degraded and decides by its policy
+// until it has sent, in pipelines of a charge script that adds units at
+// their instant and never refuses them (the count may pass the limit; the
+// decisions after it deny), the units its policy granted, and, when Redis
+// may have lost state (a restart, evictions, or an INFO it cannot read),
+// every unit of the journal. Units that were not lost are then counted
+// twice, for at most the windows they belong to: the stricter side. A
+// replay that fails is tried again after the probe's back-off, its units
+// kept.
+//
+// Take N processes, a limit L per window, a fallback limit F per process
+// (FallbackLocal; by default F = L, Exact's own limit), and u_i the units
+// Redis granted process i in a window before the process turned
+// Degraded, U their sum. Then:
+//
+//   - While Degraded, process i's fallback, which recorded the u_i units,
+//     admits at most f_i <= max(0, F - u_i) more in the window: process
+//     i's units of the window are at most max(u_i, F).
+//
+//   - Each process sends its f_i units (and its u_i if Redis may have lost
+//     them) before it decides by Redis again. Once every process has, the
+//     store counts every unit of the window and admits only up to L:
+//
+//     max(L, sum_i max(u_i, F))  =  max(L, U + sum_i max(0, F - u_i))
+//
+//     which is at most N*L with the default fallback (each term at most
+//     L), exactly L with F = L/N and traffic spread evenly (u_i <= L/N),
+//     and at most L + (N-1)*F in general (U <= L).
+//
+//   - Processes recover one by one (each its own probe, with its back-off
+//     up to MaxProbeInterval, and its own INFO). A process that decides
+//     by Redis again while another has not replayed yet may be granted
+//     what the store would have refused had it counted the other's units:
+//     at most L + sum_j f_j over the processes j not yet replayed (plus
+//     their u_j if Redis lost state), still at most N*L with the default
+//     fallback, up to L + (N-1)*F with F = L/N.
+//
+//   - Evictions reach the bound only once noticed: until the eviction
+//     check sees them (up to EvictionCheck, Δ) every eviction of a key's
+//     state is a fresh budget in Redis, so U may pass L by what the
+//     processes admit in Δ, at most N*R*Δ for R requests per second each;
+//     the journal has those units, and the replay at the end of the
+//     episode brings the store's count back above them.
+//
+//   - A restart shorter than an outage (Redis back before DegradeAfter):
+//     the first call that succeeds after failed ones makes the background
+//     goroutine read INFO at once, and Redis decides from empty state
+//     until it has (one round of it, milliseconds). A restart that no
+//     call saw fail is found by the next eviction check (EvictionCheck):
+//     until then Redis decides from empty state.
+//
+//   - GCRA has no windows: read L and F as its bucket (the burst), which
+//     refills at L (Redis) or F (each fallback) per W. The bounds above
+//     hold for the bucket's debt (what the store's TAT counts after the
+//     replays); in a span of W each process's fallback also admits what
+//     its bucket refilled meanwhile, up to F more, as a healthy GCRA
+//     admits up to 2L in a span of W. With F = L/N the processes'
+//     buckets together refill at L per W, as the store's would.
+//
+//   - FailOpen admits every request while Degraded (F is unbounded);
+//     FailClosed admits none (F = 0): the window then holds at most L
+//     (the replay restores what Redis granted before a loss of state).
+//
+// The journal is bounded: when it holds JournalKeys keys whose units
+// still count, the policy denies new keys, and units Redis grants to new
+// keys are not recorded (ExactStats.JournalFull counts them; they are not
+// restored if Redis then loses state).
 //
 // # Trust
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	stdsync "sync"
@@ -54,6 +55,8 @@ type evictionInfo struct {
 	policy    string
 	maxMemory int64
 	evicted   int64
+	runID     string // INFO run_id ("" if absent; a Cluster's sorted and joined)
+	uptime    int64  // INFO uptime_in_seconds (-1 if absent; a Cluster's least)
 }
 
 // evictionReader is a Backend that can read its store's eviction state:
@@ -92,6 +95,8 @@ func canReadEviction(c RedisClient) bool {
 func readEviction(ctx context.Context, c RedisClient) (evictionInfo, error) {
 	var mu stdsync.Mutex
 	var sum evictionInfo
+	var ids []string
+	sum.uptime = -1
 	add := func(ctx context.Context, ic infoClient) error {
 		text, err := ic.Info(ctx).Result()
 		if err != nil {
@@ -105,6 +110,10 @@ func readEviction(ctx context.Context, c RedisClient) (evictionInfo, error) {
 		defer mu.Unlock()
 		sum.evicted += in.evicted
 		sum.maxMemory = max(sum.maxMemory, in.maxMemory)
+		ids = append(ids, in.runID)
+		if sum.uptime < 0 || in.uptime >= 0 && in.uptime < sum.uptime {
+			sum.uptime = in.uptime
+		}
 		unsafe := in.maxMemory > 0 && in.policy != "noeviction"
 		if sum.policy == "" || sum.policy == "noeviction" && unsafe {
 			sum.policy = in.policy
@@ -123,13 +132,15 @@ func readEviction(ctx context.Context, c RedisClient) (evictionInfo, error) {
 	default:
 		err = errNoInfo
 	}
+	slices.Sort(ids)
+	sum.runID = strings.Join(ids, ",")
 	return sum, err
 }
 
 // parseInfo reads maxmemory, maxmemory_policy and evicted_keys from the
 // text of INFO.
 func parseInfo(text string) (evictionInfo, error) {
-	in := evictionInfo{maxMemory: -1, evicted: -1}
+	in := evictionInfo{maxMemory: -1, evicted: -1, uptime: -1}
 	for line := range strings.Lines(text) {
 		k, v, ok := strings.Cut(strings.TrimRight(line, "\r\n"), ":")
 		if !ok {
@@ -142,6 +153,12 @@ func parseInfo(text string) (evictionInfo, error) {
 			in.maxMemory, _ = strconv.ParseInt(v, 10, 64)
 		case "evicted_keys":
 			in.evicted, _ = strconv.ParseInt(v, 10, 64)
+		case "run_id":
+			in.runID = v
+		case "uptime_in_seconds":
+			if u, err := strconv.ParseInt(v, 10, 64); err == nil {
+				in.uptime = u
+			}
 		}
 	}
 	if in.policy == "" || in.maxMemory < 0 || in.evicted < 0 {
@@ -160,12 +177,17 @@ type evictionWatch struct {
 	last  time.Time // of the last check that read the store
 	count int64     // evicted_keys then; -1: none read yet
 	st    Eviction
+
+	// The store's identity, to tell a restart (see observe).
+	runID     string
+	uptime    int64 // -1: not read yet
+	restarted bool  // a restart not yet taken (takeRestart)
 }
 
 // newEvictionWatch returns a watch checking every interval (negative: never),
 // whose store cannot be read if why is not nil.
 func newEvictionWatch(interval time.Duration, why error) *evictionWatch {
-	w := &evictionWatch{every: max(interval, 0), count: -1}
+	w := &evictionWatch{every: max(interval, 0), count: -1, uptime: -1}
 	if why != nil && w.every > 0 {
 		w.st.Err = fmt.Errorf("eviction not watched: %w", why)
 		w.every = 0
@@ -231,6 +253,7 @@ func (w *evictionWatch) check(ctx context.Context, read func(context.Context) (e
 		return nil
 	}
 	w.st.Policy, w.st.MaxMemory = in.policy, in.maxMemory
+	w.observeLocked(in)
 	grew := in.evicted - w.count
 	since := now.Sub(w.last)
 	first := w.count < 0
@@ -245,6 +268,42 @@ func (w *evictionWatch) check(ctx context.Context, read func(context.Context) (e
 	w.st.Evicting = true
 	return fmt.Errorf("%w: %d keys evicted in %v (maxmemory-policy %s, maxmemory %d bytes)",
 		ErrEvicting, grew, since.Round(time.Millisecond), in.policy, in.maxMemory)
+}
+
+// observe records the store's identity read in in and reports whether the
+// store restarted since the last reading (its run_id changed or its uptime
+// went back: it may have lost every key) and whether that could be told
+// (a reading before this one had them).
+func (w *evictionWatch) observe(in evictionInfo) (restarted, known bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	known = w.runID != "" || w.uptime >= 0
+	return w.observeLocked(in), known
+}
+
+// observeLocked is observe; requires w.mu held.
+func (w *evictionWatch) observeLocked(in evictionInfo) bool {
+	r := w.runID != "" && in.runID != "" && in.runID != w.runID ||
+		w.uptime >= 0 && in.uptime >= 0 && in.uptime < w.uptime
+	if in.runID != "" {
+		w.runID = in.runID
+	}
+	if in.uptime >= 0 {
+		w.uptime = in.uptime
+	}
+	if r {
+		w.restarted = true
+	}
+	return r
+}
+
+// takeRestart reports whether a restart was observed since the last call.
+func (w *evictionWatch) takeRestart() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	r := w.restarted
+	w.restarted = false
+	return r
 }
 
 // evictionInfo implements evictionReader. It returns when ctx is done

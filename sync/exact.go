@@ -54,11 +54,26 @@ import (
 // decisions over a HealthInterval made by the policy do (see the package
 // doc on health). While Healthy every unit Redis admits is
 // also recorded in the local fallback, so switching to it continues from
-// this process's usage, never from a fresh budget; units the fallback
-// admits are not sent to Redis, so the window in which Redis returns may
-// admit up to the limit on top of them. A timed-out call may still have
-// consumed its units in Redis; the fallback does not know it. With a
-// Cluster client the limiter is degraded as a whole while any master is
+// this process's usage, never from a fresh budget. Every unit this process
+// is granted, by Redis or by the policy, is also recorded in a journal
+// (ExactConfig.JournalKeys) while it still counts; when Redis answers
+// again the limiter stays Degraded, deciding by the policy, until it has
+// sent Redis the units the policy granted (and, if Redis may have lost
+// state: it restarted, or evicted keys, every unit of the journal), added
+// unconditionally at their instants. So a recovered Redis counts them and
+// never grants a window's limit on top of them: N processes with fallback
+// limit F (default: the limit L) admit at most max(L, the sum over the
+// processes of max(u_i, F)) in a window an outage overlaps, u_i the units
+// Redis granted process i in it before the outage, so at most N*L with
+// the default fallback and L with F = L/N and even traffic (see the
+// package doc on outages for the derivation and for processes that
+// recover at different times). A timed-out call may still have consumed
+// its units in Redis; if the policy admits the request too, its units
+// count twice once replayed (the stricter side). Units that calls failing
+// now and then (not an outage) leave to the policy are sent by the
+// background goroutine at its next round, without degrading the limiter,
+// and the first call that succeeds after failed ones makes it check
+// Redis's INFO for a restart. With a Cluster client the limiter is degraded as a whole while any master is
 // unreachable, and a transport error also asks the client to reload its
 // slot map. Errors that Redis answers (a key holding foreign data, a script
 // denied by an ACL, OOM) and unreadable replies are decided by the policy
@@ -90,6 +105,9 @@ type Exact struct {
 	defaults   atomic.Pointer[limitSet]
 	prefix     string
 	script     *redis.Script // the algorithm's script
+	charger    *redis.Script // the algorithm's charge script
+	journal    *journal      // the units this process was granted (see journal)
+	replayBuf  []charge      // the hub's, for replay
 	timeout    time.Duration
 	degrade    time.Duration // DegradeAfter
 	policy     FailurePolicy
@@ -104,6 +122,7 @@ type Exact struct {
 	// callerTime makes the scripts decide at AllowN's now instead of Redis
 	// TIME. Tests set it to replay exact instants; it is not exported.
 	callerTime bool
+	latest     atomic.Int64 // the latest now given to a decision, Unix µs
 
 	mu     stdsync.RWMutex
 	limits map[string]limitSet // own limits (SetLimits)
@@ -122,6 +141,10 @@ type Exact struct {
 	events     []StateChange // to report, in order
 	probeAt    time.Time     // of the next probe while outage
 	probeDelay time.Duration // the probe's back-off
+	replaying  bool          // deciding by the policy until the journal is replayed
+	checking   bool          // after failed calls: the hub checks for a restart
+	lost       bool          // the store may have lost state: replay every unit
+	replayAt   time.Time     // of the next replay after one failed
 
 	backoff atomic.Int64
 
@@ -138,6 +161,8 @@ type Exact struct {
 	lastErr                           lastError
 	trips, recoveries                 atomic.Uint64
 	probes, probeFails                atomic.Uint64
+	replays, replayFails, replayed    atomic.Uint64
+	replayRejected                    atomic.Uint64
 
 	// gate orders calls against Close: a call registers in inflight under
 	// gate's read lock only while the limiter is open, and Close sets
@@ -183,13 +208,19 @@ func NewExact(client RedisClient, cfg ExactConfig) (*Exact, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Exact{client: client, script: script, limits: make(map[string]limitSet)}
+	e := &Exact{client: client, script: script, charger: chargeScriptFor(cfg.Algorithm), limits: make(map[string]limitSet)}
 	if err := e.configure(&cfg); err != nil {
 		return nil, err
 	}
 	if err := e.configureLimiter(&cfg); err != nil {
 		return nil, err
 	}
+	keys := cmp0(cfg.JournalKeys, DefaultJournalKeys)
+	if keys < 1 || keys > maxJournalKeys {
+		e.closeFallback()
+		return nil, fmt.Errorf("%w: journal keys %d outside [1, %d]", shardlimit.ErrInvalidConfig, keys, maxJournalKeys)
+	}
+	e.journal = newJournal(e.cfg.Algorithm, e.rates, e.cfg.Buckets, keys)
 	e.start()
 	return e, nil
 }
@@ -251,6 +282,7 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 		return shardlimit.Result{Err: shardlimit.ErrInvalidKey}
 	}
 	lims := e.limitsFor(key)
+	at := e.instant(now)
 	e.decisions.Add(1)
 	if !e.hot.Load() {
 		e.hub.activateExact(e)
@@ -264,9 +296,13 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 		if err == nil {
 			if e.failing.Load() {
 				e.endRun()
+				e.verifyStore() // it may have restarted while calls failed
 			}
-			if consume && r.Allowed && n > 0 && e.fallback != nil {
-				e.fallback.AllowN(key, now, n) // record this process's usage
+			if consume && r.Allowed && n > 0 {
+				e.journal.record(key, at, n, false)
+				if e.fallback != nil {
+					e.fallback.AllowN(key, now, n) // record this process's usage
+				}
 			}
 			e.tally(consume, n, r)
 			return r
@@ -279,8 +315,26 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 	}
 	e.policyDecs.Add(1)
 	r := e.byPolicy(key, now, n, &lims, consume)
+	if consume && r.Allowed && n > 0 && r.Err == nil && !e.journal.record(key, at, n, true) {
+		// The journal is full: units it cannot record would never reach
+		// the store, so the policy denies this new key (see JournalKeys).
+		r = e.failClosed(n, &lims)
+	}
 	e.tally(consume, n, r)
 	return r
+}
+
+// instant returns now in Unix microseconds, the journal's instant of a
+// decision at now; with callerTime it also keeps the latest (the charge
+// scripts' now).
+func (e *Exact) instant(now time.Time) int64 {
+	at := now.UnixMicro()
+	if e.callerTime {
+		at = max(0, at)
+		for l := e.latest.Load(); at > l && !e.latest.CompareAndSwap(l, at); l = e.latest.Load() {
+		}
+	}
+	return at
 }
 
 // tally counts a decision in Stats.

@@ -21,6 +21,9 @@ const (
 	DefaultDegradeAfter = time.Second
 )
 
+// maxJournalKeys bounds ExactConfig.JournalKeys.
+const maxJournalKeys = 1 << 24
+
 // ExactConfig configures an Exact limiter. Its embedded Config takes the
 // fields of shardlimit.Config with their meaning and defaults, Rates
 // included; Algorithm must be FixedWindow, SlidingCounter or GCRA (the
@@ -86,6 +89,19 @@ type ExactConfig struct {
 	// share of its decisions the failure policy made (see State), in
 	// [1ms, 1h]; default DefaultHealthInterval (1s).
 	HealthInterval time.Duration
+
+	// JournalKeys caps the keys of the journal, in [1, 2^24]; default
+	// DefaultJournalKeys (65,536). The journal records, per key, the units
+	// this process was granted that still count (by Redis, and by the
+	// Policy without Redis), coalesced to at most four entries a key (a
+	// few hundred bytes), so that they reach Redis when it answers again
+	// (see the package doc on outages). A key leaves it once its units no
+	// longer count. When it is full of keys whose units still count, the
+	// Policy denies new keys (a decision it would have admitted is denied,
+	// as FailClosed would), and units Redis grants to new keys are not
+	// recorded (counted in ExactStats.JournalFull): if the store then
+	// loses its state, those units are not restored.
+	JournalKeys int
 
 	// OnStateChange, if set, is called on every change between Healthy and
 	// Degraded, in order, from the client's background goroutine (never

@@ -14,6 +14,10 @@ func (e *Exact) byPolicy(key string, now time.Time, n int, lims *limitSet, consu
 		}
 		return e.fallback.Peek(key, now, n)
 	}
+	if e.policy == FailClosed {
+		return e.failClosed(n, lims)
+	}
+	// FailOpen: every rate as a fresh key's.
 	var out [shardlimit.MaxRates]rateOutcome
 	allowed := true
 	for k, rt := range e.rates {
@@ -25,17 +29,26 @@ func (e *Exact) byPolicy(key string, now time.Time, n int, lims *limitSet, consu
 		out[k] = o
 	}
 	rs := out[:len(e.rates)]
-	if e.policy == FailOpen {
-		// Every rate as a fresh key's.
-		for k := range rs {
-			rs[k].remaining = rs[k].limit
-			if allowed {
-				rs[k].remaining -= n
-			}
+	for k := range rs {
+		rs[k].remaining = rs[k].limit
+		if allowed {
+			rs[k].remaining -= n
 		}
-		return bind(allowed, rs)
 	}
-	// FailClosed: no room anywhere, the probe's delay as the wait.
+	return bind(allowed, rs)
+}
+
+// failClosed decides as FailClosed: no room anywhere, the probe's delay
+// as the wait.
+func (e *Exact) failClosed(n int, lims *limitSet) shardlimit.Result {
+	var out [shardlimit.MaxRates]rateOutcome
+	rs := out[:len(e.rates)]
+	for k, rt := range e.rates {
+		rs[k] = rateOutcome{limit: lims[k], window: rt.window}
+		if n > lims[k] {
+			rs[k].retry = shardlimit.Never
+		}
+	}
 	if n == 0 {
 		return bind(true, rs)
 	}
@@ -65,9 +78,16 @@ func (e *Exact) Len() int {
 }
 
 // Sweep evicts idle keys of the local fallback and returns how many; Redis
-// keys expire by their TTL. 0 without a fallback.
+// keys expire by their TTL. It also drops from the journal (see
+// ExactConfig.JournalKeys) the keys whose units no longer count at now,
+// which it does not count: the journal otherwise drops them only when it
+// is full or replays. 0 without a fallback.
 func (e *Exact) Sweep(now time.Time) int {
-	if e.fallback == nil || e.closed.Load() {
+	if e.closed.Load() {
+		return 0
+	}
+	e.journal.sweepAll(now.UnixMicro())
+	if e.fallback == nil {
 		return 0
 	}
 	return e.fallback.Sweep(now)

@@ -3,6 +3,7 @@ package sync
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"time"
 )
@@ -81,11 +82,11 @@ func isTimeout(err error) bool {
 // share) and queues the change, if any, for the hub to report; cause is
 // the error that made it Degraded. Requires e.hmu held.
 func (e *Exact) settle(cause error) {
-	bypass := e.outage || e.evicting != nil
-	e.bypass.Store(bypass)
-	defer func() { e.busy.Store(e.outage || len(e.events) > 0) }()
+	down := e.outage || e.evicting != nil || e.replaying
+	e.bypass.Store(down)
+	defer func() { e.busy.Store(e.outage || e.replaying || e.checking || len(e.events) > 0) }()
 	want := Healthy
-	if bypass || e.share.high {
+	if down || e.share.high {
 		want = Degraded
 	}
 	if State(e.state.Load()) == want {
@@ -108,11 +109,50 @@ func (e *Exact) setEvicting(err error) {
 	e.hmu.Lock()
 	defer e.hmu.Unlock()
 	if e.evicting != nil && err == nil {
+		// Evicted keys may have held this process's units: decide by the
+		// policy until every unit of the journal is in the store again.
 		e.resetShare(time.Now())
+		e.replaying, e.lost = true, true
+		e.replayAt = time.Time{}
 	}
 	e.evicting = err
 	e.settle(err)
 }
+
+// verifyStore asks the hub to read the store's INFO and send the units
+// the policy granted at once: calls failed with transport errors and one
+// succeeds again, so the store may have restarted meanwhile (before the
+// failures lasted long enough to be an outage). If it did, e decides by
+// its policy until it has replayed its journal (see storeLost); until the
+// hub has looked, e decides by Redis, so a store restarted empty may
+// grant what e's calls ask for during one round of the hub (the
+// decisions of a few milliseconds) from empty state.
+func (e *Exact) verifyStore() {
+	e.hmu.Lock()
+	if !e.outage && !e.replaying && !e.checking {
+		e.checking = true
+		e.replayAt = time.Time{}
+		e.settle(nil)
+	}
+	e.hmu.Unlock()
+	e.hub.activateExact(e)
+	e.hub.poke()
+}
+
+// storeLost records that the store may have lost its state (it
+// restarted): e decides by its policy until every unit of its journal is
+// in the store again.
+func (e *Exact) storeLost() {
+	e.hmu.Lock()
+	defer e.hmu.Unlock()
+	e.replaying, e.lost = true, true
+	e.replayAt = time.Time{}
+	e.settle(fmt.Errorf("%w: %w", ErrUnavailable, errRestarted))
+}
+
+// errRestarted is the cause of a change to Degraded while Exact replays
+// its journal to a store that restarted.
+var errRestarted = errors.New("the store restarted (INFO run_id or uptime): replaying this process's units")
 
 // resetShare starts a new health interval at now. Requires e.hmu held.
 func (e *Exact) resetShare(now time.Time) {
@@ -125,7 +165,7 @@ func (e *Exact) report() {
 	e.hmu.Lock()
 	evs := e.events
 	e.events = nil
-	e.busy.Store(e.outage)
+	e.busy.Store(e.outage || e.replaying || e.checking)
 	e.hmu.Unlock()
 	for _, c := range evs {
 		if e.onChange != nil {
@@ -145,7 +185,7 @@ func (e *Exact) State() State {
 func (e *Exact) cool() bool {
 	e.hot.Store(false)
 	e.hmu.Lock()
-	c := !e.outage && len(e.events) == 0 && !e.share.high && e.decisions.Load() == e.share.total
+	c := !e.outage && !e.replaying && !e.checking && !e.journal.pending.Load() && len(e.events) == 0 && !e.share.high && e.decisions.Load() == e.share.total
 	e.hmu.Unlock()
 	if !c {
 		e.hot.Store(true)

@@ -107,13 +107,15 @@ func (e *Exact) SetDefaultLimits(limits ...int) error {
 	return nil
 }
 
-// Reset forgets key's usage, in Redis (for every process) and in the
-// fallback; not its own limit. It returns an error wrapping ErrUnavailable
-// if Redis could not be reached within the Timeout.
+// Reset forgets key's usage, in Redis (for every process), in the
+// fallback and in the journal; not its own limit. It returns an error
+// wrapping ErrUnavailable if Redis could not be reached within the
+// Timeout.
 func (e *Exact) Reset(key string) error {
 	if err := e.checkKey(key); err != nil {
 		return err
 	}
+	e.journal.forget(key)
 	if e.fallback != nil {
 		if err := e.fallback.Reset(key); err != nil {
 			return err

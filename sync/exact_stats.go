@@ -33,6 +33,19 @@ type ExactStats struct {
 
 	// Eviction is what the limiter knows of Redis's key eviction.
 	Eviction Eviction
+
+	// The journal (see the package doc on outages): the keys it holds
+	// now; the grants it could not record because it was full of keys
+	// whose units still count (see ExactConfig.JournalKeys); replays sent
+	// to the store, of which failed (their units are sent again at the
+	// next); charges the replays applied; and charges the store refused
+	// (a key holding foreign or corrupt state), whose units were dropped.
+	JournalKeys    int
+	JournalFull    uint64
+	Replays        uint64
+	ReplayFailures uint64
+	Replayed       uint64
+	ReplayRejected uint64
 }
 
 // Stats returns the counts of decisions of positive cost this limiter made
@@ -65,5 +78,11 @@ func (e *Exact) ExactStats() ExactStats {
 		ProbeFailures:   e.probeFails.Load(),
 		LastError:       e.lastErr.get(),
 		Eviction:        e.hub.eviction(e.evictEvery),
+		JournalKeys:     e.journal.keys(),
+		JournalFull:     e.journal.full.Load(),
+		Replays:         e.replays.Load(),
+		ReplayFailures:  e.replayFails.Load(),
+		Replayed:        e.replayed.Load(),
+		ReplayRejected:  e.replayRejected.Load(),
 	}
 }

@@ -50,6 +50,7 @@ type hub struct {
 	offsetAt  time.Time
 	spareS    []*Shared
 	spareE    []*Exact
+	replays   []*Exact
 	tmp       []*Shared
 	group     []*Shared
 	flushing  []flushing
@@ -340,6 +341,9 @@ func (h *hub) evict(ctx context.Context, now time.Time, every time.Duration, nex
 	cancel()
 	h.evictNext = time.Now().Add(every)
 	*next = minTime(*next, h.evictNext)
+	if h.watch.takeRestart() {
+		h.storeLost()
+	}
 	if err == nil && h.lastEvict == nil {
 		return
 	}

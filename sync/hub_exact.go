@@ -10,13 +10,14 @@ import (
 // whose calls stopped reaching it (one PING for all whose probe is due).
 func (h *hub) runExact(ctx context.Context, now time.Time, next *time.Time) {
 	due := h.spareE[:0]
+	replays := h.replays[:0]
 	nowNs := now.UnixNano()
 	for e := range h.hotE {
 		if e.left.Load() {
 			delete(h.hotE, e)
 			continue
 		}
-		if nowNs < e.share.end.Load() && !e.busy.Load() {
+		if nowNs < e.share.end.Load() && !e.busy.Load() && !e.journal.pending.Load() {
 			*next = minTime(*next, e.share.due()) // nothing to do before
 			continue
 		}
@@ -29,11 +30,16 @@ func (h *hub) runExact(ctx context.Context, now time.Time, next *time.Time) {
 			e.settle(cause)
 		}
 		*next = minTime(*next, e.share.due())
-		if e.outage {
-			if now.Before(e.probeAt) {
-				*next = minTime(*next, e.probeAt)
+		switch {
+		case e.outage && now.Before(e.probeAt):
+			*next = minTime(*next, e.probeAt)
+		case e.outage:
+			due = append(due, e)
+		case e.evicting == nil && (e.replaying || e.checking || e.journal.pending.Load()):
+			if now.Before(e.replayAt) {
+				*next = minTime(*next, e.replayAt)
 			} else {
-				due = append(due, e)
+				replays = append(replays, e)
 			}
 		}
 		e.hmu.Unlock()
@@ -44,9 +50,121 @@ func (h *hub) runExact(ctx context.Context, now time.Time, next *time.Time) {
 	}
 	if len(due) > 0 {
 		h.probe(ctx, due, next)
+		replays = append(replays, due...) // those still in outage are skipped
+	}
+	for _, e := range replays {
+		h.replayExact(ctx, e, next)
 	}
 	clear(due)
-	h.spareE = due[:0]
+	clear(replays)
+	h.spareE, h.replays = due[:0], replays[:0]
+}
+
+// replayExact sends e's journal to the store (see Exact.replay): its
+// pending units, or all of them if the store may have lost state. On
+// success e stops deciding by its policy for the replay; on failure the
+// units stay for the next try, after the probe's back-off.
+func (h *hub) replayExact(ctx context.Context, e *Exact, next *time.Time) {
+	e.hmu.Lock()
+	if e.outage || e.evicting != nil {
+		e.hmu.Unlock()
+		return
+	}
+	check := e.checking
+	e.hmu.Unlock()
+	if check && h.restartSeen(ctx) {
+		h.storeLost() // e's and the others' units may be gone
+	}
+	e.hmu.Lock()
+	all := e.lost
+	e.lost = false
+	e.hmu.Unlock()
+	e.replays.Add(1)
+	err := e.replay(ctx, all)
+	// Units the policy granted meanwhile, while it still decides: a few
+	// more tries before Redis decides again.
+	for try := 0; err == nil && try < 3 && e.journal.pending.Load(); try++ {
+		err = e.replay(ctx, false)
+	}
+	*next = minTime(*next, e.replayOutcome(err, all))
+	e.report()
+}
+
+// replayOutcome records the outcome err of a replay (of every unit if all) and
+// returns when the next is due if it failed (else far in the future).
+func (e *Exact) replayOutcome(err error, all bool) time.Time {
+	now := time.Now()
+	e.hmu.Lock()
+	defer e.hmu.Unlock()
+	if err != nil {
+		e.replayFails.Add(1)
+		e.lost = e.lost || all
+		e.lastErr.set(err)
+		e.replayAt = now.Add(e.probeDelay)
+		e.probeDelay = min(2*e.probeDelay, e.probeMax)
+		// The store fails again: its calls' failures degrade the limiter
+		// if they last, and the next call to succeed checks it again; the
+		// units stay pending.
+		e.checking = false
+		return e.replayAt
+	}
+	e.probeDelay = e.probeMin
+	if e.replaying {
+		e.resetShare(now)
+	}
+	if e.replaying || e.checking {
+		e.replaying, e.checking = false, false
+		e.settle(nil)
+	}
+	return now.Add(time.Hour)
+}
+
+// storeLost tells every Exact limiter of the hub that the store may have
+// lost its state (it restarted): each decides by its policy until it has
+// replayed every unit of its journal.
+func (h *hub) storeLost() {
+	h.mu.Lock()
+	ex := append([]*Exact(nil), h.exact...)
+	h.mu.Unlock()
+	for _, e := range ex {
+		e.storeLost()
+		h.hotE[e] = struct{}{}
+		e.hot.Store(true)
+	}
+}
+
+// restartSeen reports whether the store's INFO shows it restarted since
+// the hub last read it; false if that cannot be told.
+func (h *hub) restartSeen(ctx context.Context) bool {
+	if h.read == nil || !h.watch.on() {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(ctx, hubEvictionTimeout)
+	in, err := h.read(cctx)
+	cancel()
+	if err != nil {
+		return false
+	}
+	restarted, known := h.watch.observe(in)
+	h.watch.takeRestart()
+	return restarted && known
+}
+
+// lostState reports whether the store, answering again after an outage,
+// may have lost its state: INFO shows it restarted, or that cannot be
+// told (no INFO, or no reading before the outage to compare with).
+func (h *hub) lostState(ctx context.Context) bool {
+	if h.read == nil || !h.watch.on() {
+		return true
+	}
+	cctx, cancel := context.WithTimeout(ctx, hubEvictionTimeout)
+	in, err := h.read(cctx)
+	cancel()
+	if err != nil {
+		return true
+	}
+	restarted, known := h.watch.observe(in)
+	return restarted || !known
 }
 
 // probe pings the store once for the Exact limiters of due: on success
@@ -60,6 +178,13 @@ func (h *hub) probe(ctx context.Context, due []*Exact, next *time.Time) {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	_, err := call(cctx, func() (any, error) { return h.client.Ping(cctx).Result() }, nil)
 	cancel()
+	lost := false
+	if err == nil {
+		lost = h.lostState(ctx)
+		if h.watch.takeRestart() {
+			h.storeLost() // the others too
+		}
+	}
 	now := time.Now()
 	for _, e := range due {
 		e.probes.Add(1)
@@ -75,6 +200,10 @@ func (h *hub) probe(ctx context.Context, due []*Exact, next *time.Time) {
 			e.backoff.Store(int64(e.probeMin))
 			e.endRun()
 			e.outage = false
+			// Decide by the policy until the journal is in the store.
+			e.replaying = true
+			e.lost = e.lost || lost
+			e.replayAt = now
 			e.resetShare(now)
 			e.settle(nil)
 		}

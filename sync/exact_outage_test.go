@@ -1,0 +1,336 @@
+package sync
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	stdsync "sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/internal/redistest"
+)
+
+// Outage tests of Exact (issue 21): two nodes (two limiters, one client
+// each, so two background goroutines) share a private Redis; the store
+// fails; what each node admits while it decides by its fallback reaches
+// the store when it answers again, so a window never admits more than
+// the documented bound
+//
+//	max(L, U + sum_i max(0, F - u_i))
+//
+// (U = sum_i u_i the units Redis granted node i before the fault, F the
+// fallback's limit): N*L with the default fallback, L with F = L/N. The
+// scripts decide at the test's instants (callerTime), all in one window,
+// so the counts depend only on what was sent.
+
+// outageNode is one node of an outage test.
+type outageNode struct {
+	e  *Exact
+	ch changes
+}
+
+// outageFault is a store fault: begin starts it, end ends it.
+type outageFault struct {
+	name       string
+	addr       func(t *testing.T) string // the address the nodes dial
+	begin, end func(t *testing.T)
+	lost       bool // the store loses the nodes' state
+	// The nodes notice the fault without deciding (the eviction check):
+	// the test sends nothing until they do.
+	noticed bool
+}
+
+// newOutageNodes returns two nodes of cfg on addr, each with a fallback of
+// limits fb (nil: the default, cfg's limits), their INFO baseline read.
+func newOutageNodes(t *testing.T, addr, prefix string, cfg shardlimit.Config, fb []int) [2]*outageNode {
+	t.Helper()
+	var nodes [2]*outageNode
+	for i := range nodes {
+		n := &outageNode{ch: newChanges()}
+		xc := ExactConfig{
+			Config: cfg, Prefix: prefix,
+			Timeout: 300 * time.Millisecond, DegradeAfter: time.Nanosecond,
+			ProbeInterval: 10 * time.Millisecond, MaxProbeInterval: 100 * time.Millisecond,
+			EvictionCheck: time.Millisecond, OnStateChange: n.ch.record,
+		}
+		if fb != nil {
+			fc := cfg
+			fc.Limit, fc.Rates = fb[0], nil
+			if len(cfg.Rates) > 0 {
+				fc.Limit = 0
+				for k, r := range cfg.Rates {
+					fc.Rates = append(fc.Rates, rate(fb[k], r.Window))
+				}
+			}
+			l, err := shardlimit.New(fc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = l.Close() })
+			xc.Fallback = l
+		}
+		n.e = newExact(t, newClient(t, addr), xc)
+		n.e.callerTime = true
+		nodes[i] = n
+	}
+	// The store's identity read before the fault, to tell a restart.
+	deadline := time.Now().Add(10 * time.Second)
+	for _, n := range nodes {
+		for n.e.ExactStats().Eviction.Policy == "" {
+			if time.Now().After(deadline) {
+				t.Fatal("no INFO read within 10 s")
+			}
+			time.Sleep(5 * time.Millisecond) // no event: the hub's first check
+		}
+	}
+	return nodes
+}
+
+// send makes count decisions of key at now on e and returns how many were
+// admitted, failing the test on an error.
+func send(t *testing.T, e *Exact, key string, now time.Time, count int) int {
+	t.Helper()
+	got := 0
+	for range count {
+		r := e.AllowN(key, now, 1)
+		if r.Err != nil {
+			t.Fatalf("decision: %v", r.Err)
+		}
+		if r.Allowed {
+			got++
+		}
+	}
+	return got
+}
+
+// untilDegraded makes decisions of key at now on n until n reports
+// Degraded (at most limit of them, and 30 s) and returns how many it made
+// and admitted.
+func untilDegraded(t *testing.T, n *outageNode, key string, now time.Time, limit int) (sent, admitted int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for n.e.State() != Degraded {
+		if sent == limit || time.Now().After(deadline) {
+			t.Fatalf("not Degraded after %d decisions: %+v", sent, n.e.ExactStats())
+		}
+		admitted += send(t, n.e, key, now, 1)
+		sent++
+	}
+	n.ch.wait(t, Degraded, 30*time.Second)
+	return sent, admitted
+}
+
+// runOutage runs the two-node scenario of cfg (limits lims, fallback
+// limits fb or nil) through fault f and checks the window's admissions
+// against the bound.
+func runOutage(t *testing.T, f outageFault, cfg shardlimit.Config, lims, fb []int, sends int) {
+	prefix := redistest.Prefix(t)
+	nodes := newOutageNodes(t, f.addr(t), prefix, cfg, fb)
+	const key = "user"
+	now := at(time.Second)
+	L, F := lims[0], lims[0] // the binding (first, shortest) rate's
+	if fb != nil {
+		F = fb[0]
+	}
+	// Before the fault: Redis grants u_i.
+	u := [2]int{6, 4}
+	U := 0
+	for i, n := range nodes {
+		if got := send(t, n.e, key, now, u[i]); got != u[i] {
+			t.Fatalf("node %d: Redis admitted %d of %d", i, got, u[i])
+		}
+		U += u[i]
+	}
+	f.begin(t)
+	// The fault: each node decides by its fallback from its first failed
+	// call on; sends decisions each (more if it took more to notice).
+	fsum, bound := 0, U
+	for i, n := range nodes {
+		sent, got := 0, 0
+		if f.noticed {
+			n.ch.wait(t, Degraded, 30*time.Second)
+		} else {
+			sent, got = untilDegraded(t, n, key, now, 25)
+		}
+		got += send(t, n.e, key, now, max(0, sends-sent))
+		if want := max(0, F-u[i]); got > want {
+			t.Errorf("node %d admitted %d by its fallback, more than F - u_i = %d", i, got, want)
+		}
+		fsum += got
+		bound += max(0, F-u[i])
+	}
+	f.end(t)
+	for i, n := range nodes {
+		n.ch.wait(t, Healthy, 30*time.Second)
+		if st := n.e.ExactStats(); st.Replays == 0 || st.ReplayFailures != 0 && st.Replayed == 0 {
+			t.Errorf("node %d: no replay: %+v", i, st)
+		}
+	}
+	// After: the store counts every unit; 25 more decisions each.
+	after := 0
+	for _, n := range nodes {
+		after += send(t, n.e, key, now, 25)
+	}
+	total := U + fsum + after
+	bound = max(L, bound)
+	t.Logf("%s: U = %d, by the fallbacks %d, after %d: %d admitted, bound %d (L = %d, F = %d)", f.name, U, fsum, after, total, bound, L, F)
+	if total > bound {
+		t.Errorf("%d admitted in the window, bound max(L, U + sum max(0, F - u_i)) = %d", total, bound)
+	}
+	if want := max(0, L-U-fsum); after != want {
+		t.Errorf("after the fault %d admitted, want L - U - fallback units = %d", after, want)
+	}
+	if fb == nil && total > 2*L {
+		t.Errorf("%d admitted, more than N*L = %d", total, 2*L)
+	}
+}
+
+// outageConfigs are the limiters the outage tests run: each algorithm
+// with one rate of 20 per hour, and a fixed window of two rates; some
+// send enough during the fault to reach the bound, the others leave room
+// that the store must count exactly afterwards.
+var outageConfigs = []struct {
+	name  string
+	cfg   shardlimit.Config
+	lims  []int
+	half  []int // F = L/N
+	sends int   // decisions per node during the fault
+}{
+	{"fixed", ratesCfg(shardlimit.FixedWindow, 0, rate(20, time.Hour)), []int{20}, []int{10}, 25},
+	{"counter", ratesCfg(shardlimit.SlidingCounter, 6, rate(20, time.Hour)), []int{20}, []int{10}, 25},
+	{"gcra", ratesCfg(shardlimit.GCRA, 0, rate(20, time.Hour)), []int{20}, []int{10}, 3},
+	{"fixed-two-rates", ratesCfg(shardlimit.FixedWindow, 0, rate(20, time.Hour), rate(30, 24*time.Hour)), []int{20, 30}, []int{10, 15}, 3},
+}
+
+// eachOutage runs every configuration, with the default fallback and
+// with F = L/N, through the fault mk builds (a fresh store each).
+func eachOutage(t *testing.T, mk func(t *testing.T) outageFault) {
+	for _, c := range outageConfigs {
+		for _, half := range []bool{false, true} {
+			name := c.name + "/default-fallback"
+			fb := []int(nil)
+			if half {
+				name, fb = c.name+"/fallback-L/N", c.half
+			}
+			t.Run(name, func(t *testing.T) {
+				runOutage(t, mk(t), c.cfg, c.lims, fb, c.sends)
+			})
+		}
+	}
+}
+
+// TestExactOutageKillRestartEmpty: the store is killed (SIGKILL) and
+// restarted empty. The nodes see refused connections, decide by their
+// fallbacks, and on the store's return find a new run_id: each replays
+// every unit it was granted before it decides by Redis again.
+func TestExactOutageKillRestartEmpty(t *testing.T) {
+	eachOutage(t, func(t *testing.T) outageFault {
+		srv := redistest.StartServer(t)
+		return outageFault{
+			name:  "kill, empty restart",
+			addr:  func(*testing.T) string { return srv.Addr },
+			begin: func(*testing.T) { srv.Stop() },
+			end:   func(*testing.T) { srv.Start() },
+			lost:  true,
+		}
+	})
+}
+
+// TestExactOutageStalledProxy: the store stops answering (a proxy that
+// swallows every byte): calls time out, the nodes decide by their
+// fallbacks, and when the proxy passes again each sends what its
+// fallback admitted (the store kept the rest: same run_id).
+func TestExactOutageStalledProxy(t *testing.T) {
+	eachOutage(t, func(t *testing.T) outageFault {
+		srv := redistest.StartServer(t)
+		p := redistest.StartProxy(t, srv.Addr)
+		return outageFault{
+			name:  "stalled proxy",
+			addr:  func(*testing.T) string { return p.Addr },
+			begin: func(*testing.T) { p.SetMode(redistest.Blackhole) },
+			end:   func(*testing.T) { p.SetMode(redistest.Pass) },
+		}
+	})
+}
+
+// TestExactOutageEviction: a Redis of 2 MB with allkeys-lru flooded with
+// other keys until the nodes' state is evicted. The nodes notice the
+// evictions (INFO), decide by their fallbacks while they last, and when
+// they stop replay every unit: the evicted state comes back.
+func TestExactOutageEviction(t *testing.T) {
+	eachOutage(t, func(t *testing.T) outageFault {
+		srv := redistest.StartServer(t, "--maxmemory", "2mb", "--maxmemory-policy", "allkeys-lru")
+		c := newClient(t, srv.Addr)
+		var stop chan struct{}
+		var wg stdsync.WaitGroup
+		return outageFault{
+			name: "eviction flood",
+			addr: func(*testing.T) string { return srv.Addr },
+			begin: func(t *testing.T) {
+				floodUntilEvicted(t, c)
+				// Keep evicting until the test has run the fault's
+				// decisions, so no node sees the evictions end early.
+				stop = make(chan struct{})
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					floodUntil(c, stop)
+				}()
+			},
+			end: func(t *testing.T) {
+				close(stop)
+				wg.Wait()
+				if err := c.ConfigSet(context.Background(), "maxmemory", "0").Err(); err != nil {
+					t.Fatal(err)
+				}
+			},
+			lost:    true,
+			noticed: true,
+		}
+	})
+}
+
+// floodUntilEvicted writes junk keys to c's Redis until every key of the
+// test's limiters (prefix "test:") is evicted, at most 20,000 of them.
+func floodUntilEvicted(t *testing.T, c *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	val := strings.Repeat("x", 4096)
+	for i := 0; i < 20_000; i += 100 {
+		pipe := c.Pipeline()
+		for j := i; j < i+100; j++ {
+			pipe.Set(ctx, fmt.Sprintf("junk:%d", j), val, time.Hour)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+		keys, err := c.Keys(ctx, "*{user}*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) == 0 {
+			return
+		}
+	}
+	t.Fatal("the limiters' state survived 20,000 junk keys")
+}
+
+// floodUntil writes junk keys to c's Redis until stop is closed.
+func floodUntil(c *redis.Client, stop chan struct{}) {
+	ctx := context.Background()
+	val := strings.Repeat("y", 4096)
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		_ = c.Set(ctx, fmt.Sprintf("junk2:%d", i), val, time.Hour).Err()
+		if i%50 == 0 {
+			time.Sleep(time.Millisecond) // pace: the store also serves the nodes
+		}
+	}
+}
