@@ -24,7 +24,7 @@ import (
 const (
 	perLimiter     = 8  // a Limiter source in memory
 	perRule        = 14 // a middleware rule in memory: perLimiter and six of errors
-	sharedExtra    = 22 // what a sync.Shared limiter adds
+	sharedExtra    = 24 // what a sync.Shared limiter adds
 	exactExtra     = 19 // what a sync.Exact limiter adds
 	exactOnly      = 12 // of which families a sync.Shared limiter has not
 	perGroup       = 15 // a group of rules in memory of one algorithm, limit and window
