@@ -40,7 +40,11 @@ type hub struct {
 	actS  []*Shared
 	actE  []*Exact
 
+	// visits, if set, counts the hub's rounds and visits (tests)
+	visits atomic.Pointer[visitLog]
+
 	// used by the hub's goroutine only
+	log       *visitLog            // visits, as of the round's start
 	hotS      map[*Shared]struct{} // the Shared limiters it visits
 	hotE      map[*Exact]struct{}  // the Exact limiters it visits
 	ticks     map[time.Duration]*tick
@@ -54,6 +58,24 @@ type hub struct {
 	group     []*Shared
 	flushing  []flushing
 	parts     []addPart
+}
+
+// visitLog counts a hub's rounds and how often each limiter was visited
+// in them: what an idle limiter costs per round is what tests count.
+type visitLog struct {
+	mu     stdsync.Mutex
+	rounds uint64
+	n      map[any]uint64 // by *Shared or *Exact
+}
+
+// visit counts a visit of l; a nil log counts nothing.
+func (v *visitLog) visit(l any) {
+	if v == nil {
+		return
+	}
+	v.mu.Lock()
+	v.n[l]++
+	v.mu.Unlock()
 }
 
 // tick is the schedule of the Shared limiters of one FlushInterval.
@@ -241,7 +263,13 @@ func (h *hub) round() time.Time {
 	}
 	h.mu.Unlock()
 	exactDone := false
+	h.log = h.visits.Load()
 	defer func() {
+		if h.log != nil {
+			h.log.mu.Lock()
+			h.log.rounds++
+			h.log.mu.Unlock()
+		}
 		r.cancel()
 		h.mu.Lock()
 		h.cur = nil

@@ -16,6 +16,7 @@ func (h *hub) runExact(ctx context.Context, now time.Time, next *time.Time) {
 			delete(h.hotE, e)
 			continue
 		}
+		h.log.visit(e)
 		if nowNs < e.share.end.Load() && !e.busy.Load() {
 			*next = minTime(*next, e.share.due()) // nothing to do before
 			continue

@@ -26,6 +26,7 @@ func (h *hub) runShared(ctx context.Context, now time.Time, next *time.Time) {
 			delete(h.hotS, s)
 			continue
 		}
+		h.log.visit(s)
 		if nowNs >= s.share.end.Load() {
 			s.flushMu.Lock()
 			s.stepShare(now)

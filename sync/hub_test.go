@@ -199,3 +199,84 @@ func TestHubFlushesTogether(t *testing.T) {
 		t.Errorf("%d items in %d pipelines %v: want %d in at most %d", total, len(sizes), sizes, n, 3*n/10)
 	}
 }
+
+// snapshot returns the hub's rounds and a copy of its visit counts.
+func (v *visitLog) snapshot() (uint64, map[any]uint64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n := make(map[any]uint64, len(v.n))
+	for k, c := range v.n {
+		n[k] = c
+	}
+	return v.rounds, n
+}
+
+// TestHubVisitsNoIdleLimiter: a hub's rounds do not visit limiters with
+// nothing to do. Visits are counted, not timed: once every limiter has
+// cooled down, K rounds (the Shared limiters' FlushInterval ticks) visit
+// none of them; a decision on one Shared and one Exact limiter has
+// exactly those two visited, and they cool down again.
+func TestHubVisitsNoIdleLimiter(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := newClient(t, srv.Addr)
+	const n, K = 20, 20
+	cfg := shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 10, Window: time.Minute}
+	shared := make([]*Shared, n)
+	exact := make([]*Exact, n)
+	for i := range n {
+		shared[i] = newShared(t, c, SharedConfig{Config: cfg, FlushInterval: 5 * time.Millisecond,
+			HealthInterval: 20 * time.Millisecond, EvictionCheck: -1})
+		exact[i] = newExact(t, c, ExactConfig{Config: cfg, HealthInterval: 20 * time.Millisecond, EvictionCheck: -1})
+	}
+	h := shared[0].hub
+	if exact[0].hub != h {
+		t.Fatal("Shared and Exact on one client have two hubs")
+	}
+	log := &visitLog{n: make(map[any]uint64)}
+	h.visits.Store(log)
+	cooled := func() string {
+		for i := range n {
+			if shared[i].active.Load() || exact[i].hot.Load() {
+				return fmt.Sprintf("limiter %d still visited", i)
+			}
+		}
+		return ""
+	}
+	eventually(t, 30*time.Second, cooled)
+	r0, v0 := log.snapshot()
+	eventually(t, 30*time.Second, func() string {
+		if r, _ := log.snapshot(); r < r0+K {
+			return fmt.Sprintf("%d rounds of %d", r-r0, K)
+		}
+		return ""
+	})
+	r1, v1 := log.snapshot()
+	for l, c := range v1 {
+		if c != v0[l] {
+			t.Fatalf("%d rounds visited an idle limiter %d times", r1-r0, c-v0[l])
+		}
+	}
+
+	// One decision each on shared[3] and exact[5]: exactly those are
+	// visited, until they cool down.
+	s, e := shared[3], exact[5]
+	if !s.AllowN("k", at(time.Second), 1).Allowed || !e.AllowN("k", at(time.Second), 1).Allowed {
+		t.Fatal("denied")
+	}
+	eventually(t, 30*time.Second, func() string {
+		if _, v := log.snapshot(); v[s] == v1[s] || v[e] == v1[e] {
+			return fmt.Sprintf("Shared visited %d times, Exact %d times", v[s]-v1[s], v[e]-v1[e])
+		}
+		return ""
+	})
+	eventually(t, 30*time.Second, cooled)
+	if st := s.SharedStats(); st.SentUnits != 1 {
+		t.Fatalf("the unit decided was not flushed: %+v", st)
+	}
+	_, v2 := log.snapshot()
+	for l, c := range v2 {
+		if l != any(s) && l != any(e) && c != v1[l] {
+			t.Fatalf("a decision on two limiters had another visited %d times", c-v1[l])
+		}
+	}
+}
