@@ -39,6 +39,10 @@ type hub struct {
 	actMu stdsync.Mutex
 	actS  []*Shared
 	actE  []*Exact
+	// FlushIntervals whose tick is stopped: no Shared limiter of them has
+	// work, so the hub does not wake for them; the first that activates
+	// wakes it (see activateShared and idleTicks). Under actMu.
+	idleIv map[time.Duration]bool
 
 	// visits, if set, counts the hub's rounds and visits (tests)
 	visits atomic.Pointer[visitLog]
@@ -78,10 +82,14 @@ func (v *visitLog) visit(l any) {
 	v.mu.Unlock()
 }
 
-// tick is the schedule of the Shared limiters of one FlushInterval.
+// tick is the schedule of the Shared limiters of one FlushInterval. It
+// runs while some of them have work (the hub visits them), and stops when
+// none has: idle limiters cost the hub no wake-up per FlushInterval.
 type tick struct {
 	next, prev time.Time // the next tick; the start of the last one
 	due        bool      // in this round
+	used       bool      // a limiter of its interval has work after this round
+	stopped    bool      // since the end of the last round: restarted when next used
 }
 
 // round is one pass of a hub over its limiters; cancel ends its store
@@ -123,6 +131,7 @@ func joinHub(key any, mk func() *hub) *hub {
 	h.done = make(chan struct{})
 	h.wake = make(chan struct{}, 1)
 	h.ticks = make(map[time.Duration]*tick)
+	h.idleIv = make(map[time.Duration]bool)
 	h.intervals = make(map[time.Duration]int)
 	h.checks = make(map[time.Duration]int)
 	h.hotS = make(map[*Shared]struct{})
@@ -316,16 +325,24 @@ func (h *hub) takeActive() {
 
 // activateShared makes the hub visit s from its next round on: s has
 // something to flush. Safe for concurrent use; it never blocks for long
-// (it is called under a shard lock of s). It does not wake the hub: s
-// flushes at the next tick of its FlushInterval, which is scheduled
-// anyway.
+// (it is called under a shard lock of s). It wakes the hub only if the
+// tick of s's FlushInterval is stopped (no limiter of that interval had
+// work): the hub then starts it, and s flushes a FlushInterval from now;
+// otherwise s flushes at the tick's next beat, which is scheduled anyway.
 func (h *hub) activateShared(s *Shared) {
 	if s.active.Load() || !s.active.CompareAndSwap(false, true) {
 		return
 	}
 	h.actMu.Lock()
 	h.actS = append(h.actS, s)
+	wake := h.idleIv[s.interval]
+	if wake {
+		delete(h.idleIv, s.interval)
+	}
 	h.actMu.Unlock()
+	if wake {
+		h.poke()
+	}
 }
 
 // activateExact makes the hub visit e from its next round on: e has

@@ -212,10 +212,12 @@ func (v *visitLog) snapshot() (uint64, map[any]uint64) {
 }
 
 // TestHubVisitsNoIdleLimiter: a hub's rounds do not visit limiters with
-// nothing to do. Visits are counted, not timed: once every limiter has
-// cooled down, K rounds (the Shared limiters' FlushInterval ticks) visit
-// none of them; a decision on one Shared and one Exact limiter has
-// exactly those two visited, and they cool down again.
+// nothing to do, and do not tick for them. Visits are counted, not timed:
+// once every limiter has cooled down the FlushInterval's tick is stopped;
+// a decision on one Shared and one Exact limiter has exactly those two
+// visited (the Shared one's unit flushed through the restarted tick), and
+// they cool down again; while a witness keeps the tick going, K rounds
+// visit none of the idle limiters.
 func TestHubVisitsNoIdleLimiter(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := newClient(t, srv.Addr)
@@ -240,22 +242,15 @@ func TestHubVisitsNoIdleLimiter(t *testing.T) {
 				return fmt.Sprintf("limiter %d still visited", i)
 			}
 		}
+		h.actMu.Lock()
+		defer h.actMu.Unlock()
+		if !h.idleIv[5*time.Millisecond] {
+			return "the tick of idle limiters still runs"
+		}
 		return ""
 	}
 	eventually(t, 30*time.Second, cooled)
-	r0, v0 := log.snapshot()
-	eventually(t, 30*time.Second, func() string {
-		if r, _ := log.snapshot(); r < r0+K {
-			return fmt.Sprintf("%d rounds of %d", r-r0, K)
-		}
-		return ""
-	})
-	r1, v1 := log.snapshot()
-	for l, c := range v1 {
-		if c != v0[l] {
-			t.Fatalf("%d rounds visited an idle limiter %d times", r1-r0, c-v0[l])
-		}
-	}
+	_, v0 := log.snapshot()
 
 	// One decision each on shared[3] and exact[5]: exactly those are
 	// visited, until they cool down.
@@ -264,19 +259,42 @@ func TestHubVisitsNoIdleLimiter(t *testing.T) {
 		t.Fatal("denied")
 	}
 	eventually(t, 30*time.Second, func() string {
-		if _, v := log.snapshot(); v[s] == v1[s] || v[e] == v1[e] {
-			return fmt.Sprintf("Shared visited %d times, Exact %d times", v[s]-v1[s], v[e]-v1[e])
+		if st := s.SharedStats(); st.SentUnits != 1 {
+			return fmt.Sprintf("the unit decided was not flushed: %+v", st)
+		}
+		if _, v := log.snapshot(); v[s] == v0[s] || v[e] == v0[e] {
+			return fmt.Sprintf("Shared visited %d times, Exact %d times", v[s]-v0[s], v[e]-v0[e])
 		}
 		return ""
 	})
 	eventually(t, 30*time.Second, cooled)
-	if st := s.SharedStats(); st.SentUnits != 1 {
-		t.Fatalf("the unit decided was not flushed: %+v", st)
-	}
-	_, v2 := log.snapshot()
-	for l, c := range v2 {
-		if l != any(s) && l != any(e) && c != v1[l] {
-			t.Fatalf("a decision on two limiters had another visited %d times", c-v1[l])
+	_, v1 := log.snapshot()
+	for l, c := range v1 {
+		if l != any(s) && l != any(e) && c != v0[l] {
+			t.Fatalf("a decision on two limiters had another visited %d times", c-v0[l])
 		}
+	}
+
+	// A witness decided in every poll keeps the tick going: K rounds
+	// visit it and none of the idle limiters.
+	wcfg := cfg
+	wcfg.Limit = shardlimit.MaxLimit
+	w := newShared(t, c, SharedConfig{Config: wcfg, FlushInterval: 5 * time.Millisecond, EvictionCheck: -1})
+	r0, v2 := log.snapshot()
+	eventually(t, 30*time.Second, func() string {
+		w.AllowN("w", at(time.Second), 1)
+		if r, _ := log.snapshot(); r < r0+K {
+			return fmt.Sprintf("%d rounds of %d", r-r0, K)
+		}
+		return ""
+	})
+	r1, v3 := log.snapshot()
+	for l, c := range v3 {
+		if l != any(w) && c != v2[l] {
+			t.Fatalf("%d rounds visited an idle limiter %d times", r1-r0, c-v2[l])
+		}
+	}
+	if v3[w] == 0 {
+		t.Fatal("the witness was never visited")
 	}
 }

@@ -9,6 +9,18 @@
 //   - core: -n in-process limiters (the four algorithms in turn), windows
 //     of -window, the default janitor, no key (or, with -touch, one key
 //     each, then idle); measured in this process with getrusage.
+//   - sync: -n rules in this process as the demo builds them with -redis,
+//     without HTTP: half sync.Shared (fixed window), half sync.Exact
+//     (GCRA), windows of -window, on one go-redis client of a private
+//     redis-server; with -touch, one decision each first. Measured with
+//     getrusage, INFO commandstats and runtime.NumGoroutine (those added
+//     to one Shared and one Exact). The rules file's cap (1,000 rules)
+//     does not apply, so this is the case of 10,000.
+//   - metrics: the size of /metrics for -n rules built in Go (no file
+//     cap) as the demo builds them with -redis, half sync.Shared and half
+//     sync.Exact on one client: bytes and series of metrics.WriteText for
+//     a Middleware source per rule, WithGroup(AllRules) and
+//     WithGroup(ByTier), and the CPU time of one scrape.
 //   - demo: the demo server (cmd/shardlimit-demo, built from -root) with a
 //     generated rules file of -n rules on paths /r0 ... /r<n-1>, half
 //     fixed_window (sync.Shared), half gcra (sync.Exact), windows of
@@ -22,6 +34,8 @@
 // Usage (from bench/):
 //
 //	go run ./cmd/idlecost -case core -n 10000 [-touch] [-dur 1m] [-cpuprofile f]
+//	go run ./cmd/idlecost -case sync -n 10000 [-touch] [-dur 1m] [-cpuprofile f]
+//	go run ./cmd/idlecost -case metrics -n 10000
 //	go run ./cmd/idlecost -case demo -n 1000 [-touch] [-dur 1m] [-metrics-group rule]
 //
 // Unix (Linux for the demo case) only.
@@ -51,6 +65,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/fasthttpmw"
+	"github.com/shardlimit/shardlimit/httplimit"
+	"github.com/shardlimit/shardlimit/metrics"
+	shardsync "github.com/shardlimit/shardlimit/sync"
 )
 
 type params struct {
@@ -77,6 +95,10 @@ func main() {
 	switch p.kind {
 	case "core":
 		row, err = runCore(p)
+	case "sync":
+		row, err = runSync(p)
+	case "metrics":
+		row, err = runMetrics(p)
 	case "demo":
 		row, err = runDemo(p)
 	default:
@@ -127,23 +149,166 @@ func runCore(p params) (string, error) {
 	}
 	runtime.GC()
 	time.Sleep(p.settle)
-	if p.profile != "" {
-		f, err := os.Create(p.profile)
-		if err != nil {
-			return "", err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return "", err
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := startProfile(p)
+	if err != nil {
+		return "", err
 	}
 	c0, t0 := cpuSelf(), time.Now()
 	time.Sleep(p.dur)
 	cpu, wall := cpuSelf()-c0, time.Since(t0)
+	stop()
 	g := runtime.NumGoroutine() - g0
 	return fmt.Sprintf("| core, %d limiters, %v windows, %s | %v | %v | %s | %d | - | - |",
 		p.n, p.window, state(p.touch), wall.Round(time.Second), cpu.Round(time.Millisecond), share(cpu, wall), g), nil
+}
+
+// startProfile starts a CPU profile into p.profile, if set, and returns
+// its stop.
+func startProfile(p params) (func(), error) {
+	if p.profile == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(p.profile)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// runSync measures p.n idle sync limiters on one client.
+func runSync(p params) (string, error) {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "idlecost-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	rs, err := startRedis(ctx, dir)
+	if err != nil {
+		return "", err
+	}
+	defer rs.kill()
+	rc := redis.NewClient(&redis.Options{Addr: rs.addr})
+	defer rc.Close()
+	// The client options the sync package doc asks for, as the demo's.
+	opt := &redis.Options{Addr: rs.addr, MaxRetries: -1, ContextTimeoutEnabled: true,
+		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second, DialerRetries: 1}
+	opt.Dialer = shardsync.LimitReplies(redis.NewDialer(opt), 0)
+	client := redis.NewClient(opt)
+	defer client.Close()
+	var g0 int
+	for i := range p.n {
+		var l shardlimit.Limiter
+		if i%2 == 0 {
+			cfg := shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 100, Window: p.window}
+			l, err = shardsync.NewShared(client, shardsync.SharedConfig{Config: cfg, Prefix: fmt.Sprintf("idle:r%d:", i),
+				FlushTimeout: 500 * time.Millisecond})
+		} else {
+			cfg := shardlimit.Config{Algorithm: shardlimit.GCRA, Limit: 100, Window: p.window}
+			l, err = shardsync.NewExact(client, shardsync.ExactConfig{Config: cfg, Prefix: fmt.Sprintf("idle:r%d:", i)})
+		}
+		if err != nil {
+			return "", err
+		}
+		defer l.Close()
+		if p.touch {
+			l.Allow("k")
+		}
+		if i == 1 {
+			time.Sleep(100 * time.Millisecond) // a dial in flight ends
+			g0 = runtime.NumGoroutine()
+		}
+	}
+	time.Sleep(p.settle)
+	g := runtime.NumGoroutine() - g0
+	stop, err := startProfile(p)
+	if err != nil {
+		return "", err
+	}
+	i0, err := infoCalls(ctx, rc)
+	if err != nil {
+		return "", err
+	}
+	c0, t0 := cpuSelf(), time.Now()
+	time.Sleep(p.dur)
+	cpu, wall := cpuSelf()-c0, time.Since(t0)
+	stop()
+	i1, err := infoCalls(ctx, rc)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("| sync, %d limiters (Shared + Exact, one client), %v windows, %s | %v | %v | %s | +%d | %.2f/s | - |",
+		p.n, p.window, state(p.touch), wall.Round(time.Second), cpu.Round(time.Millisecond), share(cpu, wall), g,
+		float64(i1-i0-1)/wall.Seconds()), nil
+}
+
+// runMetrics measures /metrics for p.n rules on a private Redis.
+func runMetrics(p params) (string, error) {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "idlecost-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	rs, err := startRedis(ctx, dir)
+	if err != nil {
+		return "", err
+	}
+	defer rs.kill()
+	client := redis.NewClient(&redis.Options{Addr: rs.addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+	defer client.Close()
+	rules := &httplimit.Rules{}
+	for i := range p.n {
+		alg := shardlimit.FixedWindow
+		if i%2 == 1 {
+			alg = shardlimit.GCRA
+		}
+		rules.Rules = append(rules.Rules, httplimit.Rule{Name: fmt.Sprint("r", i), Path: fmt.Sprint("/r", i),
+			Algorithm: alg, Limit: 100, Window: p.window})
+	}
+	newLimiter := func(rule string, cfg shardlimit.Config) (shardlimit.Limiter, error) {
+		prefix := "idle:" + rule + ":"
+		if cfg.Algorithm == shardlimit.GCRA {
+			return shardsync.NewExact(client, shardsync.ExactConfig{Config: cfg, Prefix: prefix})
+		}
+		return shardsync.NewShared(client, shardsync.SharedConfig{Config: cfg, Prefix: prefix})
+	}
+	mw, err := fasthttpmw.New(fasthttpmw.Config{Options: httplimit.Options{Rules: rules, NewLimiter: newLimiter}})
+	if err != nil {
+		return "", err
+	}
+	defer mw.Close()
+	var rows []string
+	for _, g := range []struct {
+		name string
+		opts []metrics.Option
+	}{{"per rule (no WithGroup)", nil}, {"WithGroup(AllRules)", []metrics.Option{metrics.WithGroup(metrics.AllRules)}},
+		{"WithGroup(ByTier)", []metrics.Option{metrics.WithGroup(metrics.ByTier)}}} {
+		src := metrics.Middleware(mw, g.opts...)
+		var buf bytes.Buffer
+		if err := metrics.WriteText(&buf, src); err != nil { // the first scrape of a group source sets it up
+			return "", err
+		}
+		buf.Reset()
+		c0 := cpuSelf()
+		if err := metrics.WriteText(&buf, src); err != nil {
+			return "", err
+		}
+		cpu := cpuSelf() - c0
+		series := 0
+		for _, line := range bytes.Split(buf.Bytes(), []byte("\n")) {
+			if len(line) > 0 && line[0] != '#' {
+				series++
+			}
+		}
+		rows = append(rows, fmt.Sprintf("| %d rules (Shared + Exact), %s | %d | %d | %.1f | %v |",
+			p.n, g.name, series, buf.Len(), float64(buf.Len())/float64(1<<20), cpu.Round(time.Millisecond)))
+	}
+	return strings.Join(rows, "\n"), nil
 }
 
 // rulesFile writes p.n rules to a file in dir: even ones fixed_window
