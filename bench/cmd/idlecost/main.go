@@ -294,11 +294,17 @@ func runMetrics(p params) (string, error) {
 			return "", err
 		}
 		buf.Reset()
+		stop, err := startProfile(p)
+		if err != nil {
+			return "", err
+		}
 		c0 := cpuSelf()
 		if err := metrics.WriteText(&buf, src); err != nil {
 			return "", err
 		}
 		cpu := cpuSelf() - c0
+		stop()
+		p.profile = "" // the first grouping's scrape only
 		series := 0
 		for _, line := range bytes.Split(buf.Bytes(), []byte("\n")) {
 			if len(line) > 0 && line[0] != '#' {
