@@ -63,8 +63,9 @@ func (h *hub) runShared(ctx context.Context, now time.Time, next *time.Time) {
 
 // idleTicks stops the ticks that no limiter with work uses, and adds the
 // next beat of the others to next. A limiter activated since the round
-// took the active ones (see takeActive) keeps every tick going and has
-// the hub run again at once. Activation and stopping agree under
+// took the active ones (see takeActive) keeps every tick going, so the
+// next beat of its own takes it and flushes it. Activation and stopping
+// agree under
 // h.actMu: a limiter that activates after a tick stopped finds it in
 // h.idleIv and wakes the hub.
 func (h *hub) idleTicks(next *time.Time) {
