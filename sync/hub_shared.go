@@ -65,9 +65,8 @@ func (h *hub) runShared(ctx context.Context, now time.Time, next *time.Time) {
 // next beat of the others to next. A limiter activated since the round
 // took the active ones (see takeActive) keeps every tick going, so the
 // next beat of its own takes it and flushes it. Activation and stopping
-// agree under
-// h.actMu: a limiter that activates after a tick stopped finds it in
-// h.idleIv and wakes the hub.
+// agree under h.actMu: a limiter that activates after a tick stopped
+// finds it in h.idleIv and wakes the hub.
 func (h *hub) idleTicks(next *time.Time) {
 	h.actMu.Lock()
 	pending := len(h.actS) > 0
