@@ -298,3 +298,49 @@ func TestHubVisitsNoIdleLimiter(t *testing.T) {
 		t.Fatal("the witness was never visited")
 	}
 }
+
+// TestHubRestartsStoppedTick: decisions that race with the hub stopping
+// their FlushInterval's tick are never left unflushed. Eight limiters
+// decide at once, round after round, half the rounds right after their
+// tick stopped and half while it may be stopping; each round waits until
+// every unit has been sent. The hub has no other reason to wake (no
+// eviction check): a lost wake-up leaves a unit unsent, and the test
+// fails at its deadline.
+func TestHubRestartsStoppedTick(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := newClient(t, srv.Addr)
+	const n, rounds = 8, 60
+	cfg := shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: shardlimit.MaxLimit, Window: time.Minute}
+	lims := make([]*Shared, n)
+	for i := range lims {
+		lims[i] = newShared(t, c, SharedConfig{Config: cfg, FlushInterval: time.Millisecond,
+			HealthInterval: time.Millisecond, EvictionCheck: -1})
+	}
+	h := lims[0].hub
+	stopped := func() string {
+		h.actMu.Lock()
+		defer h.actMu.Unlock()
+		if !h.idleIv[time.Millisecond] {
+			return "the tick still runs"
+		}
+		return ""
+	}
+	for r := range rounds {
+		if r%2 == 0 {
+			eventually(t, 30*time.Second, stopped)
+		}
+		var wg stdsync.WaitGroup
+		for _, s := range lims {
+			wg.Go(func() { s.AllowN("k", at(time.Second), 1) })
+		}
+		wg.Wait()
+		eventually(t, 30*time.Second, func() string {
+			for i, s := range lims {
+				if st := s.SharedStats(); st.SentUnits != uint64(r+1) {
+					return fmt.Sprintf("round %d: limiter %d sent %d units of %d", r, i, st.SentUnits, r+1)
+				}
+			}
+			return ""
+		})
+	}
+}
