@@ -51,9 +51,9 @@ type idleCost struct {
 
 // measureIdle builds n Shared and n Exact limiters of a window with the
 // default intervals on one client of a Redis of the test's own, leaves
-// them idle for d, and measures them. The process's janitor sweeps each
-// limiter every window (at least every second), so a short window costs
-// the most.
+// them idle for d, and measures them. They hold no key, so the process's
+// janitor does not sweep them, and the hub neither visits them nor ticks
+// for them: what is left is its eviction check.
 func measureIdle(t testing.TB, n int, window, d time.Duration) idleCost {
 	srv := redistest.StartServer(t)
 	c := newClient(t, srv.Addr)
