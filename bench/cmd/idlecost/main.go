@@ -179,38 +179,60 @@ func startProfile(p params) (func(), error) {
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
+// privateRedis starts a redis-server of its own on a free loopback port
+// and returns its address and what stops it.
+func privateRedis(ctx context.Context) (string, func(), error) {
+	dir, err := os.MkdirTemp("", "idlecost-")
+	if err != nil {
+		return "", nil, err
+	}
+	rs, err := startRedis(ctx, dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return rs.addr, func() { rs.kill(); os.RemoveAll(dir) }, nil
+}
+
+// syncClient returns a go-redis client with the options the sync package
+// doc asks for, as the demo's.
+func syncClient(addr string) *redis.Client {
+	opt := &redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true,
+		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second, DialerRetries: 1}
+	opt.Dialer = shardsync.LimitReplies(redis.NewDialer(opt), 0)
+	return redis.NewClient(opt)
+}
+
+// newSyncLimiter builds rule's limiter as the demo does with -redis: a
+// sync.Exact for GCRA, a sync.Shared for the others.
+func newSyncLimiter(client *redis.Client, rule string, cfg shardlimit.Config) (shardlimit.Limiter, error) {
+	prefix := "idle:" + rule + ":"
+	if cfg.Algorithm == shardlimit.GCRA {
+		return shardsync.NewExact(client, shardsync.ExactConfig{Config: cfg, Prefix: prefix})
+	}
+	return shardsync.NewShared(client, shardsync.SharedConfig{Config: cfg, Prefix: prefix,
+		FlushTimeout: 500 * time.Millisecond})
+}
+
 // runSync measures p.n idle sync limiters on one client.
 func runSync(p params) (string, error) {
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "idlecost-")
+	addr, cleanup, err := privateRedis(ctx)
 	if err != nil {
 		return "", err
 	}
-	defer os.RemoveAll(dir)
-	rs, err := startRedis(ctx, dir)
-	if err != nil {
-		return "", err
-	}
-	defer rs.kill()
-	rc := redis.NewClient(&redis.Options{Addr: rs.addr})
+	defer cleanup()
+	rc := redis.NewClient(&redis.Options{Addr: addr})
 	defer rc.Close()
-	// The client options the sync package doc asks for, as the demo's.
-	opt := &redis.Options{Addr: rs.addr, MaxRetries: -1, ContextTimeoutEnabled: true,
-		DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second, DialerRetries: 1}
-	opt.Dialer = shardsync.LimitReplies(redis.NewDialer(opt), 0)
-	client := redis.NewClient(opt)
+	client := syncClient(addr)
 	defer client.Close()
 	var g0 int
 	for i := range p.n {
-		var l shardlimit.Limiter
-		if i%2 == 0 {
-			cfg := shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 100, Window: p.window}
-			l, err = shardsync.NewShared(client, shardsync.SharedConfig{Config: cfg, Prefix: fmt.Sprintf("idle:r%d:", i),
-				FlushTimeout: 500 * time.Millisecond})
-		} else {
-			cfg := shardlimit.Config{Algorithm: shardlimit.GCRA, Limit: 100, Window: p.window}
-			l, err = shardsync.NewExact(client, shardsync.ExactConfig{Config: cfg, Prefix: fmt.Sprintf("idle:r%d:", i)})
+		alg := shardlimit.FixedWindow
+		if i%2 == 1 {
+			alg = shardlimit.GCRA
 		}
+		l, err := newSyncLimiter(client, fmt.Sprint("r", i), shardlimit.Config{Algorithm: alg, Limit: 100, Window: p.window})
 		if err != nil {
 			return "", err
 		}
@@ -248,18 +270,12 @@ func runSync(p params) (string, error) {
 
 // runMetrics measures /metrics for p.n rules on a private Redis.
 func runMetrics(p params) (string, error) {
-	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "idlecost-")
+	addr, cleanup, err := privateRedis(context.Background())
 	if err != nil {
 		return "", err
 	}
-	defer os.RemoveAll(dir)
-	rs, err := startRedis(ctx, dir)
-	if err != nil {
-		return "", err
-	}
-	defer rs.kill()
-	client := redis.NewClient(&redis.Options{Addr: rs.addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+	defer cleanup()
+	client := syncClient(addr)
 	defer client.Close()
 	rules := &httplimit.Rules{}
 	for i := range p.n {
@@ -271,11 +287,7 @@ func runMetrics(p params) (string, error) {
 			Algorithm: alg, Limit: 100, Window: p.window})
 	}
 	newLimiter := func(rule string, cfg shardlimit.Config) (shardlimit.Limiter, error) {
-		prefix := "idle:" + rule + ":"
-		if cfg.Algorithm == shardlimit.GCRA {
-			return shardsync.NewExact(client, shardsync.ExactConfig{Config: cfg, Prefix: prefix})
-		}
-		return shardsync.NewShared(client, shardsync.SharedConfig{Config: cfg, Prefix: prefix})
+		return newSyncLimiter(client, rule, cfg)
 	}
 	mw, err := fasthttpmw.New(fasthttpmw.Config{Options: httplimit.Options{Rules: rules, NewLimiter: newLimiter}})
 	if err != nil {
@@ -352,45 +364,20 @@ func runDemo(p params) (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "demo")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/shardlimit-demo")
-	build.Dir, build.Stderr = p.root, os.Stderr
-	if err := build.Run(); err != nil {
-		return "", fmt.Errorf("building the demo: %w", err)
-	}
-	rules, err := rulesFile(dir, p)
+	raddr, cleanup, err := privateRedis(ctx)
 	if err != nil {
 		return "", err
 	}
-	rs, err := startRedis(ctx, dir)
-	if err != nil {
-		return "", err
-	}
-	defer rs.kill()
-	rc := redis.NewClient(&redis.Options{Addr: rs.addr})
+	defer cleanup()
+	rc := redis.NewClient(&redis.Options{Addr: raddr})
 	defer rc.Close()
-
-	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-metrics", "127.0.0.1:0", "-rules", rules,
-		"-redis", rs.addr, "-metrics-group", p.group)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	cmd.Env = append(os.Environ(), "GOTRACEBACK=all")
-	out, err := cmd.StdoutPipe()
+	d, err := startDemo(p, dir, raddr)
 	if err != nil {
 		return "", err
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		return "", err
-	}
-	defer cmd.Process.Kill()
-	addr, admin, err := demoAddrs(out)
-	if err != nil {
-		return "", fmt.Errorf("%w; stderr: %s", err, tail(stderr.String()))
-	}
-	go io.Copy(io.Discard, out)
+	defer d.cmd.Process.Kill()
 	if p.touch {
-		if err := touchRules(addr, p.n); err != nil {
+		if err := touchRules(d.addr, p.n); err != nil {
 			return "", err
 		}
 	}
@@ -399,26 +386,68 @@ func runDemo(p params) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	c0, t0 := cpuOf(cmd.Process.Pid), time.Now()
+	c0, t0 := cpuOf(d.cmd.Process.Pid), time.Now()
 	time.Sleep(p.dur)
-	cpu, wall := cpuOf(cmd.Process.Pid)-c0, time.Since(t0)
+	cpu, wall := cpuOf(d.cmd.Process.Pid)-c0, time.Since(t0)
 	i1, err := infoCalls(ctx, rc)
 	if err != nil {
 		return "", err
 	}
 	infos := i1 - i0 - 1 // the first read counts itself
-	metricsBytes, err := getSize("http://" + admin + "/metrics")
+	metricsBytes, err := getSize("http://" + d.admin + "/metrics")
 	if err != nil {
 		return "", err
 	}
-	rss := rssOf(cmd.Process.Pid)
-	goroutines, err := stackDump(cmd, &stderr)
+	rss := rssOf(d.cmd.Process.Pid)
+	goroutines, err := stackDump(d.cmd, d.stderr)
 	if err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("| demo -redis, %d rules (Shared + Exact), %v windows, %s | %v | %v | %s | %d | %.2f/s | %d B (-metrics-group=%s), RSS %d MB |",
 		p.n, p.window, state(p.touch), wall.Round(time.Second), cpu.Round(time.Millisecond), share(cpu, wall),
 		goroutines, float64(infos)/wall.Seconds(), metricsBytes, p.group, rss>>20), nil
+}
+
+// demo is a running demo server.
+type demo struct {
+	cmd         *exec.Cmd
+	stderr      *bytes.Buffer
+	addr, admin string // its listener and its admin (-metrics) listener
+}
+
+// startDemo builds the demo from p.root into dir and starts it with a
+// rules file of p.n rules and -redis raddr, once it listens.
+func startDemo(p params, dir, raddr string) (*demo, error) {
+	bin := filepath.Join(dir, "demo")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/shardlimit-demo")
+	build.Dir, build.Stderr = p.root, os.Stderr
+	if err := build.Run(); err != nil {
+		return nil, fmt.Errorf("building the demo: %w", err)
+	}
+	rules, err := rulesFile(dir, p)
+	if err != nil {
+		return nil, err
+	}
+	d := &demo{stderr: &bytes.Buffer{}}
+	d.cmd = exec.Command(bin, "-addr", "127.0.0.1:0", "-metrics", "127.0.0.1:0", "-rules", rules,
+		"-redis", raddr, "-metrics-group", p.group)
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	d.cmd.Env = append(os.Environ(), "GOTRACEBACK=all")
+	d.cmd.Stderr = d.stderr
+	out, err := d.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := d.cmd.Start(); err != nil {
+		return nil, err
+	}
+	if d.addr, d.admin, err = demoAddrs(out); err != nil {
+		_ = d.cmd.Process.Kill()
+		_ = d.cmd.Wait()
+		return nil, fmt.Errorf("%w; stderr: %s", err, tail(d.stderr.String()))
+	}
+	go io.Copy(io.Discard, out)
+	return d, nil
 }
 
 var listenRE = regexp.MustCompile(`listening on http://(\S+) `)
