@@ -280,21 +280,28 @@ func TestHubVisitsNoIdleLimiter(t *testing.T) {
 	wcfg := cfg
 	wcfg.Limit = shardlimit.MaxLimit
 	w := newShared(t, c, SharedConfig{Config: wcfg, FlushInterval: 5 * time.Millisecond, EvictionCheck: -1})
-	r0, v2 := log.snapshot()
+	onlyWitnessVisited(t, log, w, K)
+}
+
+// onlyWitnessVisited decides on w until its hub has run k rounds more,
+// and fails if those rounds visited any other limiter.
+func onlyWitnessVisited(t *testing.T, log *visitLog, w *Shared, k uint64) {
+	t.Helper()
+	r0, v0 := log.snapshot()
 	eventually(t, 30*time.Second, func() string {
 		w.AllowN("w", at(time.Second), 1)
-		if r, _ := log.snapshot(); r < r0+K {
-			return fmt.Sprintf("%d rounds of %d", r-r0, K)
+		if r, _ := log.snapshot(); r < r0+k {
+			return fmt.Sprintf("%d rounds of %d", r-r0, k)
 		}
 		return ""
 	})
-	r1, v3 := log.snapshot()
-	for l, c := range v3 {
-		if l != any(w) && c != v2[l] {
-			t.Fatalf("%d rounds visited an idle limiter %d times", r1-r0, c-v2[l])
+	r1, v1 := log.snapshot()
+	for l, c := range v1 {
+		if l != any(w) && c != v0[l] {
+			t.Fatalf("%d rounds visited an idle limiter %d times", r1-r0, c-v0[l])
 		}
 	}
-	if v3[w] == 0 {
+	if v1[w] == 0 {
 		t.Fatal("the witness was never visited")
 	}
 }
