@@ -209,7 +209,11 @@ type Config struct {
 	// with the first limiter built with a janitor and ends when the last
 	// one is closed, and sweeps each limiter at the limiter's own interval
 	// and clock, one limiter and one shard at a time, so a limiter's sweep
-	// may start late while another's runs.
+	// may start late while another's runs. Only limiters that hold keys
+	// are swept: a limiter's first key puts it on the janitor's schedule
+	// (its first sweep one interval later) and a sweep that leaves it
+	// empty takes it off, so limiters without keys (rules with no traffic)
+	// cost the janitor nothing, however many there are.
 	JanitorInterval time.Duration
 
 	// Clock supplies the time for the short forms (Allow, AllowNow and

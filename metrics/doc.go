@@ -54,7 +54,11 @@
 // rules. In the text format a series is a line of about 60 bytes (rule
 // names of 10): the demo's /metrics with 1,000 rules is 0.85 MB in memory
 // and 2 MB with Redis (a quarter of the rules sync.Exact), and every scrape
-// stores every series again.
+// stores every series again. Measured with 10,000 rules, half sync.Shared
+// and half sync.Exact (bench/results/idle.md): 315,000 series, 17 MB, and
+// about 0.4 s of CPU per scrape; grouped with WithGroup(AllRules), 44
+// series and 9 KB, though collecting still reads every rule's counters
+// (about the same CPU per scrape).
 //
 // Middleware(m, WithGroup(group)) bounds this: the rules of one group are
 // summed into one series set (see WithGroup for how each family

@@ -39,8 +39,12 @@
 //     of them that have something to send send it together, in pipelines
 //     of at most the smallest MaxBatch among them (Shared limiters of
 //     another FlushInterval tick on their own; each limiter's back-off
-//     while its store fails is its own). An idle limiter costs a check of
-//     its shards per tick and sends nothing.
+//     while its store fails is its own). An idle limiter (nothing decided
+//     since its health interval began, no key near its limit, no failure)
+//     is not visited at all, and a tick with no limiter to visit stops:
+//     the first decision of one of its limiters starts it again, that
+//     limiter's units flushing a FlushInterval later. Idle limiters cost
+//     the hub nothing per tick, however many there are.
 //   - It probes the store (PING, with each limiter's back-off) for the
 //     Exact limiters whose calls stopped reaching it: one PING for all
 //     whose probe is due.

@@ -39,8 +39,16 @@ type hub struct {
 	actMu stdsync.Mutex
 	actS  []*Shared
 	actE  []*Exact
+	// FlushIntervals whose tick is stopped: no Shared limiter of them has
+	// work, so the hub does not wake for them; the first that activates
+	// wakes it (see activateShared and idleTicks). Under actMu.
+	idleIv map[time.Duration]bool
+
+	// visits, if set, counts the hub's rounds and visits (tests)
+	visits atomic.Pointer[visitLog]
 
 	// used by the hub's goroutine only
+	log       *visitLog            // visits, as of the round's start
 	hotS      map[*Shared]struct{} // the Shared limiters it visits
 	hotE      map[*Exact]struct{}  // the Exact limiters it visits
 	ticks     map[time.Duration]*tick
@@ -57,10 +65,32 @@ type hub struct {
 	parts     []addPart
 }
 
-// tick is the schedule of the Shared limiters of one FlushInterval.
+// visitLog counts a hub's rounds and how often each limiter was visited
+// in them: what an idle limiter costs per round is what tests count.
+type visitLog struct {
+	mu     stdsync.Mutex
+	rounds uint64
+	n      map[any]uint64 // by *Shared or *Exact
+}
+
+// visit counts a visit of l; a nil log counts nothing.
+func (v *visitLog) visit(l any) {
+	if v == nil {
+		return
+	}
+	v.mu.Lock()
+	v.n[l]++
+	v.mu.Unlock()
+}
+
+// tick is the schedule of the Shared limiters of one FlushInterval. It
+// runs while some of them have work (the hub visits them), and stops when
+// none has: idle limiters cost the hub no wake-up per FlushInterval.
 type tick struct {
 	next, prev time.Time // the next tick; the start of the last one
 	due        bool      // in this round
+	used       bool      // a limiter of its interval has work after this round
+	stopped    bool      // since the end of the last round: restarted when next used
 }
 
 // round is one pass of a hub over its limiters; cancel ends its store
@@ -102,6 +132,7 @@ func joinHub(key any, mk func() *hub) *hub {
 	h.done = make(chan struct{})
 	h.wake = make(chan struct{}, 1)
 	h.ticks = make(map[time.Duration]*tick)
+	h.idleIv = make(map[time.Duration]bool)
 	h.intervals = make(map[time.Duration]int)
 	h.checks = make(map[time.Duration]int)
 	h.hotS = make(map[*Shared]struct{})
@@ -242,7 +273,13 @@ func (h *hub) round() time.Time {
 	}
 	h.mu.Unlock()
 	exactDone := false
+	h.log = h.visits.Load()
 	defer func() {
+		if h.log != nil {
+			h.log.mu.Lock()
+			h.log.rounds++
+			h.log.mu.Unlock()
+		}
 		r.cancel()
 		h.mu.Lock()
 		h.cur = nil
@@ -289,16 +326,24 @@ func (h *hub) takeActive() {
 
 // activateShared makes the hub visit s from its next round on: s has
 // something to flush. Safe for concurrent use; it never blocks for long
-// (it is called under a shard lock of s). It does not wake the hub: s
-// flushes at the next tick of its FlushInterval, which is scheduled
-// anyway.
+// (it is called under a shard lock of s). It wakes the hub only if the
+// tick of s's FlushInterval is stopped (no limiter of that interval had
+// work): the hub then starts it, and s flushes a FlushInterval from now;
+// otherwise s flushes at the tick's next beat, which is scheduled anyway.
 func (h *hub) activateShared(s *Shared) {
 	if s.active.Load() || !s.active.CompareAndSwap(false, true) {
 		return
 	}
 	h.actMu.Lock()
 	h.actS = append(h.actS, s)
+	wake := h.idleIv[s.interval]
+	if wake {
+		delete(h.idleIv, s.interval)
+	}
 	h.actMu.Unlock()
+	if wake {
+		h.poke()
+	}
 }
 
 // activateExact makes the hub visit e from its next round on: e has

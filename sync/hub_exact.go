@@ -17,6 +17,7 @@ func (h *hub) runExact(ctx context.Context, now time.Time, next *time.Time) {
 			delete(h.hotE, e)
 			continue
 		}
+		h.log.visit(e)
 		if nowNs < e.share.end.Load() && !e.busy.Load() && !e.journal.pending.Load() {
 			*next = minTime(*next, e.share.due()) // nothing to do before
 			continue

@@ -26,6 +26,7 @@ func (h *hub) runShared(ctx context.Context, now time.Time, next *time.Time) {
 			delete(h.hotS, s)
 			continue
 		}
+		h.log.visit(s)
 		if nowNs >= s.share.end.Load() || s.lossy.Load() {
 			s.flushMu.Lock()
 			s.stepShare(now)
@@ -49,13 +50,45 @@ func (h *hub) runShared(ctx context.Context, now time.Time, next *time.Time) {
 		}
 		clear(due)
 	}
+	for s := range h.hotS {
+		if t := h.ticks[s.interval]; t != nil {
+			t.used = true
+		}
+	}
 	end := time.Now()
 	for iv, t := range h.ticks {
 		if t.due {
 			t.prev, t.next, t.due = now, end.Add(iv), false
 		}
-		*next = minTime(*next, t.next)
 	}
+	h.idleTicks(next)
+}
+
+// idleTicks stops the ticks that no limiter with work uses, and adds the
+// next beat of the others to next. A limiter activated since the round
+// took the active ones (see takeActive) keeps every tick going, so the
+// next beat of its own takes it and flushes it. Activation and stopping
+// agree under h.actMu: a limiter that activates after a tick stopped
+// finds it in h.idleIv and wakes the hub.
+func (h *hub) idleTicks(next *time.Time) {
+	h.actMu.Lock()
+	pending := len(h.actS) > 0
+	for iv, t := range h.ticks {
+		used := t.used || pending
+		t.used, t.stopped = false, !used
+		if used {
+			delete(h.idleIv, iv)
+			*next = minTime(*next, t.next)
+		} else {
+			h.idleIv[iv] = true
+		}
+	}
+	for iv := range h.idleIv {
+		if h.ticks[iv] == nil {
+			delete(h.idleIv, iv) // no limiter of that interval left
+		}
+	}
+	h.actMu.Unlock()
 }
 
 // setTicks brings the ticks up to the FlushIntervals in use (h.ivs) and
@@ -70,6 +103,12 @@ func (h *hub) setTicks(now time.Time) {
 		if !slices.Contains(h.ivs, iv) {
 			delete(h.ticks, iv)
 			continue
+		}
+		if t.stopped {
+			// Restarted: its first beat a FlushInterval from now, as a
+			// new tick's; the limiters of its interval had nothing to
+			// flush until now.
+			t.next, t.prev, t.stopped = now.Add(iv), now, false
 		}
 		t.due = !now.Before(t.next)
 	}

@@ -51,9 +51,9 @@ type idleCost struct {
 
 // measureIdle builds n Shared and n Exact limiters of a window with the
 // default intervals on one client of a Redis of the test's own, leaves
-// them idle for d, and measures them. The process's janitor sweeps each
-// limiter every window (at least every second), so a short window costs
-// the most.
+// them idle for d, and measures them. They hold no key, so the process's
+// janitor does not sweep them, and the hub neither visits them nor ticks
+// for them: what is left is its eviction check.
 func measureIdle(t testing.TB, n int, window, d time.Duration) idleCost {
 	srv := redistest.StartServer(t)
 	c := newClient(t, srv.Addr)
@@ -197,5 +197,157 @@ func TestHubFlushesTogether(t *testing.T) {
 	// machine), never one pipeline per limiter.
 	if total != n || len(sizes) > 3*n/10 {
 		t.Errorf("%d items in %d pipelines %v: want %d in at most %d", total, len(sizes), sizes, n, 3*n/10)
+	}
+}
+
+// snapshot returns the hub's rounds and a copy of its visit counts.
+func (v *visitLog) snapshot() (uint64, map[any]uint64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n := make(map[any]uint64, len(v.n))
+	for k, c := range v.n {
+		n[k] = c
+	}
+	return v.rounds, n
+}
+
+// TestHubVisitsNoIdleLimiter: a hub's rounds do not visit limiters with
+// nothing to do, and do not tick for them. Visits are counted, not timed:
+// once every limiter has cooled down the FlushInterval's tick is stopped;
+// a decision on one Shared and one Exact limiter has exactly those two
+// visited (the Shared one's unit flushed through the restarted tick), and
+// they cool down again; while a witness keeps the tick going, K rounds
+// visit none of the idle limiters.
+func TestHubVisitsNoIdleLimiter(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := newClient(t, srv.Addr)
+	const n, K = 20, 20
+	cfg := shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 10, Window: time.Minute}
+	shared := make([]*Shared, n)
+	exact := make([]*Exact, n)
+	for i := range n {
+		shared[i] = newShared(t, c, SharedConfig{Config: cfg, FlushInterval: 5 * time.Millisecond,
+			HealthInterval: 20 * time.Millisecond, EvictionCheck: -1})
+		exact[i] = newExact(t, c, ExactConfig{Config: cfg, HealthInterval: 20 * time.Millisecond, EvictionCheck: -1})
+	}
+	h := shared[0].hub
+	if exact[0].hub != h {
+		t.Fatal("Shared and Exact on one client have two hubs")
+	}
+	log := &visitLog{n: make(map[any]uint64)}
+	h.visits.Store(log)
+	cooled := func() string {
+		for i := range n {
+			if shared[i].active.Load() || exact[i].hot.Load() {
+				return fmt.Sprintf("limiter %d still visited", i)
+			}
+		}
+		h.actMu.Lock()
+		defer h.actMu.Unlock()
+		if !h.idleIv[5*time.Millisecond] {
+			return "the tick of idle limiters still runs"
+		}
+		return ""
+	}
+	eventually(t, 30*time.Second, cooled)
+	_, v0 := log.snapshot()
+
+	// One decision each on shared[3] and exact[5]: exactly those are
+	// visited, until they cool down.
+	s, e := shared[3], exact[5]
+	if !s.AllowN("k", at(time.Second), 1).Allowed || !e.AllowN("k", at(time.Second), 1).Allowed {
+		t.Fatal("denied")
+	}
+	eventually(t, 30*time.Second, func() string {
+		if st := s.SharedStats(); st.SentUnits != 1 {
+			return fmt.Sprintf("the unit decided was not flushed: %+v", st)
+		}
+		if _, v := log.snapshot(); v[s] == v0[s] || v[e] == v0[e] {
+			return fmt.Sprintf("Shared visited %d times, Exact %d times", v[s]-v0[s], v[e]-v0[e])
+		}
+		return ""
+	})
+	eventually(t, 30*time.Second, cooled)
+	_, v1 := log.snapshot()
+	for l, c := range v1 {
+		if l != any(s) && l != any(e) && c != v0[l] {
+			t.Fatalf("a decision on two limiters had another visited %d times", c-v0[l])
+		}
+	}
+
+	// A witness decided in every poll keeps the tick going: K rounds
+	// visit it and none of the idle limiters.
+	wcfg := cfg
+	wcfg.Limit = shardlimit.MaxLimit
+	w := newShared(t, c, SharedConfig{Config: wcfg, FlushInterval: 5 * time.Millisecond, EvictionCheck: -1})
+	onlyWitnessVisited(t, log, w, K)
+}
+
+// onlyWitnessVisited decides on w until its hub has run k rounds more,
+// and fails if those rounds visited any other limiter.
+func onlyWitnessVisited(t *testing.T, log *visitLog, w *Shared, k uint64) {
+	t.Helper()
+	r0, v0 := log.snapshot()
+	eventually(t, 30*time.Second, func() string {
+		w.AllowN("w", at(time.Second), 1)
+		if r, _ := log.snapshot(); r < r0+k {
+			return fmt.Sprintf("%d rounds of %d", r-r0, k)
+		}
+		return ""
+	})
+	r1, v1 := log.snapshot()
+	for l, c := range v1 {
+		if l != any(w) && c != v0[l] {
+			t.Fatalf("%d rounds visited an idle limiter %d times", r1-r0, c-v0[l])
+		}
+	}
+	if v1[w] == 0 {
+		t.Fatal("the witness was never visited")
+	}
+}
+
+// TestHubRestartsStoppedTick: decisions that race with the hub stopping
+// their FlushInterval's tick are never left unflushed. Eight limiters
+// decide at once, round after round, half the rounds right after their
+// tick stopped and half while it may be stopping; each round waits until
+// every unit has been sent. The hub has no other reason to wake (no
+// eviction check): a lost wake-up leaves a unit unsent, and the test
+// fails at its deadline.
+func TestHubRestartsStoppedTick(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := newClient(t, srv.Addr)
+	const n, rounds = 8, 60
+	cfg := shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: shardlimit.MaxLimit, Window: time.Minute}
+	lims := make([]*Shared, n)
+	for i := range lims {
+		lims[i] = newShared(t, c, SharedConfig{Config: cfg, FlushInterval: time.Millisecond,
+			HealthInterval: time.Millisecond, EvictionCheck: -1})
+	}
+	h := lims[0].hub
+	stopped := func() string {
+		h.actMu.Lock()
+		defer h.actMu.Unlock()
+		if !h.idleIv[time.Millisecond] {
+			return "the tick still runs"
+		}
+		return ""
+	}
+	for r := range rounds {
+		if r%2 == 0 {
+			eventually(t, 30*time.Second, stopped)
+		}
+		var wg stdsync.WaitGroup
+		for _, s := range lims {
+			wg.Go(func() { s.AllowN("k", at(time.Second), 1) })
+		}
+		wg.Wait()
+		eventually(t, 30*time.Second, func() string {
+			for i, s := range lims {
+				if st := s.SharedStats(); st.SentUnits != uint64(r+1) {
+					return fmt.Sprintf("round %d: limiter %d sent %d units of %d", r, i, st.SentUnits, r+1)
+				}
+			}
+			return ""
+		})
 	}
 }

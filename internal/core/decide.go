@@ -49,7 +49,8 @@ func (l *limiter[E]) init(cfg Config, rs *rateSet, alg algorithm[E], stride, ext
 	l.tab.init(cfg, rs, alg, stride, extras, y)
 	l.tab.clock = l.now
 	if cfg.JanitorInterval > 0 {
-		l.jan = newJanitorJob(cfg.JanitorInterval, l.janitorSweep)
+		l.jan = newJanitorJob(cfg.JanitorInterval, l.janitorSweep, l.tab.holdsKeys)
+		l.tab.jan = l.jan
 		sweeper.add(l.jan)
 	}
 }

@@ -3,6 +3,7 @@ package core
 import (
 	"container/heap"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -15,22 +16,44 @@ func (l *limiter[E]) janitorSweep(stop <-chan struct{}) {
 	}
 }
 
+// holdsKeys reports whether any shard of the table holds a key, reading
+// each shard's count without its lock.
+func (t *table[E]) holdsKeys() bool {
+	for i := range t.shards {
+		if t.shards[i].keys.Load() != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // The janitor: one goroutine per process, the sweeper, sweeps every open
 // limiter whose JanitorInterval is positive, each at its own interval and
 // at its own clock, one limiter and one shard at a time. It starts with the
 // first limiter registered and ends when the last one closes, so the
 // goroutines of a process do not grow with its limiters.
+//
+// Only limiters that hold keys are in its schedule (armed): a limiter
+// joins it with its first key (insert arms it, one atomic load per new
+// key) and leaves it after a sweep that finds it holding none, so idle
+// limiters cost nothing per tick however many there are.
 
 // sweeper is the process's janitor. Its goroutine starts with the first
 // job added, never at init.
 var sweeper = newSweepSchedule()
 
 // janitorJob is one limiter's place in the sweeper's schedule. Its fields
-// but sweep, interval and stop are guarded by sweeper.mu.
+// but sweep, holds, interval, stop and armed are guarded by sweeper.mu.
 type janitorJob struct {
 	sweep    func(stop <-chan struct{}) // sweeps the limiter's table
+	holds    func() bool                // reports whether the table holds keys
 	interval time.Duration
 	stop     chan struct{} // closed by remove: a sweep in progress ends early
+
+	// armed is set while the job is in the schedule or about to be: the
+	// table's insert arms the job when it finds armed false, and the
+	// sweeper clears it when it takes an empty limiter out (see idle).
+	armed atomic.Bool
 
 	due      time.Duration // on the sweeper's monotonic clock (since epoch)
 	index    int           // in the heap; -1 while out of it
@@ -69,6 +92,7 @@ type sweepSchedule struct {
 	mu    sync.Mutex
 	cond  sync.Cond // signalled on mu when a sweep ends
 	jobs  jobHeap
+	count int       // jobs registered, armed or not
 	run   *sweepRun // the running goroutine; nil when none
 	epoch time.Time // carries a monotonic reading
 }
@@ -89,9 +113,34 @@ type sweepRun struct {
 	current *janitorJob // the job being swept, out of the heap; under mu
 }
 
-// newJanitorJob returns the job that runs sweep every interval.
-func newJanitorJob(interval time.Duration, sweep func(stop <-chan struct{})) *janitorJob {
-	return &janitorJob{sweep: sweep, interval: interval, stop: make(chan struct{}), index: -1}
+// newJanitorJob returns the job that runs sweep every interval while
+// holds reports keys.
+func newJanitorJob(interval time.Duration, sweep func(stop <-chan struct{}), holds func() bool) *janitorJob {
+	return &janitorJob{sweep: sweep, holds: holds, interval: interval, stop: make(chan struct{}), index: -1}
+}
+
+// arm puts j in the sweeper's schedule, its next sweep an interval from
+// now, if it is out of it: the table calls it when it stores a key and
+// finds j unarmed. Safe for concurrent use; called under a shard lock
+// (the sweeper never takes one while it holds its own).
+func (j *janitorJob) arm() {
+	if j.armed.Load() || !j.armed.CompareAndSwap(false, true) {
+		return
+	}
+	sweeper.schedule(j)
+}
+
+// idle takes j out of the schedule if its limiter holds no key: it clears
+// armed, then looks at the table, so that an insert either sees armed
+// clear (and arms j again) or is seen here. It reports whether j stays
+// out. Requires sweeper.mu held and j out of the heap.
+func (j *janitorJob) idle() bool {
+	j.armed.Store(false)
+	if !j.holds() {
+		return true
+	}
+	j.armed.Store(true) // an insert that armed j meanwhile finds it in the heap
+	return false
 }
 
 // now returns the time since the schedule's epoch, by the monotonic clock.
@@ -99,18 +148,28 @@ func (sc *sweepSchedule) now() time.Duration {
 	return time.Since(sc.epoch)
 }
 
-// add schedules j's first sweep an interval from now, starting the
+// add registers j, unarmed (its first key arms it), starting the
 // sweeper's goroutine if none runs.
 func (sc *sweepSchedule) add(j *janitorJob) {
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	j.due = sc.now() + j.interval
-	heap.Push(&sc.jobs, j)
+	sc.count++
 	if sc.run == nil {
 		sc.run = &sweepRun{wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
 		go sc.loop(sc.run)
+	}
+}
+
+// schedule puts j in the heap, due an interval from now, unless it is
+// there already, being swept (the sweeper puts it back) or removed.
+func (sc *sweepSchedule) schedule(j *janitorJob) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if j.removed || j.index >= 0 || j.sweeping || sc.run == nil {
 		return
 	}
+	j.due = sc.now() + j.interval
+	heap.Push(&sc.jobs, j)
 	if j.index == 0 {
 		select {
 		case sc.run.wake <- struct{}{}:
@@ -133,8 +192,9 @@ func (sc *sweepSchedule) remove(j *janitorJob) {
 	for j.sweeping {
 		sc.cond.Wait()
 	}
+	sc.count--
 	var r *sweepRun
-	if len(sc.jobs) == 0 && !sc.busy() && sc.run != nil {
+	if sc.count == 0 && !sc.busy() && sc.run != nil {
 		r, sc.run = sc.run, nil
 		close(r.quit)
 	}
@@ -181,7 +241,7 @@ func (sc *sweepSchedule) loop(r *sweepRun) {
 			sc.mu.Lock()
 			j.sweeping = false
 			r.current = nil
-			if !j.removed {
+			if !j.removed && !j.idle() {
 				// As a ticker does: the next sweep an interval after this
 				// one was due, or at once if that passed during the sweep.
 				j.due = max(j.due+j.interval, sc.now())

@@ -387,8 +387,9 @@ func TestJanitorCloseWaitsForItsOwnSweepOnly(t *testing.T) {
 		once.Do(func() { close(entered) })
 		<-stop
 		ended.Store(true)
-	})
+	}, func() bool { return true })
 	sweeper.add(slow)
+	slow.arm()
 	select {
 	case <-entered:
 	case <-time.After(30 * time.Second):
@@ -534,5 +535,100 @@ func TestJanitorIntervalDefaultsToTheLongestWindow(t *testing.T) {
 		if got != c.want {
 			t.Errorf("rates %v: janitor interval %v, want %v", c.rates, got, c.want)
 		}
+	}
+}
+
+// armedOf reports whether j is in the sweeper's schedule or being swept.
+func armedOf(j *janitorJob) bool {
+	sweeper.mu.Lock()
+	defer sweeper.mu.Unlock()
+	return j.index >= 0 || j.sweeping
+}
+
+func TestJanitorVisitsNoIdleLimiter(t *testing.T) {
+	// Limiters that hold no key are never swept, however many sweeps of
+	// others the sweeper runs; the first key arms exactly its limiter,
+	// and a sweep that leaves it empty takes it out again. Sweeps are
+	// counted, not timed: a witness busy at its clock is swept every
+	// millisecond, and its count says how many ticks went by.
+	clock := NewManualClock(at(0))
+	witness := newJanitored(t, FixedWindow, time.Minute, time.Millisecond, clock)
+	defer witness.Close()
+	witness.Allow("w")
+	jw := jobOf(t, witness)
+	idle := make([]Limiter, 100)
+	for i := range idle {
+		idle[i] = newJanitored(t, allAlgorithms[i%4], time.Second, time.Millisecond, clock)
+		defer idle[i].Close()
+	}
+	swept := func() (n uint64) {
+		for _, l := range idle {
+			n += sweepsOf(jobOf(t, l))
+		}
+		return n
+	}
+	const K = 20
+	n := sweepsOf(jw)
+	eventually(t, "witness swept K times", func() bool { return sweepsOf(jw) >= n+K })
+	if got := swept(); got != 0 {
+		t.Fatalf("limiters holding no key swept %d times over %d ticks", got, K)
+	}
+
+	// A peek, a Reset and a SetLimit store no key: still not armed.
+	idle[0].Peek("k", at(0), 1)
+	idle[0].Reset("k")
+	j0, j1 := jobOf(t, idle[0]), jobOf(t, idle[1])
+	if armedOf(j0) {
+		t.Fatal("a peek armed the janitor")
+	}
+
+	// One decision arms exactly its limiter.
+	idle[1].Allow("k")
+	eventually(t, "the used limiter swept", func() bool { return sweepsOf(j1) >= 1 })
+	if got := swept() - sweepsOf(j1); got != 0 {
+		t.Fatalf("a decision on one limiter had %d sweeps of the others", got)
+	}
+
+	// Once its key is idle, a sweep evicts it and takes it out.
+	clock.Advance(2 * time.Second)
+	eventually(t, "the key evicted and the limiter out", func() bool { return idle[1].Len() == 0 && !armedOf(j1) })
+	after := sweepsOf(j1)
+	n = sweepsOf(jw)
+	eventually(t, "witness swept K more times", func() bool { return sweepsOf(jw) >= n+K })
+	if got := sweepsOf(j1); got != after {
+		t.Fatalf("an emptied limiter swept %d more times", got-after)
+	}
+	if witness.Len() != 1 {
+		t.Fatal("the witness's busy key was evicted")
+	}
+
+	// And a new key arms it again.
+	idle[1].Allow("k2")
+	eventually(t, "swept again", func() bool { return sweepsOf(j1) > after })
+}
+
+func TestJanitorArmRace(t *testing.T) {
+	// Keys stored while the sweeper takes their limiter out: however the
+	// two interleave, a limiter that holds a key is armed once the
+	// inserts are done, and its key is swept when idle.
+	clock := NewManualClock(at(0))
+	for round := range 200 {
+		l := newJanitored(t, FixedWindow, time.Millisecond, time.Millisecond, clock)
+		l.Allow("a")
+		clock.Advance(time.Second)
+		// The sweeper evicts "a" and may be taking l out right now.
+		l.Allow(fmt.Sprint("b", round))
+		j := jobOf(t, l)
+		if l.Len() > 0 {
+			sweeper.mu.Lock()
+			ok := j.armed.Load() || j.index >= 0 || j.sweeping
+			sweeper.mu.Unlock()
+			if !ok && l.Len() > 0 {
+				t.Fatalf("round %d: a limiter holding %d keys is out of the schedule", round, l.Len())
+			}
+		}
+		clock.Advance(time.Second)
+		eventually(t, "every key evicted", func() bool { return l.Len() == 0 })
+		l.Close()
 	}
 }

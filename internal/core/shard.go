@@ -196,6 +196,7 @@ type table[E any] struct {
 	owner       storageOwner[E] // non-nil if the algorithm keeps storage outside the records
 	sync        *syncSet        // nil unless built for package sync
 	clock       func() int64    // the limiter's clock on its timeline; makeRoom judges no later
+	jan         *janitorJob     // armed by the first key stored; nil if the janitor is disabled
 }
 
 // init sets up t for alg with stride side words and extras extra records
@@ -390,7 +391,10 @@ func insert[E any, K keyBytes](t *table[E], s *shard[E], h uint64, key K, now in
 	}
 	s.live++
 	s.peak = max(s.peak, s.live)
-	s.keys.Add(1)
+	s.keys.Add(1) // before jan.armed is read: see janitorJob.idle
+	if j := t.jan; j != nil && !j.armed.Load() {
+		j.arm()
+	}
 	return slot, nil
 }
 
