@@ -93,7 +93,7 @@ func TestJournalCoalescesAndDrops(t *testing.T) {
 // failed one leaves them pending for the next; units recorded while a
 // replay is in flight stay pending.
 func TestJournalTakeSettle(t *testing.T) {
-	j := testJournal(t, ratesCfg(shardlimit.FixedWindow, 0, rate(10, time.Minute)), 16)
+	j := testJournal(t, ratesCfg(shardlimit.FixedWindow, 0, rate(10, time.Minute)), 1024) // room for both keys whatever shard they hash to
 	now := us(time.Second)
 	j.record("a", now, 3, false)
 	j.record("a", now, 2, true)
