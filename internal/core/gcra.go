@@ -180,11 +180,13 @@ func (a *gcra) settle(s *shard[gcraRec], r *gcraRec, slot uint32, at int64, delt
 		key = s.keyRec(slot)
 	}
 	last, w := key.last, a.window[k]
+	eff := effectiveLimit(r.lim, s.defLimits[k])
+	if eff == 0 {
+		return // a ban denies everything: nothing to settle
+	}
 	lim := r.lim & limitMask
 	if lim == 0 { // no usage encoded yet
-		if lim = effectiveLimit(r.lim, s.defLimits[k]); lim == 0 {
-			return
-		}
+		lim = eff
 		r.lim |= lim
 	}
 	if delta > 0 {

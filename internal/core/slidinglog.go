@@ -299,13 +299,11 @@ func (a *slidingLog) settle(s *shard[logRec], r *logRec, slot uint32, at int64, 
 	if k > 0 {
 		return
 	}
-	lim := r.lim & limitMask
+	lim := effectiveLimit(r.lim, s.defLimits[0]) // the ring's capacity
 	if lim == 0 {
-		if lim = effectiveLimit(r.lim, s.defLimits[0]); lim == 0 {
-			return
-		}
-		r.lim |= lim
+		return // a ban denies everything: nothing to settle
 	}
+	r.lim = r.lim&^limitMask | lim
 	var n uint32
 	if delta > 0 {
 		n = min(uint32(delta), lim)
