@@ -166,14 +166,15 @@ func (a *gcra) refund(s *shard[gcraRec], r *gcraRec, _ uint32, n int, k int) {
 // settle moves the TAT by delta emission intervals, in the limit its
 // state is encoded for. A charge starts from the key's latest instant if
 // the bucket is full then and stops at maxDebt ahead of it. A refund
-// gives back at most the units the bucket cannot have drained since at:
-// x/time/rate's restoreTokens idea. A decision at at left the TAT at
-// least n intervals after at, and the bucket empties (a later decision
-// then starts from its own instant, and the decision's units are gone)
-// only once the key's latest instant reaches that TAT, so taking back n
-// intervals less those elapsed from at to the key's latest instant never
-// frees room that later decisions used; a TAT in the past holds nothing
-// to take back.
+// gives back what neither the time since at nor later decisions took
+// (x/time/rate's restoreTokens): a decision at at left the TAT at least
+// n intervals after at, and the bucket empties (a later decision then
+// starts from its own instant, and the decision's units are gone) only
+// once the key's latest instant reaches that TAT, so the intervals
+// elapsed from at to the key's latest instant are not given back; and it
+// left the TAT at most W after at, so the intervals beyond at+W are
+// later decisions' (their places in the queue stay theirs). A TAT in the
+// past holds nothing to take back.
 func (a *gcra) settle(s *shard[gcraRec], r *gcraRec, slot uint32, at int64, delta int, k int) {
 	key := r // the key's record; r is that of its rate k
 	if k > 0 {
@@ -207,6 +208,20 @@ func (a *gcra) settle(s *shard[gcraRec], r *gcraRec, slot uint32, at int64, delt
 			return
 		}
 		n -= min(n, mulDivCeil(uint64(last-at), uint64(lim), uint64(w)))
+	}
+	if d := r.tat - at - w; d >= 0 {
+		// The decision left the TAT at most W after at: what lies beyond
+		// was queued by later decisions, whose places stay theirs.
+		if uint64(d/w) >= n { // at least a unit per window: n or more
+			return
+		}
+		q, rr := mulDiv(uint64(d), uint64(lim), uint64(w)) // below n*lim
+		rr += uint64(r.rem)
+		q += rr / uint64(w)
+		if rr%uint64(w) != 0 {
+			q++
+		}
+		n -= min(n, q)
 	}
 	if n == 0 || r.refilled(last) {
 		return

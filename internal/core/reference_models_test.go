@@ -99,7 +99,8 @@ func (m *counterModel) settle(key string, op settleOp) {
 
 // settle: a charge moves the TAT by delta emission intervals from the
 // latest instant at least; a refund takes back the units less those the
-// bucket drained since the caller's instant, never below the latest.
+// bucket drained since the caller's instant and those queued beyond it
+// plus W, never below the latest.
 func (m *gcraModel) settle(key string, op settleOp) {
 	if op.enc == 0 {
 		return
@@ -119,6 +120,12 @@ func (m *gcraModel) settle(key string, op settleOp) {
 			return
 		}
 		n -= ceilRat(big.NewRat((op.last-op.at)*int64(op.enc), m.w))
+	}
+	if tat != nil {
+		ahead := new(big.Rat).Sub(tat, big.NewRat(op.at+m.w, 1))
+		if ahead.Sign() > 0 {
+			n -= ceilRat(ahead.Mul(ahead, big.NewRat(int64(op.enc), m.w)))
+		}
 	}
 	if n <= 0 || tat == nil || tat.Cmp(last) <= 0 {
 		return
