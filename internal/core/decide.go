@@ -42,7 +42,10 @@ func (l *limiter[E]) init(cfg Config, rs *rateSet, alg algorithm[E], stride, ext
 	l.relimit, _ = alg.(relimiter[E])
 	l.nano, _ = cfg.Clock.(nanoClock)
 	l.tl = newTimeline()
-	l.horizon = rs.window[0] + logUnit(rs.window[0])
+	l.horizon = maxDebt / 2 // GCRA's TAT, the windows and buckets: far
+	if _, ok := any(alg).(*slidingLog); ok {
+		l.horizon = rs.window[0] + logUnit(rs.window[0]) // stamps' ages in 32 bits
+	}
 	if c, ok := cfg.Clock.(*systemClock); ok {
 		// Share the clock's timeline, so Allow and AllowN(time.Now())
 		// place instants alike even if the wall clock stepped between.

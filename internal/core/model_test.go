@@ -343,6 +343,10 @@ func (h *harness) settle(key string, at int64, delta int) {
 			longest = k
 		}
 	}
+	room := 0
+	if lm, ok := h.m[longest].(*logModel); ok {
+		room = lm.room(key, h.last[key], lims[longest])
+	}
 	for k := range h.m {
 		e := enc[k]
 		switch {
@@ -352,7 +356,7 @@ func (h *harness) settle(key string, at int64, delta int) {
 			e = lims[k]
 			enc[k] = e
 		}
-		h.m[k].settle(key, settleOp{at: at, last: h.last[key], delta: delta, enc: e, cap: lims[longest]})
+		h.m[k].settle(key, settleOp{at: at, last: h.last[key], delta: delta, enc: e, room: room})
 	}
 }
 

@@ -37,7 +37,7 @@ type settleOp struct {
 	at, last int64 // the decision's instant as the caller gave it; the key's latest
 	delta    int
 	enc      int // the limit the rate's state is encoded for (0: none)
-	cap      int // the sliding log's: the longest window's encoded limit
+	room     int // the sliding log's: how many units a charge may add (see logModel.room)
 }
 
 func (m *fixedModel) settle(key string, op settleOp) {
@@ -54,19 +54,28 @@ func (m *fixedModel) settle(key string, op settleOp) {
 	}
 }
 
-// settle: a charge adds units at the key's latest instant, keeping the
-// newest cap units (older ones can no longer decide anything); a refund
-// removes units of the caller's instant exactly.
+// room returns how many units a charge of key at last may add under
+// limit lim of this model's window, the longest: its ring holds at most
+// twice the limit.
+func (m *logModel) room(key string, last int64, lim int) int {
+	live := 0
+	for _, s := range m.units[key] {
+		if s <= last && last < s+m.w {
+			live++
+		}
+	}
+	return max(0, 2*lim-live)
+}
+
+// settle: a charge adds op.room units at most at the key's latest
+// instant; a refund removes units of the caller's instant exactly.
 func (m *logModel) settle(key string, op settleOp) {
 	u := m.units[key]
 	if op.delta > 0 {
-		if op.cap == 0 {
-			return
-		}
-		for range min(op.delta, op.cap) {
+		for range min(op.delta, op.room) {
 			u = append(u, op.last)
 		}
-		m.units[key] = u[max(0, len(u)-op.cap):]
+		m.units[key] = u
 		return
 	}
 	out := u[:0:0]

@@ -135,9 +135,7 @@ func (l *limiter[E]) reserveLater(s *shard[E], slot uint32, t, te int64, n int, 
 	}
 	rec := s.rec(slot)
 	if !l.alg.reserve(s, rec, slot, at, n, 0) {
-		s.refused++
-		s.denied--
-		return Reserved{Delay: Never, Err: ErrTooManyKeys}
+		return Reserved{Delay: delay, Err: ErrNotHeld} // no room or memory to hold them
 	}
 	for k, extra := 1, l.tab.extrasOf(s, slot); k < l.rates.n; k++ {
 		l.alg.reserve(s, &extra[k-1], slot, at, n, k)

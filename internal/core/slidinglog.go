@@ -275,22 +275,18 @@ func (a *slidingLog) dropOldest(s *shard[logRec], r *logRec, slot uint32, d uint
 	}
 }
 
-// stampRoom drops the oldest stamps of the key in slot (record r) so that
-// n more fit its limit lim. Only the newest lim stamps can ever make a
-// decision deny: a request fits iff fewer than lim-n+1 stamps count, the
-// stamps expire oldest first, and every rate's window is at most the
-// longest; so dropping the others changes no decision. It keeps a ring of
-// at most lim stamps when a reservation or a charge adds units to a full
-// one.
-func (a *slidingLog) stampRoom(s *shard[logRec], r *logRec, slot uint32, n, lim uint32) {
-	if r.count+n > lim {
-		a.dropOldest(s, r, slot, min(r.count, r.count+n-lim))
-	}
+// room returns how many of n more stamps the key's ring (record r) may
+// take under limit lim: it holds at most twice the limit (a window's
+// units and a window's reservations, or an overdraft of a window's worth).
+// Stamps are never dropped to make room: a refund could then give back
+// units that the dropped ones still held.
+func (a *slidingLog) room(r *logRec, n, lim uint32) uint32 {
+	return min(n, 2*lim-min(2*lim, r.count))
 }
 
 // settle, for the ring's rate (k = 0, which settles every rate's shared
-// units too), stamps a charge at the key's latest instant (at most the
-// limit's worth: see stampRoom), or refunds up to |delta| stamps of at's
+// units too), stamps a charge at the key's latest instant (as far as the
+// ring has room: see room), or refunds up to |delta| stamps of at's
 // own stamp: a decision at at or later stamped its units there or later,
 // so these are the decision's own or older ones, never newer. A refund of
 // a decision whose instant was after at (a stale at) finds fewer, and
@@ -306,10 +302,8 @@ func (a *slidingLog) settle(s *shard[logRec], r *logRec, slot uint32, at int64, 
 	r.lim = r.lim&^limitMask | lim
 	var n uint32
 	if delta > 0 {
-		n = min(uint32(delta), lim)
-		a.stampRoom(s, r, slot, n, lim)
-		if !a.push(s, r, r.last, n, lim) {
-			return // no memory for the stamps
+		if n = a.room(r, uint32(delta), lim); n == 0 || !a.push(s, r, r.last, n, 2*lim) {
+			return // the ring is full, or no memory for the stamps
 		}
 	} else if n = a.unstamp(s, r, slot, a.stamp(at), uint32(-delta)); n == 0 {
 		return
@@ -375,16 +369,15 @@ func (a *slidingLog) unstamp(s *shard[logRec], r *logRec, slot uint32, e, n uint
 // ring's rate (the others count the ring): the stamps may be newer than
 // the key's latest instant, so a decision before t counts them (no
 // window holds more than the limit with them) and stamps its own units
-// no older (push). It reports false if the shard has no memory for the
-// stamps. t is at most W+unit after the key's latest instant
+// no older (push). It reports false, stamping nothing, if the ring has no
+// room for them (see room) or the shard no memory. t is at most W+unit after the key's latest instant
 // (limiter.reserve's horizon), so every stamp's age stays inside int32.
 func (a *slidingLog) reserve(s *shard[logRec], r *logRec, slot uint32, t int64, n int, k int) bool {
 	if k > 0 {
 		return true
 	}
 	lim := r.lim & limitMask
-	a.stampRoom(s, r, slot, uint32(n), lim)
-	return a.push(s, r, t, uint32(n), lim)
+	return a.room(r, uint32(n), lim) == uint32(n) && a.push(s, r, t, uint32(n), 2*lim)
 }
 
 // logView is rate k of a key as a decision's numbers read it, after the
