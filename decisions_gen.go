@@ -115,10 +115,16 @@ func (l *fixedLimiter) ReserveN(key string, now time.Time, n int) Reservation {
 }
 
 func (l *fixedLimiter) WaitN(ctx context.Context, key string, n int) error {
+	if ctx.Err() == nil && l.c.WaitStored(key, n) {
+		return nil
+	}
 	return waitN(ctx, l, &l.c, key, n)
 }
 
 func (l *fixedLimiter) Wait(ctx context.Context, key string) error {
+	if ctx.Err() == nil && l.c.WaitStored(key, 1) {
+		return nil
+	}
 	return waitN(ctx, l, &l.c, key, 1)
 }
 
@@ -226,10 +232,18 @@ func (l *logLimiter) ReserveN(key string, now time.Time, n int) Reservation {
 }
 
 func (l *logLimiter) WaitN(ctx context.Context, key string, n int) error {
+	if ctx.Err() == nil && l.c.WaitStored(key, n) {
+		return nil
+	}
 	return waitN(ctx, l, &l.c, key, n)
 }
 
-func (l *logLimiter) Wait(ctx context.Context, key string) error { return waitN(ctx, l, &l.c, key, 1) }
+func (l *logLimiter) Wait(ctx context.Context, key string) error {
+	if ctx.Err() == nil && l.c.WaitStored(key, 1) {
+		return nil
+	}
+	return waitN(ctx, l, &l.c, key, 1)
+}
 
 // counterLimiter is core.CounterLimiter with this package's Result, Stats
 // and Config. It holds the core limiter in a field, not embedded, so a
@@ -339,10 +353,16 @@ func (l *counterLimiter) ReserveN(key string, now time.Time, n int) Reservation 
 }
 
 func (l *counterLimiter) WaitN(ctx context.Context, key string, n int) error {
+	if ctx.Err() == nil && l.c.WaitStored(key, n) {
+		return nil
+	}
 	return waitN(ctx, l, &l.c, key, n)
 }
 
 func (l *counterLimiter) Wait(ctx context.Context, key string) error {
+	if ctx.Err() == nil && l.c.WaitStored(key, 1) {
+		return nil
+	}
 	return waitN(ctx, l, &l.c, key, 1)
 }
 
@@ -452,7 +472,15 @@ func (l *gcraLimiter) ReserveN(key string, now time.Time, n int) Reservation {
 }
 
 func (l *gcraLimiter) WaitN(ctx context.Context, key string, n int) error {
+	if ctx.Err() == nil && l.c.WaitStored(key, n) {
+		return nil
+	}
 	return waitN(ctx, l, &l.c, key, n)
 }
 
-func (l *gcraLimiter) Wait(ctx context.Context, key string) error { return waitN(ctx, l, &l.c, key, 1) }
+func (l *gcraLimiter) Wait(ctx context.Context, key string) error {
+	if ctx.Err() == nil && l.c.WaitStored(key, 1) {
+		return nil
+	}
+	return waitN(ctx, l, &l.c, key, 1)
+}

@@ -74,7 +74,7 @@ func (l *limiter[E]) reserve(key string, h uint64, t int64, n int, maxWait time.
 	}
 	s := l.tab.shardFor(h)
 	s.mu.Lock()
-	slot, ok := find(s, h, key)
+	slot, ok := findHome(s, h, key)
 	if !ok {
 		first := max(t, s.floor)
 		var err error

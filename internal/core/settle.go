@@ -51,7 +51,7 @@ func (l *limiter[E]) settle(key string, h uint64, t int64, delta int) error {
 	}
 	s := l.tab.shardFor(h)
 	s.mu.Lock()
-	slot, ok := find(s, h, key)
+	slot, ok := findHome(s, h, key)
 	if !ok {
 		if delta < 0 {
 			s.mu.Unlock()
@@ -125,4 +125,36 @@ func (p *peerLayer) takeBackAt(side []uint32, k int, t int64, n uint32) {
 	}
 	d := &y.deltas(side)[y.idx(id)]
 	*d -= min(*d, n)
+}
+
+// findHome is find, checking the key's home position first, where most
+// keys sit (decideStored's lookup). Requires s.mu held.
+func findHome[E any](s *shard[E], h uint64, key string) (uint32, bool) {
+	slot := s.home(h)
+	if r := &s.recs[slot]; len(key) <= inlineKey && int(r.klen) == len(key) &&
+		r.tag == tagOf(h) && string(r.key[:len(key)]) == key {
+		return slot, true
+	}
+	return find(s, h, key)
+}
+
+// WaitStored decides n > 0 units of key at the limiter's Clock, if key is
+// stored, and reports whether they were admitted: WaitN's fast path, a
+// decision without a Result. A denial is not counted in Stats (WaitN's
+// reservation decides again, and counts that).
+func (l *limiter[E]) WaitStored(key string, n int) bool {
+	h, t := l.tab.hash(key), l.now()
+	v, ok := decideStored(l, key, h, t, n, consume)
+	switch {
+	case !ok:
+		return false
+	case v.allowed():
+		return true
+	case v.word&verdictFull == 0:
+		s := l.tab.shardFor(h)
+		s.mu.Lock()
+		s.denied--
+		s.mu.Unlock()
+	}
+	return false
 }
