@@ -405,10 +405,15 @@ type Limiter interface {
 	// (less the units the bucket may have drained since at): as far as the
 	// decisions made since allow, never units newer than the decision's
 	// own, so a refund never frees room that a window does not have; a
-	// unit whose window or bucket has passed is not given back. A
-	// SlidingLog charge stamps at most the limit's worth (more denies no
-	// more). A refund for a key not stored does nothing; a charge stores
-	// it. It returns an error wrapping ErrInvalidKey, ErrInvalidCost
+	// unit whose window or bucket has passed is not given back. GCRA also
+	// keeps the places of decisions queued after the settled one
+	// (x/time/rate's restoreTokens). A SlidingLog key holds at most twice
+	// its limit of stamps in its window: a charge beyond that is not
+	// recorded (the key already denies everything until stamps expire,
+	// but a later refund can then give back units the excess would have
+	// held). A rate whose limit is 0 (a ban) is not settled by GCRA and
+	// SlidingLog. A refund for a key not stored does nothing; a charge
+	// stores it. It returns an error wrapping ErrInvalidKey, ErrInvalidCost
 	// (|delta| above MaxLimit), ErrInvalidTime, ErrTooManyKeys (a charge
 	// for a new key in a full table) or ErrClosed. It allocates nothing
 	// but its errors and costs at most AllowN (BenchmarkSettle).
@@ -422,12 +427,17 @@ type Limiter interface {
 	// than its limit with them, and a key's reservations are served in
 	// the order made (FixedWindow and SlidingCounter deny every request
 	// before a reservation's window or bucket, whose count they gave up
-	// for it; GCRA queues every later request behind it; SlidingLog admits
-	// a later request that fits beside the reserved units). Not OK: a
-	// cost above the limit or a limit of 0 (Err wraps ErrExceedsLimit),
-	// units free only more than the longest window after the key's latest
-	// instant (ErrNotHeld), or the errors of AllowN. n = 0 is OK at once.
-	// The model is x/time/rate's Reservation.
+	// for it; GCRA queues every later request behind it; SlidingLog counts
+	// the reserved stamps, and admits a later request that fits beside
+	// them). Not OK: a cost above the limit or a limit of 0 (Err wraps
+	// ErrExceedsLimit; Delay Never), for SlidingLog units free only more
+	// than its longest window after the key's latest instant, or beyond
+	// twice its limit of stamps (ErrNotHeld; Delay says when to try
+	// again), or the errors of AllowN. n = 0 is OK at once. The model is
+	// x/time/rate's Reservation (ReservationPortXTimeRate tests its cases
+	// on GCRA); unlike it, a now behind the key's latest instant is decided
+	// at the latest (see Result). ReserveN allocates nothing
+	// (BenchmarkReserveN: about three times AllowN's cost).
 	ReserveN(key string, now time.Time, n int) Reservation
 	// WaitN blocks until n units of key are admitted at the limiter's
 	// Clock, and returns nil; or returns at once an error wrapping
@@ -439,8 +449,12 @@ type Limiter interface {
 	// Clock (SleepUntil: a ManualClock's waiters wake when it is
 	// advanced), so waiters on one key are admitted in the order they
 	// called, a large cost is never overtaken by small ones, and no
-	// goroutine exists per waiter but its caller. A key that admits at
-	// once costs a clock read more than AllowN (BenchmarkWait).
+	// goroutine exists per waiter but its caller (a SlidingLog waiter may
+	// be overtaken by a later request that fits beside it; a waiter beyond
+	// the SlidingLog's horizon sleeps until its units should be free and
+	// reserves again). The context's deadline is compared with the Clock's
+	// readings. A key that admits at once costs what AllowNow does: one
+	// clock read and a decision without a Result (BenchmarkWait).
 	WaitN(ctx context.Context, key string, n int) error
 	// Wait is WaitN(ctx, key, 1).
 	Wait(ctx context.Context, key string) error

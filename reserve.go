@@ -16,10 +16,10 @@ var (
 	// key's limit, or a limit of 0 (RetryAfter Never).
 	ErrExceedsLimit = core.ErrExceedsLimit
 	// ErrNotHeld reports a reservation the limiter did not hold for the
-	// caller: the units are free only later than it holds units for (one
-	// window of the key's longest rate after its latest instant), or the
-	// limiter holds none for later at all (package sync's). The
-	// Reservation's Delay says when to try again.
+	// caller: a SlidingLog holds units only up to its longest window
+	// after the key's latest instant and twice its limit of stamps, and
+	// package sync's limiters hold none for later. The Reservation's
+	// Delay says when to try again.
 	ErrNotHeld = core.ErrNotHeld
 	// ErrWouldExceedDeadline reports a wait longer than the context's
 	// deadline allows: WaitN returns it at once, holding nothing.

@@ -59,10 +59,11 @@ func (l *limiter[E]) Clock() Clock { return l.clock }
 // for the sliding log, which admits a later request at once when it fits
 // beside the units held.
 //
-// T is at most the horizon after the key's latest instant (the longest
-// window plus the sliding log's stamp resolution), so stamps in the
-// future stay inside the ring's range: a later T is not held (ErrNotHeld,
-// Delay the wait). T after t+maxWait is not held either
+// For the sliding log, T is at most the horizon after the key's latest
+// instant (the longest window plus the stamp resolution), so stamps in
+// the future keep ages that fit in 32 bits, and its ring holds at most
+// twice the limit: a later T, or no room, is not held (ErrNotHeld, Delay
+// the wait). The other algorithms' horizon is ten years. T after t+maxWait is not held either
 // (ErrWouldExceedDeadline). A shared key (package sync) holds nothing for
 // later: ErrNotHeld with Delay RetryAfter. Nothing is consumed unless OK.
 func (l *limiter[E]) reserve(key string, h uint64, t int64, n int, maxWait time.Duration) Reserved {
