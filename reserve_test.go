@@ -507,3 +507,57 @@ func TestReserveRace(t *testing.T) {
 		})
 	}
 }
+
+// TestReserveKeepsTheKey: a key holding a reservation is never idle, so a
+// sweep keeps it (evicting it would forget the units held, and those its
+// reservation gave up), before and after a cancel; long after, its state
+// is a fresh key's again and a sweep evicts it, and a decision then
+// admits the limit.
+func TestReserveKeepsTheKey(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			l := newReserveLimiter(t, Config{Algorithm: alg, Limit: 2, Window: time.Second})
+			l.AllowN("k", ms(0), 2)
+			r := l.ReserveN("k", ms(0), 2)
+			if !r.OK() || r.Delay() <= 0 {
+				t.Fatalf("reservation: ok %v delay %v err %v", r.OK(), r.Delay(), r.Err())
+			}
+			if n := l.Sweep(ms(500)); n != 0 || l.Len() != 1 {
+				t.Fatalf("a sweep before the reservation's time evicted %d keys", n)
+			}
+			r.CancelAt(ms(600))
+			if n := l.Sweep(ms(600)); n != 0 && (alg == FixedWindow || alg == SlidingCounter) {
+				t.Fatalf("a sweep after the cancel evicted %d keys", n)
+			}
+			if r := l.AllowN("k", ms(700), 1); r.Allowed && alg != GCRA { // GCRA's bucket refills
+				t.Fatalf("admitted in a full window after the cancel: %+v", r)
+			}
+			if n := l.Sweep(ms(10_000)); n != 1 || l.Len() != 0 {
+				t.Fatalf("a sweep long after evicted %d keys, %d left", n, l.Len())
+			}
+			if r := l.AllowN("k", ms(10_000), 2); !r.Allowed {
+				t.Fatalf("a fresh key denied: %+v", r)
+			}
+		})
+	}
+}
+
+// TestReserveLongGap: reservations' stamps ahead of the key's latest
+// instant expire like any other when the key comes back long after, and
+// a decision in between counts them.
+func TestReserveLongGap(t *testing.T) {
+	l := newReserveLimiter(t, Config{Algorithm: SlidingLog, Limit: 2, Window: time.Second})
+	l.AllowN("k", ms(0), 2)
+	if r := l.ReserveN("k", ms(0), 2); !r.OK() || r.Delay() != time.Second {
+		t.Fatalf("reservation: ok %v delay %v err %v", r.OK(), r.Delay(), r.Err())
+	}
+	if r := l.AllowN("k", ms(1500), 1); r.Allowed {
+		t.Fatalf("the reserved stamps did not count: %+v", r)
+	}
+	if r := l.AllowN("k", ms(2000), 2); !r.Allowed {
+		t.Fatalf("the reserved stamps did not expire: %+v", r)
+	}
+	if r := l.AllowN("k", ms(1_000_000_000), 2); !r.Allowed {
+		t.Fatalf("after a long gap: %+v", r)
+	}
+}
