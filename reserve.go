@@ -33,8 +33,11 @@ var (
 // returned by value (it allocates nothing). Its zero value is not OK.
 //
 // A reservation holds its limiter, key, cost and instants, so it can be
-// cancelled. It is safe for concurrent use (it never changes); cancel it
-// at most once.
+// cancelled. It is safe for concurrent use (it never changes). Cancel it
+// at most once, and do not also settle its units: a value cannot remember
+// that it was cancelled, and a second cancel gives back units again, which
+// by then are other decisions' (TestReserveRandomNeverOverAdmits found
+// this).
 type Reservation struct {
 	lim   Limiter
 	clock Clock

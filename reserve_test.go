@@ -3,6 +3,7 @@ package shardlimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -560,4 +561,81 @@ func TestReserveLongGap(t *testing.T) {
 	if r := l.AllowN("k", ms(1_000_000_000), 2); !r.Allowed {
 		t.Fatalf("after a long gap: %+v", r)
 	}
+}
+
+// TestReserveRandomNeverOverAdmits runs random reservations, cancels,
+// refunds and decisions with instants that sometimes run behind, on the
+// fixed window and the sliding log, and checks that the units held by
+// reservations not cancelled never put more than the limit in a window
+// (the fixed window's) or in any interval of one window's length (the
+// log's).
+func TestReserveRandomNeverOverAdmits(t *testing.T) {
+	for _, alg := range []Algorithm{FixedWindow, SlidingLog} {
+		for seed := range uint64(20) {
+			t.Run(fmt.Sprintf("%v/%d", alg, seed), func(t *testing.T) { randomReserves(t, alg, seed) })
+		}
+	}
+}
+
+// randomReserves is one run of TestReserveRandomNeverOverAdmits.
+func randomReserves(t *testing.T, alg Algorithm, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 22))
+	const lim, w = 3, time.Second
+	l := newReserveLimiter(t, Config{Algorithm: alg, Limit: lim, Window: w})
+	type held struct {
+		r    Reservation
+		live bool
+	}
+	var hs []held
+	var dbg []string
+	defer func() {
+		if t.Failed() {
+			for _, d := range dbg {
+				t.Log(d)
+			}
+		}
+	}()
+	clock := 0
+	for range 400 {
+		clock += rng.IntN(120)
+		now := ms(clock - rng.IntN(4)/3*rng.IntN(500)) // one in four behind
+		switch op := rng.IntN(10); {
+		case op < 6:
+			r := l.ReserveN("k", now, 1+rng.IntN(lim))
+			if r.OK() {
+				hs = append(hs, held{r, true})
+			}
+			if r.OK() {
+				dbg = append(dbg, fmt.Sprintf("reserve #%d now=%v n=%d at=%v", len(hs)-1, now.Sub(rt0), r.n, r.at.Sub(rt0)))
+			}
+		case op < 8 && len(hs) > 0:
+			i := rng.IntN(len(hs))
+			if !hs[i].live {
+				break // at most once: see Reservation
+			}
+			hs[i].r.CancelAt(now)
+			hs[i].live = false
+			dbg = append(dbg, fmt.Sprintf("cancel %d now=%v", i, now.Sub(rt0)))
+		case op < 9 && len(hs) > 0:
+			// A refund of a held reservation's units (its own decision).
+			i := rng.IntN(len(hs))
+			if hs[i].live {
+				_ = l.Settle("k", hs[i].r.at, -hs[i].r.n)
+				hs[i].live = false
+				dbg = append(dbg, fmt.Sprintf("refund %d at=%v", i, hs[i].r.at.Sub(rt0)))
+			}
+		default:
+			l.Peek("k", now, 1)
+		}
+	}
+	var acts []time.Time
+	for _, h := range hs {
+		if h.live {
+			for range h.r.n {
+				acts = append(acts, h.r.at)
+			}
+		}
+	}
+	slices.SortFunc(acts, func(a, b time.Time) int { return a.Compare(b) })
+	checkWindows(t, alg, acts, lim, w)
 }
