@@ -1,6 +1,7 @@
 package shardlimit
 
 import (
+	"context"
 	"time"
 
 	"github.com/shardlimit/shardlimit/internal/core"
@@ -68,3 +69,15 @@ func (c *ManualClock) Set(t time.Time) { c.c.Set(t) }
 // Advance moves the clock by d (negative d steps it back) and returns the
 // new reading.
 func (c *ManualClock) Advance(d time.Duration) time.Time { return c.c.Advance(d) }
+
+// SleepUntil blocks until the clock is set (Set, Advance) to t or later,
+// or ctx is done (it returns ctx.Err() then). WaitN sleeps on it, so a
+// test drives waiters by advancing the clock.
+func (c *ManualClock) SleepUntil(ctx context.Context, t time.Time) error {
+	return c.c.SleepUntil(ctx, t)
+}
+
+// Sleepers returns how many goroutines sleep on the clock (SleepUntil,
+// WaitN): a test waits for the count it expects before it advances the
+// clock.
+func (c *ManualClock) Sleepers() int { return c.c.Sleepers() }

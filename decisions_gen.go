@@ -3,6 +3,7 @@
 package shardlimit
 
 import (
+	"context"
 	"time"
 
 	"github.com/shardlimit/shardlimit/internal/core"
@@ -105,6 +106,28 @@ func (l *fixedLimiter) Config() Config { return fromCore(l.c.Config()) }
 
 func (l *fixedLimiter) Close() error { return l.c.Close() }
 
+func (l *fixedLimiter) Settle(key string, at time.Time, delta int) error {
+	return l.c.Settle(key, at, delta)
+}
+
+func (l *fixedLimiter) ReserveN(key string, now time.Time, n int) Reservation {
+	return reserveN(l, &l.c, key, now, n)
+}
+
+func (l *fixedLimiter) WaitN(ctx context.Context, key string, n int) error {
+	if ctx.Err() == nil && l.c.WaitStored(key, n) {
+		return nil
+	}
+	return waitN(ctx, l, &l.c, key, n)
+}
+
+func (l *fixedLimiter) Wait(ctx context.Context, key string) error {
+	if ctx.Err() == nil && l.c.WaitStored(key, 1) {
+		return nil
+	}
+	return waitN(ctx, l, &l.c, key, 1)
+}
+
 // logLimiter is core.LogLimiter with this package's Result, Stats
 // and Config. It holds the core limiter in a field, not embedded, so a
 // type assertion on a Limiter reaches the Limiter's methods only.
@@ -199,6 +222,28 @@ func (l *logLimiter) Sweep(now time.Time) int { return l.c.Sweep(now) }
 func (l *logLimiter) Config() Config { return fromCore(l.c.Config()) }
 
 func (l *logLimiter) Close() error { return l.c.Close() }
+
+func (l *logLimiter) Settle(key string, at time.Time, delta int) error {
+	return l.c.Settle(key, at, delta)
+}
+
+func (l *logLimiter) ReserveN(key string, now time.Time, n int) Reservation {
+	return reserveN(l, &l.c, key, now, n)
+}
+
+func (l *logLimiter) WaitN(ctx context.Context, key string, n int) error {
+	if ctx.Err() == nil && l.c.WaitStored(key, n) {
+		return nil
+	}
+	return waitN(ctx, l, &l.c, key, n)
+}
+
+func (l *logLimiter) Wait(ctx context.Context, key string) error {
+	if ctx.Err() == nil && l.c.WaitStored(key, 1) {
+		return nil
+	}
+	return waitN(ctx, l, &l.c, key, 1)
+}
 
 // counterLimiter is core.CounterLimiter with this package's Result, Stats
 // and Config. It holds the core limiter in a field, not embedded, so a
@@ -299,6 +344,28 @@ func (l *counterLimiter) Config() Config { return fromCore(l.c.Config()) }
 
 func (l *counterLimiter) Close() error { return l.c.Close() }
 
+func (l *counterLimiter) Settle(key string, at time.Time, delta int) error {
+	return l.c.Settle(key, at, delta)
+}
+
+func (l *counterLimiter) ReserveN(key string, now time.Time, n int) Reservation {
+	return reserveN(l, &l.c, key, now, n)
+}
+
+func (l *counterLimiter) WaitN(ctx context.Context, key string, n int) error {
+	if ctx.Err() == nil && l.c.WaitStored(key, n) {
+		return nil
+	}
+	return waitN(ctx, l, &l.c, key, n)
+}
+
+func (l *counterLimiter) Wait(ctx context.Context, key string) error {
+	if ctx.Err() == nil && l.c.WaitStored(key, 1) {
+		return nil
+	}
+	return waitN(ctx, l, &l.c, key, 1)
+}
+
 // gcraLimiter is core.GCRALimiter with this package's Result, Stats
 // and Config. It holds the core limiter in a field, not embedded, so a
 // type assertion on a Limiter reaches the Limiter's methods only.
@@ -395,3 +462,25 @@ func (l *gcraLimiter) Sweep(now time.Time) int { return l.c.Sweep(now) }
 func (l *gcraLimiter) Config() Config { return fromCore(l.c.Config()) }
 
 func (l *gcraLimiter) Close() error { return l.c.Close() }
+
+func (l *gcraLimiter) Settle(key string, at time.Time, delta int) error {
+	return l.c.Settle(key, at, delta)
+}
+
+func (l *gcraLimiter) ReserveN(key string, now time.Time, n int) Reservation {
+	return reserveN(l, &l.c, key, now, n)
+}
+
+func (l *gcraLimiter) WaitN(ctx context.Context, key string, n int) error {
+	if ctx.Err() == nil && l.c.WaitStored(key, n) {
+		return nil
+	}
+	return waitN(ctx, l, &l.c, key, n)
+}
+
+func (l *gcraLimiter) Wait(ctx context.Context, key string) error {
+	if ctx.Err() == nil && l.c.WaitStored(key, 1) {
+		return nil
+	}
+	return waitN(ctx, l, &l.c, key, 1)
+}

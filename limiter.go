@@ -1,6 +1,7 @@
 package shardlimit
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -392,6 +393,75 @@ type Limiter interface {
 	Sweep(now time.Time) int
 	// Config returns the configuration in effect, defaults filled in.
 	Config() Config
+	// Settle settles a decision made for key at at (the now it was
+	// decided with) to its final cost, in every rate of the key: delta > 0
+	// charges delta more units, an overdraft taken even beyond the limit
+	// (never refused) that the next decisions count; delta < 0 gives -delta
+	// units back, never below zero. Use it to count a cost known only
+	// after the response (tokens of an answer, bytes sent), or to count
+	// only failed or only successful responses (charge 1 after, or refund
+	// the 1 taken before). A charge counts at the key's latest instant,
+	// which is never before the decision's. A refund gives back units of
+	// the decision's own window (FixedWindow, while it is the current
+	// one), bucket (SlidingCounter), stamp (SlidingLog: the stamps of at;
+	// with at before the key's latest instant then, the decision's stamps
+	// are later and fewer are found) or GCRA's theoretical arrival time
+	// (less the units the bucket may have drained since at): as far as the
+	// decisions made since allow, never units newer than the decision's
+	// own, so a refund never frees room that a window does not have; a
+	// unit whose window or bucket has passed is not given back. GCRA also
+	// keeps the places of decisions queued after the settled one
+	// (x/time/rate's restoreTokens). A SlidingLog key holds at most twice
+	// its limit of stamps in its window: a charge beyond that is not
+	// recorded (the key already denies everything until stamps expire,
+	// but a later refund can then give back units the excess would have
+	// held). A rate whose limit is 0 (a ban) is not settled by GCRA and
+	// SlidingLog. A refund for a key not stored does nothing; a charge
+	// stores it. It returns an error wrapping ErrInvalidKey, ErrInvalidCost
+	// (|delta| above MaxLimit), ErrInvalidTime, ErrTooManyKeys (a charge
+	// for a new key in a full table) or ErrClosed. It allocates nothing
+	// but its errors and costs at most AllowN (BenchmarkSettle).
+	Settle(key string, at time.Time, delta int) error
+	// ReserveN reserves n units of key at now and returns the
+	// Reservation by value (no allocation): the units are consumed at
+	// once if the key admits them (Delay 0), else at the first instant at
+	// which every rate admits them, which Delay measures from now; a
+	// Reservation holds them until then, and CancelAt gives them back.
+	// Every decision counts reserved units: no window ever holds more
+	// than its limit with them, and a key's reservations are served in
+	// the order made (FixedWindow and SlidingCounter deny every request
+	// before a reservation's window or bucket, whose count they gave up
+	// for it; GCRA queues every later request behind it; SlidingLog counts
+	// the reserved stamps, and admits a later request that fits beside
+	// them). Not OK: a cost above the limit or a limit of 0 (Err wraps
+	// ErrExceedsLimit; Delay Never), for SlidingLog units free only more
+	// than its longest window after the key's latest instant, or beyond
+	// twice its limit of stamps (ErrNotHeld; Delay says when to try
+	// again), or the errors of AllowN. n = 0 is OK at once. The model is
+	// x/time/rate's Reservation (ReservationPortXTimeRate tests its cases
+	// on GCRA); unlike it, a now behind the key's latest instant is decided
+	// at the latest (see Result). ReserveN allocates nothing
+	// (BenchmarkReserveN: about three times AllowN's cost).
+	ReserveN(key string, now time.Time, n int) Reservation
+	// WaitN blocks until n units of key are admitted at the limiter's
+	// Clock, and returns nil; or returns at once an error wrapping
+	// ErrExceedsLimit when no wait can admit them (cost above the limit,
+	// limit 0), ErrWouldExceedDeadline when they would be free after
+	// ctx's deadline, or AllowN's errors; or, when ctx is done while it
+	// waits, an error wrapping ctx.Err() (the units are given back, as
+	// CancelAt does). It reserves the units (ReserveN) and sleeps on the
+	// Clock (SleepUntil: a ManualClock's waiters wake when it is
+	// advanced), so waiters on one key are admitted in the order they
+	// called, a large cost is never overtaken by small ones, and no
+	// goroutine exists per waiter but its caller (a SlidingLog waiter may
+	// be overtaken by a later request that fits beside it; a waiter beyond
+	// the SlidingLog's horizon sleeps until its units should be free and
+	// reserves again). The context's deadline is compared with the Clock's
+	// readings. A key that admits at once costs what AllowNow does: one
+	// clock read and a decision without a Result (BenchmarkWait).
+	WaitN(ctx context.Context, key string, n int) error
+	// Wait is WaitN(ctx, key, 1).
+	Wait(ctx context.Context, key string) error
 	// Close takes the limiter off the janitor's schedule, waiting for a
 	// sweep of its table in progress (not for another limiter's), and
 	// stops the janitor's goroutine if no other limiter needs it. It is

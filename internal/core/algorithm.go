@@ -36,6 +36,19 @@ type algorithm[E any] interface {
 	// decision of several rates refunds the rates that kept a cost when
 	// a later one denies it.
 	refund(s *shard[E], rec *E, slot uint32, n int, k int)
+	// settle charges (delta > 0) or refunds (delta < 0) |delta| <=
+	// MaxLimit units of rate k of the key in slot (rate k's record r) for
+	// a decision made at at (see limiter.settle for the rules): a charge
+	// at the key's latest instant, never refused; a refund from the
+	// window, bucket or stamps of at, never below zero and never of units
+	// newer than the decision's own.
+	settle(s *shard[E], r *E, slot uint32, at int64, delta int, k int)
+	// reserve consumes n > 0 units of rate k of the key in slot (rate k's
+	// record r) at instant t, which is not before the key's latest and
+	// at which every rate admits them, without moving the key's latest
+	// instant (see limiter.reserve), and reports false, consuming
+	// nothing, if the shard has no memory for them. The key is not shared.
+	reserve(s *shard[E], r *E, slot uint32, t int64, n int, k int) bool
 	// idle reports whether the state of the key in slot (record rec) at
 	// t, which is not before the key's latest instant (table.idleAt checks
 	// that), equals a fresh key's. A key with a limit of its own is never

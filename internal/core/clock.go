@@ -1,6 +1,8 @@
 package core
 
 import (
+	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -69,8 +71,9 @@ var defaultClock = &systemClock{tl: newTimeline()}
 // instants back (keys then stand still until it catches up). Safe for
 // concurrent use.
 type ManualClock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu       sync.Mutex
+	now      time.Time
+	sleepers []*manualSleeper // SleepUntil's, woken by Set and Advance
 }
 
 // NewManualClock returns a ManualClock reading t (its monotonic clock
@@ -94,6 +97,7 @@ func (c *ManualClock) Now() time.Time {
 func (c *ManualClock) Set(t time.Time) {
 	c.mu.Lock()
 	c.now = t.Round(0)
+	c.wakeLocked()
 	c.mu.Unlock()
 }
 
@@ -106,6 +110,7 @@ func (c *ManualClock) Advance(d time.Duration) time.Time {
 		c.now = time.Unix(0, 0)
 	}
 	c.now = c.now.Add(d)
+	c.wakeLocked()
 	return c.now
 }
 
@@ -166,4 +171,84 @@ func unixNanos(t time.Time) int64 {
 		return ns
 	}
 	return invalidInstant
+}
+
+// SleepFor blocks for d of real time on a timer, or until ctx is done (it
+// returns ctx.Err() then). d <= 0 returns at once.
+func SleepFor(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// SleepUntil blocks until the clock reads t or later, or ctx is done.
+func (c *systemClock) SleepUntil(ctx context.Context, t time.Time) error {
+	return SleepFor(ctx, t.Sub(c.Now()))
+}
+
+// SleepUntil blocks until the clock is set to t or later, or ctx is done
+// (it returns ctx.Err() then): each Set and Advance wakes the sleepers
+// whose instant it reached.
+func (c *ManualClock) SleepUntil(ctx context.Context, t time.Time) error {
+	c.mu.Lock()
+	if !c.readLocked().Before(t) {
+		c.mu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{})
+	w := &manualSleeper{until: t, wake: ch}
+	c.sleepers = append(c.sleepers, w)
+	c.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		c.sleepers = slices.DeleteFunc(c.sleepers, func(s *manualSleeper) bool { return s == w })
+		c.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+// Sleepers returns how many goroutines sleep on the clock (SleepUntil):
+// tests wait for it to reach a count before they advance the clock.
+func (c *ManualClock) Sleepers() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.sleepers)
+}
+
+// manualSleeper is one SleepUntil on a ManualClock.
+type manualSleeper struct {
+	until time.Time
+	wake  chan struct{}
+}
+
+// wakeLocked wakes the sleepers whose instant the clock reached. Requires
+// c.mu held.
+func (c *ManualClock) wakeLocked() {
+	now := c.readLocked()
+	c.sleepers = slices.DeleteFunc(c.sleepers, func(s *manualSleeper) bool {
+		if now.Before(s.until) {
+			return false
+		}
+		close(s.wake)
+		return true
+	})
+}
+
+// readLocked returns the clock's reading. Requires c.mu held.
+func (c *ManualClock) readLocked() time.Time {
+	if c.now.IsZero() {
+		return time.Unix(0, 0)
+	}
+	return c.now
 }

@@ -19,6 +19,7 @@ type limiter[E any] struct {
 	clock   Clock
 	nano    nanoClock // the clock's allocation-free form, if it has one
 	tl      timeline  // where the instants of the N-forms are placed
+	horizon int64     // how far after a key's latest instant a reservation may lie, ns (see reserve)
 
 	defMu    sync.Mutex
 	defaults []int // the default limits in the order of cfg.rates(), under defMu
@@ -41,6 +42,10 @@ func (l *limiter[E]) init(cfg Config, rs *rateSet, alg algorithm[E], stride, ext
 	l.relimit, _ = alg.(relimiter[E])
 	l.nano, _ = cfg.Clock.(nanoClock)
 	l.tl = newTimeline()
+	l.horizon = maxDebt / 2 // GCRA's TAT, the windows and buckets: far
+	if _, ok := any(alg).(*slidingLog); ok {
+		l.horizon = rs.window[0] + logUnit(rs.window[0]) // stamps' ages in 32 bits
+	}
 	if c, ok := cfg.Clock.(*systemClock); ok {
 		// Share the clock's timeline, so Allow and AllowN(time.Now())
 		// place instants alike even if the wall clock stepped between.

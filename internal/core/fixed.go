@@ -58,8 +58,10 @@ func (a *fixedWindow) decide(s *shard[fixedRec], r *fixedRec, slot uint32, t int
 	te := max(t, key.last) // per key, time never goes back
 	r.last = te
 	w := a.window[k]
-	if te-r.start >= w {
+	if d := te - r.start; d >= w {
 		r.start, r.count = te-te%w, 0
+	} else if d < 0 {
+		return a.ahead(s, r, slot, t, n, mode)
 	}
 	lim := effectiveLimit(r.lim, s.defLimits[k])
 	if lim != 0 {
@@ -107,6 +109,65 @@ func (a *fixedWindow) refund(s *shard[fixedRec], r *fixedRec, slot uint32, n int
 	}
 }
 
+// ahead decides n units at t for rate k (record r) of a key whose window
+// is a reservation's, which starts after t: the windows before it count
+// as full (a reservation into a later window gives up the count of the
+// windows before it), so only a peek is admitted, with the numbers of the
+// same request at the reserved window's start.
+func (a *fixedWindow) ahead(s *shard[fixedRec], r *fixedRec, slot uint32, t int64, n int, mode decideMode) verdict {
+	if mode&full == 0 {
+		return verdict{word: b2u(n == 0)}
+	}
+	cp := *r
+	return deferred(a.decide(s, &cp, slot, r.start, n, mode&^consume), t, r.start, n)
+}
+
+// settle charges the window of the key's latest instant, or refunds the
+// window of at while it is the current one (a window that has ended
+// holds nothing a later decision could use).
+func (a *fixedWindow) settle(s *shard[fixedRec], r *fixedRec, slot uint32, at int64, delta int, k int) {
+	key := r // the key's record; r is that of its rate k
+	if k > 0 {
+		key = s.keyRec(slot)
+	}
+	w, last := a.window[k], key.last
+	var side []uint32
+	p := s.peers
+	if p != nil {
+		side, _ = s.keyState(slot, 0)
+	}
+	if delta > 0 {
+		if last-r.start >= w {
+			r.start, r.count = last-last%w, 0
+		}
+		n := satAdd(&r.count, delta)
+		if p != nil {
+			p.move(side, k, r.start)
+			p.add(side, k, n)
+		}
+		return
+	}
+	if at-at%w != r.start || last-r.start >= w {
+		return
+	}
+	n := min(uint32(-delta), r.count)
+	r.count -= n
+	if p != nil {
+		p.takeBackAt(side, k, at, n)
+	}
+}
+
+// reserve moves rate k to t's window, if later than its own, and
+// consumes n units there: the windows before it then count as full (see
+// ahead).
+func (a *fixedWindow) reserve(_ *shard[fixedRec], r *fixedRec, _ uint32, t int64, n int, k int) bool {
+	if ws := t - t%a.window[k]; ws != r.start {
+		r.start, r.count = ws, 0
+	}
+	r.count += uint32(n)
+	return true
+}
+
 func (a *fixedWindow) idle(s *shard[fixedRec], r *fixedRec, slot uint32, t int64) bool {
 	if r.lim&ownLimit != 0 {
 		return false
@@ -121,7 +182,7 @@ func (a *fixedWindow) idle(s *shard[fixedRec], r *fixedRec, slot uint32, t int64
 		return false
 	}
 	for k, p := 0, r; ; p = &extra[k-1] {
-		if p.count != 0 && t-p.start < a.window[k] {
+		if p.count != 0 && t-p.start < a.window[k] || p.start > t {
 			return false
 		}
 		if k++; k == a.rates {

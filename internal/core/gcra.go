@@ -163,6 +163,95 @@ func (a *gcra) refund(s *shard[gcraRec], r *gcraRec, _ uint32, n int, k int) {
 	r.rem -= uint32(rr)
 }
 
+// settle moves the TAT by delta emission intervals, in the limit its
+// state is encoded for. A charge starts from the key's latest instant if
+// the bucket is full then and stops at maxDebt ahead of it. A refund
+// gives back what neither the time since at nor later decisions took
+// (x/time/rate's restoreTokens): a decision at at left the TAT at least
+// n intervals after at, and the bucket empties (a later decision then
+// starts from its own instant, and the decision's units are gone) only
+// once the key's latest instant reaches that TAT, so the intervals
+// elapsed from at to the key's latest instant are not given back; and it
+// left the TAT at most W after at, so the intervals beyond at+W are
+// later decisions' (their places in the queue stay theirs). A TAT in the
+// past holds nothing to take back.
+func (a *gcra) settle(s *shard[gcraRec], r *gcraRec, slot uint32, at int64, delta int, k int) {
+	key := r // the key's record; r is that of its rate k
+	if k > 0 {
+		key = s.keyRec(slot)
+	}
+	last, w := key.last, a.window[k]
+	eff := effectiveLimit(r.lim, s.defLimits[k])
+	if eff == 0 {
+		return // a ban denies everything: nothing to settle
+	}
+	lim := r.lim & limitMask
+	if lim == 0 { // no usage encoded yet
+		lim = eff
+		r.lim |= lim
+	}
+	if delta > 0 {
+		if r.refilled(last) {
+			r.tat, r.rem = last, 0
+		}
+		q, rr := a.intervals(s, k, delta, lim)
+		if r.tat-last+int64(q)+1 >= maxDebt {
+			r.tat, r.rem = last+maxDebt, 0
+			return
+		}
+		r.tat, r.rem = addTAT(r.tat, r.rem, q, rr, lim)
+		return
+	}
+	n := uint64(-delta)
+	if at < last {
+		if last-at >= w { // the whole bucket may have drained since
+			return
+		}
+		n -= min(n, mulDivCeil(uint64(last-at), uint64(lim), uint64(w)))
+	}
+	if d := r.tat - at - w; d >= 0 {
+		// The decision left the TAT at most W after at: what lies beyond
+		// was queued by later decisions, whose places stay theirs.
+		if uint64(d/w) >= n { // at least a unit per window: n or more
+			return
+		}
+		q, rr := mulDiv(uint64(d), uint64(lim), uint64(w)) // below n*lim
+		rr += uint64(r.rem)
+		q += rr / uint64(w)
+		if rr%uint64(w) != 0 {
+			q++
+		}
+		n -= min(n, q)
+	}
+	if n == 0 || r.refilled(last) {
+		return
+	}
+	q, rr := a.intervals(s, k, int(n), lim)
+	tat, rem := r.tat-int64(q), r.rem
+	if uint64(rem) < rr {
+		tat--
+		rem += lim
+	}
+	rem -= uint32(rr)
+	if tat < last || tat == last && rem == 0 {
+		tat, rem = last, 0
+	}
+	r.tat, r.rem = tat, rem
+}
+
+// reserve adds n emission intervals to the TAT: the units are the
+// caller's once t (their TAT less W) is reached, and every later decision
+// queues behind them.
+func (a *gcra) reserve(s *shard[gcraRec], r *gcraRec, _ uint32, t int64, n int, k int) bool {
+	lim := r.lim & limitMask // the decision at the key's latest instant encoded it
+	if r.refilled(t) {
+		r.tat, r.rem = t, 0
+	}
+	q, rr := a.intervals(s, k, n, lim)
+	r.tat, r.rem = addTAT(r.tat, r.rem, q, rr, lim)
+	return true
+}
+
 func (a *gcra) idle(s *shard[gcraRec], r *gcraRec, slot uint32, t int64) bool {
 	if r.lim&ownLimit != 0 {
 		return false

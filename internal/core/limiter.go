@@ -327,6 +327,8 @@ type Limiter interface {
 	AllowBytesN(key []byte, now time.Time, n int) Result
 	AllowBytesNow(key []byte, n int) Result
 	Peek(key string, now time.Time, n int) Result
+	Settle(key string, at time.Time, delta int) error
+	Reserve(key string, now time.Time, n int, maxWait time.Duration) Reserved
 	SetLimit(key string, limit int) error
 	SetLimits(key string, limits ...int) error
 	ClearLimit(key string) error

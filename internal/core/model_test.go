@@ -310,6 +310,56 @@ func (h *harness) refused(key string, sh int, got Result, boolOnly bool) bool {
 	return true
 }
 
+// settle settles a decision of key at at (the caller's instant, maybe
+// behind the key's latest) by delta, in the limiter and the models; the
+// next decisions compare them. A refund of a key not stored stores
+// nothing; a capped table's new keys are not charged (the insert could
+// evict).
+func (h *harness) settle(key string, at int64, delta int) {
+	h.t.Helper()
+	enc, stored := h.enc[key]
+	if !stored && delta > 0 && h.capped {
+		return
+	}
+	if err := h.l.Settle(key, time.Unix(0, at), delta); err != nil {
+		h.t.Fatalf("%v %v: Settle(%q, %d, %d): %v", h.alg, h.rates, key, at, delta, err)
+	}
+	sh, ok := keyShard(h.l, key)
+	if !stored {
+		if ok != (delta > 0) {
+			h.t.Fatalf("%v %v: Settle(%q, %d, %d) of a key not stored: stored %v", h.alg, h.rates, key, at, delta, ok)
+		}
+		if delta <= 0 {
+			return
+		}
+		h.last[key] = max(at, h.floor[sh])
+		enc = make([]int, len(h.m))
+		h.enc[key] = enc
+	}
+	lims := h.limitsOf(key)
+	longest := 0 // the log's ring: the longest window's
+	for k, r := range h.rates {
+		if r.Window > h.rates[longest].Window {
+			longest = k
+		}
+	}
+	room := 0
+	if lm, ok := h.m[longest].(*logModel); ok {
+		room = lm.room(key, h.last[key], lims[longest])
+	}
+	for k := range h.m {
+		e := enc[k]
+		switch {
+		case lims[k] == 0 && h.alg != FixedWindow && h.alg != SlidingCounter:
+			e = 0 // a ban: GCRA and the log settle nothing
+		case e == 0:
+			e = lims[k]
+			enc[k] = e
+		}
+		h.m[k].settle(key, settleOp{at: at, last: h.last[key], delta: delta, enc: e, room: room})
+	}
+}
+
 // setLimits gives key limits of its own, one per rate (SetLimit with one).
 func (h *harness) setLimits(key string, lims []int) {
 	var err error
@@ -406,7 +456,7 @@ func (h *harness) limitsFrom(b uint8) []int {
 }
 
 // step runs one random operation drawn from r: a decision, a peek, a
-// limit change or a sweep. One decision (or sweep) in four comes with an
+// limit change, a settle or a sweep. One decision (or sweep) in four comes with an
 // instant behind the clock, by up to two windows (gap's upper bits): a
 // request read early, a stalled caller, a clock stepped back.
 // The clock moves by fractions of the shortest window; a capped table's
@@ -438,6 +488,11 @@ func (h *harness) step(op, key, gap, n, lim uint8, clock *int64) {
 		}
 	case 2:
 		h.clearLimit(k)
+	case 14:
+		if lim%2 == 0 {
+			cost = -cost
+		}
+		h.settle(k, now, cost)
 	case 15:
 		h.sweep(now)
 	default:
@@ -563,6 +618,10 @@ func FuzzAlgorithmsMatchReferenceModels(f *testing.F) {
 	f.Add(uint8(9), uint8(0x53), []byte("\x03\x00\x00\x02\x00\x03\x00\x00\x05\x00\x01\x00\x00\x00\x17\x03\x00\x40\x01\x00\x04\x00\x08\x01\x00"))
 	f.Add(uint8(12), uint8(0x97), []byte("\x03\x01\x00\x03\x00\x03\x01\x01\x03\x00\x01\x01\x00\x00\x26\x03\x01\x10\x01\x00\x00\x01\x20\x02\x00"))
 	f.Add(uint8(17), uint8(0x64), []byte("\x03\x02\x00\x03\x00\x01\x00\x00\x00\x0c\x03\x02\x02\x01\x00\x03\x02\x30\x01\x00"))
+	// Settles: a charge past the limit, a refund of the decision's own
+	// units, one with a stale instant, one of a key not stored.
+	f.Add(uint8(1), uint8(3), []byte("\x03\x00\x00\x02\x00\x0e\x00\x00\x05\x01\x03\x00\x10\x01\x00\x0e\x00\x00\x02\x00\x1e\x00\x0c\x01\x00\x0e\x03\x00\x02\x00"))
+	f.Add(uint8(11), uint8(0x42), []byte("\x03\x01\x00\x03\x00\x0e\x01\x00\x02\x00\x0e\x01\x20\x04\x01\x03\x01\x10\x02\x00"))
 	// A capped table: two keys of four in one shard.
 	f.Add(uint8(0x80|3), uint8(4), []byte("\x03\x00\x00\x01\x00\x03\x01\x00\x01\x00\x03\x02\x10\x01\x00\x03\x03\x10\x01\x00\x03\x00\x40\x01\x00"))
 	f.Add(uint8(0xe0|10), uint8(0x35), []byte("\x03\x00\x00\x01\x00\x01\x01\x00\x00\x05\xc3\x02\x10\x01\x00\x43\x03\x10\x01\x00\x0f\x00\x3f\x00\x00\x03\x00\x00\x01\x00"))

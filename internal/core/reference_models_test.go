@@ -28,6 +28,122 @@ type model interface {
 	relimit(key string, last int64, old, lim int)
 	// forget drops key's state: the key was evicted.
 	forget(key string)
+	// settle settles a decision of key by op (see Limiter.Settle).
+	settle(key string, op settleOp)
+}
+
+// settleOp is one Settle of a key as each rate's model sees it.
+type settleOp struct {
+	at, last int64 // the decision's instant as the caller gave it; the key's latest
+	delta    int
+	enc      int // the limit the rate's state is encoded for (0: none)
+	room     int // the sliding log's: how many units a charge may add (see logModel.room)
+}
+
+func (m *fixedModel) settle(key string, op settleOp) {
+	id := op.last / m.w
+	if op.delta > 0 {
+		if m.win[key] != id {
+			m.win[key], m.count[key] = id, 0
+		}
+		m.count[key] += op.delta
+		return
+	}
+	if m.win[key] == id && op.at/m.w == id {
+		m.count[key] -= min(-op.delta, m.count[key])
+	}
+}
+
+// room returns how many units a charge of key at last may add under
+// limit lim of this model's window, the longest: its ring holds at most
+// twice the limit.
+func (m *logModel) room(key string, last int64, lim int) int {
+	live := 0
+	for _, s := range m.units[key] {
+		if s <= last && last < s+m.w {
+			live++
+		}
+	}
+	return max(0, 2*lim-live)
+}
+
+// settle: a charge adds op.room units at most at the key's latest
+// instant; a refund removes units of the caller's instant exactly.
+func (m *logModel) settle(key string, op settleOp) {
+	u := m.units[key]
+	if op.delta > 0 {
+		for range min(op.delta, op.room) {
+			u = append(u, op.last)
+		}
+		m.units[key] = u
+		return
+	}
+	out := u[:0:0]
+	left := -op.delta
+	for _, s := range u {
+		if s == op.at && left > 0 {
+			left--
+			continue
+		}
+		out = append(out, s)
+	}
+	m.units[key] = out
+}
+
+func (m *counterModel) settle(key string, op settleOp) {
+	b := m.buckets[key]
+	if b == nil {
+		b = map[int64]int{}
+		m.buckets[key] = b
+	}
+	j := op.last / m.g
+	if op.delta > 0 {
+		b[j] += op.delta
+		return
+	}
+	if ja := op.at / m.g; ja <= j && ja >= j-m.n {
+		b[ja] -= min(-op.delta, b[ja])
+	}
+}
+
+// settle: a charge moves the TAT by delta emission intervals from the
+// latest instant at least; a refund takes back the units less those the
+// bucket drained since the caller's instant and those queued beyond it
+// plus W, never below the latest.
+func (m *gcraModel) settle(key string, op settleOp) {
+	if op.enc == 0 {
+		return
+	}
+	last := new(big.Rat).SetInt64(op.last)
+	tat := m.tat[key]
+	if op.delta > 0 {
+		if tat == nil || tat.Cmp(last) < 0 {
+			tat = last
+		}
+		m.tat[key] = new(big.Rat).Add(tat, big.NewRat(int64(op.delta)*m.w, int64(op.enc)))
+		return
+	}
+	n := int64(-op.delta)
+	if op.at < op.last {
+		if op.last-op.at >= m.w {
+			return
+		}
+		n -= ceilRat(big.NewRat((op.last-op.at)*int64(op.enc), m.w))
+	}
+	if tat != nil {
+		ahead := new(big.Rat).Sub(tat, big.NewRat(op.at+m.w, 1))
+		if ahead.Sign() > 0 {
+			n -= ceilRat(ahead.Mul(ahead, big.NewRat(int64(op.enc), m.w)))
+		}
+	}
+	if n <= 0 || tat == nil || tat.Cmp(last) <= 0 {
+		return
+	}
+	nt := new(big.Rat).Sub(tat, big.NewRat(n*m.w, int64(op.enc)))
+	if nt.Cmp(last) < 0 {
+		nt = last
+	}
+	m.tat[key] = nt
 }
 
 // fixedModel: a count per key and window id floor(t/W).

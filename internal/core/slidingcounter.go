@@ -150,11 +150,13 @@ func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, slot uint32
 	kt := max(t, key.last) // per key, time never goes back
 	r.last = kt
 	p := s.peers // a shared key's other nodes' units, nil if not shared
-	if kt-r.head*g >= g {
+	if d := kt - r.head*g; d >= g {
 		a.advance(r, c, kt/g)
 		if p != nil {
 			p.move(side, k, kt)
 		}
+	} else if d < 0 {
+		return a.ahead(s, r, slot, t, n, mode)
 	}
 	lim := effectiveLimit(r.lim, s.defLimits[k])
 	if lim != 0 {
@@ -217,6 +219,78 @@ func (a *slidingCounter) refund(s *shard[counterRec], r *counterRec, slot uint32
 	if p := s.peers; p != nil {
 		p.takeBack(side, k, uint32(n))
 	}
+}
+
+// ahead decides n units at t for rate k (record r) of a key whose newest
+// bucket is a reservation's, which starts after t: the buckets were
+// moved to it, dropping units that still count before it, so only a peek
+// is admitted before it, with the numbers of the same request at its
+// start.
+func (a *slidingCounter) ahead(s *shard[counterRec], r *counterRec, slot uint32, t int64, n int, mode decideMode) verdict {
+	if mode&full == 0 {
+		return verdict{word: b2u(n == 0)}
+	}
+	cp, at := *r, r.head*a.bucket[mode.rate()]
+	return deferred(a.decide(s, &cp, slot, at, n, mode&^consume), t, at, n)
+}
+
+// settle charges the bucket of the key's latest instant, or refunds the
+// bucket of at while the key keeps it. The decision's own units are in
+// that bucket or a later one, which weighs at least as much in every
+// later estimate, so taking units from at's bucket never frees more room
+// than the decision's own would.
+func (a *slidingCounter) settle(s *shard[counterRec], r *counterRec, slot uint32, at int64, delta int, k int) {
+	key := r // the key's record; r is that of its rate k
+	if k > 0 {
+		key = s.keyRec(slot)
+	}
+	side := s.sideWords(slot, key.side)
+	m := int(a.buckets + 1)
+	c := side[k*m : (k+1)*m : (k+1)*m]
+	g, p := a.bucket[k], s.peers
+	if delta > 0 {
+		if key.last-r.head*g >= g {
+			a.advance(r, c, key.last/g)
+			if p != nil {
+				p.move(side, k, key.last)
+			}
+		}
+		n := satAdd(&r.sum, delta)
+		c[r.hidx] += n
+		if p != nil {
+			p.add(side, k, n)
+		}
+		return
+	}
+	j := at / g
+	if j > r.head || j < r.head-a.buckets {
+		return
+	}
+	i := a.idx(j)
+	n := min(uint32(-delta), c[i])
+	c[i] -= n
+	r.sum -= n
+	if p != nil {
+		p.takeBackAt(side, k, at, n)
+	}
+}
+
+// reserve moves rate k's buckets to t's, if later than its newest, and
+// consumes n units there (see ahead).
+func (a *slidingCounter) reserve(s *shard[counterRec], r *counterRec, slot uint32, t int64, n int, k int) bool {
+	key := r
+	if k > 0 {
+		key = s.keyRec(slot)
+	}
+	side := s.sideWords(slot, key.side)
+	m := int(a.buckets + 1)
+	c := side[k*m : (k+1)*m : (k+1)*m]
+	if j := t / a.bucket[k]; j > r.head {
+		a.advance(r, c, j)
+	}
+	c[r.hidx] += uint32(n)
+	r.sum += uint32(n)
+	return true
 }
 
 // counterView is rate k of a key as a decision's numbers read it, after
@@ -337,6 +411,9 @@ func (a *slidingCounter) idle(s *shard[counterRec], r *counterRec, slot uint32, 
 	side, extra := s.keyState(slot, r.side)
 	for k := range a.rates {
 		p, c := a.rate(r, side, extra, k)
+		if p.head > t/a.bucket[k] {
+			return false // a reservation's buckets: see ahead
+		}
 		if p.sum == 0 {
 			continue
 		}

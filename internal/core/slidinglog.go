@@ -109,16 +109,30 @@ func (a *slidingLog) expiredUpTo(t, w int64) int64 {
 // advance brings the key in slot, record r, to instant te, its latest,
 // dropping the timestamps that have expired in the longest window, and
 // moves the other rates' skips (in its extra records) past those expired
-// in theirs. Every stamp is below r.last+unit, so all have expired from
-// r.last+W+unit on: no scan then.
+// in theirs. Every stamp is below r.last+unit but a reservation's (see
+// reserve), so all have expired from r.last+W+unit on unless the newest
+// has not: no scan then.
 func (a *slidingLog) advance(s *shard[logRec], r *logRec, slot uint32, te int64) {
 	count := r.count
 	switch {
 	case r.count == 0:
-	case te-r.last >= a.window[0]+a.unit:
+	case te-r.last >= a.window[0]+a.unit && a.newestAt(s, r)+a.window[0] <= te:
 		r.head, r.count = 0, 0
 	default:
 		buf := s.rings.ring(r.ref, r.cap)
+		if te-r.last >= a.window[0]+a.unit {
+			// Only a reservation's stamps, after the latest instant's,
+			// still count: drop the others by their age from it, as their
+			// age from te may not fit in 32 bits.
+			lq := a.stamp(r.last)
+			for r.count > 0 && int32(buf[r.head]-lq) <= 0 {
+				r.head++
+				if r.head == r.cap {
+					r.head = 0
+				}
+				r.count--
+			}
+		}
 		tx := a.expiredUpTo(te, a.window[0])
 		for r.count > 0 && age(tx, buf[r.head]) >= 0 {
 			r.head++
@@ -233,6 +247,137 @@ func (a *slidingLog) refund(s *shard[logRec], r *logRec, slot uint32, n int, k i
 		side, _ := s.keyState(slot, key.side)
 		p.takeBack(side, k, uint32(n))
 	}
+}
+
+// newest returns the newest stamp of r's ring, which holds one.
+func (a *slidingLog) newest(s *shard[logRec], r *logRec) uint32 {
+	return s.rings.ring(r.ref, r.cap)[wrap(r.head+r.count-1, r.cap)]
+}
+
+// newestAt returns the instant of the newest stamp of r's ring, which
+// holds one, Unix ns: its age is taken from the key's latest instant's
+// stamp, within a window and the horizon of it (see reserve), so it fits
+// in 32 bits however long ago that instant was.
+func (a *slidingLog) newestAt(s *shard[logRec], r *logRec) int64 {
+	lq := (r.last + a.unit - 1) / a.unit
+	return (lq + int64(int32(a.newest(s, r)-uint32(lq)))) * a.unit
+}
+
+// dropOldest drops the d oldest stamps of the key in slot (record r),
+// moving the other rates' skips with them.
+func (a *slidingLog) dropOldest(s *shard[logRec], r *logRec, slot uint32, d uint32) {
+	r.head, r.count = wrap(r.head+d, r.cap), r.count-d
+	if a.rates > 1 {
+		_, extra := s.keyState(slot, r.side)
+		for k := range extra {
+			extra[k].head -= min(extra[k].head, d)
+		}
+	}
+}
+
+// room returns how many of n more stamps the key's ring (record r) may
+// take under limit lim: it holds at most twice the limit (a window's
+// units and a window's reservations, or an overdraft of a window's worth).
+// Stamps are never dropped to make room: a refund could then give back
+// units that the dropped ones still held.
+func (a *slidingLog) room(r *logRec, n, lim uint32) uint32 {
+	return min(n, 2*lim-min(2*lim, r.count))
+}
+
+// settle, for the ring's rate (k = 0, which settles every rate's shared
+// units too), stamps a charge at the key's latest instant (as far as the
+// ring has room: see room), or refunds up to |delta| stamps of at's
+// own stamp: a decision at at or later stamped its units there or later,
+// so these are the decision's own or older ones, never newer. A refund of
+// a decision whose instant was after at (a stale at) finds fewer, and
+// gives back less.
+func (a *slidingLog) settle(s *shard[logRec], r *logRec, slot uint32, at int64, delta int, k int) {
+	if k > 0 {
+		return
+	}
+	lim := effectiveLimit(r.lim, s.defLimits[0]) // the ring's capacity
+	if lim == 0 {
+		return // a ban denies everything: nothing to settle
+	}
+	r.lim = r.lim&^limitMask | lim
+	var n uint32
+	if delta > 0 {
+		if n = a.room(r, uint32(delta), lim); n == 0 || !a.push(s, r, r.last, n, 2*lim) {
+			return // the ring is full, or no memory for the stamps
+		}
+	} else if n = a.unstamp(s, r, slot, a.stamp(at), uint32(-delta)); n == 0 {
+		return
+	}
+	if p := s.peers; p != nil {
+		side := s.sideWords(slot, r.side)
+		for j := range a.rates {
+			if delta > 0 {
+				p.add(side, j, n)
+			} else {
+				p.takeBackAt(side, j, at, n)
+			}
+		}
+	}
+}
+
+// unstamp removes up to n stamps equal to e from the key in slot (record
+// r) and returns how many it removed.
+func (a *slidingLog) unstamp(s *shard[logRec], r *logRec, slot uint32, e, n uint32) uint32 {
+	if r.count == 0 {
+		return 0
+	}
+	buf := s.rings.ring(r.ref, r.cap)
+	at := func(i uint32) uint32 { return buf[wrap(r.head+i, r.cap)] }
+	newest := at(r.count - 1)
+	// The first position whose stamp is not older than e (the ring is in
+	// time order: ages relative to the newest stamp only grow).
+	lo, hi := uint32(0), r.count
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if int32(at(mid)-e) < 0 {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if int32(newest-e) < 0 {
+		return 0
+	}
+	x := uint32(0)
+	for lo+x < r.count && x < n && at(lo+x) == e {
+		x++
+	}
+	if x == 0 {
+		return 0
+	}
+	for i := lo + x; i < r.count; i++ { // close the gap: newer stamps move down
+		buf[wrap(r.head+i-x, r.cap)] = at(i)
+	}
+	r.count -= x
+	if a.rates > 1 {
+		_, extra := s.keyState(slot, r.side)
+		for k := range extra {
+			if h := &extra[k].head; *h > lo {
+				*h -= min(*h-lo, x)
+			}
+		}
+	}
+	return x
+}
+
+// reserve stamps n units at t, after the key's latest instant, for the
+// ring's rate (the others count the ring): the stamps may be newer than
+// the key's latest instant, so a decision before t counts them (no
+// window holds more than the limit with them) and stamps its own units
+// no older (push). It reports false, stamping nothing, if the ring has no
+// room for them (see room) or the shard no memory. t is at most W+unit after the key's latest instant
+// (limiter.reserve's horizon), so every stamp's age stays inside int32.
+func (a *slidingLog) reserve(s *shard[logRec], r *logRec, slot uint32, t int64, n int, k int) bool {
+	if k > 0 {
+		return true
+	}
+	lim := r.lim & limitMask
+	return a.room(r, uint32(n), lim) == uint32(n) && a.push(s, r, t, uint32(n), 2*lim)
 }
 
 // logView is rate k of a key as a decision's numbers read it, after the
@@ -362,6 +507,14 @@ func (a *slidingLog) push(s *shard[logRec], r *logRec, t int64, n, lim uint32) b
 	buf := s.rings.ring(r.ref, r.cap)
 	e := a.stamp(t)
 	i := wrap(r.head+r.count, r.cap)
+	if r.count > 0 {
+		// A reservation's or a charge's stamps may be newer than t's:
+		// stamp as the newest, so the ring stays in time order (a unit
+		// counted longer, never shorter).
+		if prev := buf[wrap(r.head+r.count-1, r.cap)]; int32(e-prev) < 0 {
+			e = prev
+		}
+	}
 	for range n {
 		buf[i] = e
 		i++
@@ -407,11 +560,7 @@ func (a *slidingLog) idle(s *shard[logRec], r *logRec, slot uint32, t int64) boo
 			return false
 		}
 	}
-	if r.count == 0 || t-r.last >= a.window[0]+a.unit {
-		return true
-	}
-	newest := s.rings.ring(r.ref, r.cap)[wrap(r.head+r.count-1, r.cap)]
-	return age(a.expiredUpTo(t, a.window[0]), newest) >= 0
+	return r.count == 0 || a.newestAt(s, r)+a.window[0] <= t
 }
 
 // readState reads what idle reads: the newest timestamp, and a shared

@@ -1,0 +1,59 @@
+package shardlimit
+
+import (
+	"context"
+	"testing"
+)
+
+// BenchmarkSettle: Settle on one hot key, a charge and a refund of one
+// unit in turn, against AllowN of one unit on a hot key of a limiter that
+// always admits (form=AllowN): Settle must cost at most AllowN.
+func BenchmarkSettle(b *testing.B) {
+	for _, alg := range allAlgorithms {
+		l := benchLimiter(b, alg, 1000)
+		l.AllowN("192.0.2.1", benchNow, 1)
+		b.Run("form=Settle/alg="+alg.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			d := 1
+			for b.Loop() {
+				_ = l.Settle("192.0.2.1", benchNow, d)
+				d = -d
+			}
+		})
+		if alg == SlidingLog {
+			continue // its AllowN at a fixed instant fills the ring: see BenchmarkAllowN
+		}
+		free := benchLimiter(b, alg, MaxLimit)
+		free.AllowN("192.0.2.1", benchNow, 1)
+		b.Run("form=AllowN/alg="+alg.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				boolSink = free.AllowN("192.0.2.1", benchNow, 1).Allowed
+			}
+		})
+	}
+}
+
+// BenchmarkReserveN: ReserveN of one unit that the key admits at once,
+// against AllowN (form=AllowN).
+func BenchmarkReserveN(b *testing.B) {
+	forms := map[string]func(l Limiter) bool{
+		"ReserveN": func(l Limiter) bool { return l.ReserveN("192.0.2.1", benchNow, 1).OK() },
+		"AllowN":   func(l Limiter) bool { return l.AllowN("192.0.2.1", benchNow, 1).Allowed },
+	}
+	benchForms(b, forms)
+}
+
+// BenchmarkWait: Wait on a key that admits at once (the limiter's
+// default clock), against AllowNow, the same decision at the same clock
+// without the reservation, and AllowN at a fixed instant (no clock read).
+// The bound is Wait at most 1.2 times AllowN.
+func BenchmarkWait(b *testing.B) {
+	ctx := context.Background()
+	forms := map[string]func(l Limiter) bool{
+		"Wait":     func(l Limiter) bool { return l.Wait(ctx, "192.0.2.1") == nil },
+		"AllowNow": func(l Limiter) bool { return l.AllowNow("192.0.2.1", 1).Allowed },
+		"AllowN":   func(l Limiter) bool { return l.AllowN("192.0.2.1", benchNow, 1).Allowed },
+	}
+	benchForms(b, forms)
+}
