@@ -2,17 +2,63 @@ package sync
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/shardlimit/shardlimit"
 )
 
-// Settle is not yet supported by Exact: it returns an error wrapping
-// shardlimit.ErrUnsupported (a charge script in Redis will carry it out
-// in one call).
+// Settle settles a decision made for key at at to its final cost, as
+// shardlimit.Limiter.Settle says, in Redis: one call of the algorithm's
+// charge script for every rate of the key (an overdraft for delta > 0,
+// never refused; a refund for delta < 0, never below zero, of at's
+// window or bucket, GCRA's theoretical arrival time never behind the
+// later of at and the store's now). The local fallback, which records
+// this process's usage, is settled too.
+//
+// While the limiter is Degraded, or when the call fails, a charge is
+// kept: the fallback counts it and the journal sends it to Redis when
+// the store answers again (see Outages in the package doc), so Settle
+// returns nil; a refund that cannot reach Redis is given back only
+// locally and Settle returns the store's error (the store keeps counting
+// the units: the strict side). Errors: shardlimit.ErrInvalidCost for
+// |delta| above shardlimit.MaxLimit, ErrInvalidKey, ErrClosed, or the
+// store's failure of a refund. Safe for concurrent use.
 func (e *Exact) Settle(key string, at time.Time, delta int) error {
-	return fmt.Errorf("%w: Exact.Settle", shardlimit.ErrUnsupported)
+	switch {
+	case e.closed.Load():
+		return shardlimit.ErrClosed
+	case delta < -shardlimit.MaxLimit || delta > shardlimit.MaxLimit:
+		return fmt.Errorf("%w: settle of %d units, beyond MaxLimit", shardlimit.ErrInvalidCost, delta)
+	case len(key) == 0 || len(key) > e.cfg.MaxKeyBytes:
+		return shardlimit.ErrInvalidKey
+	case delta == 0:
+		return nil
+	}
+	var err error
+	if !e.bypass.Load() {
+		err = e.charge(context.Background(), key, at, delta)
+		if errors.Is(err, shardlimit.ErrClosed) {
+			return err
+		}
+	}
+	if e.fallback != nil {
+		_ = e.fallback.Settle(key, at, delta) // this process's usage, as decisions record it
+	}
+	if delta < 0 {
+		return err
+	}
+	// A charge the store did not take (Degraded, or the call failed) waits
+	// in the journal for the store to answer again; one it took is
+	// recorded as granted, to be restored should the store lose it.
+	if !e.journal.record(key, e.instant(at), delta, e.bypass.Load() || err != nil) {
+		if err == nil {
+			return nil // applied in the store; only its restoration is lost (JournalFull counts it)
+		}
+		return err
+	}
+	return nil
 }
 
 // ReserveN decides n units of key now, as AllowN does (in Redis), and

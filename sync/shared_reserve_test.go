@@ -55,10 +55,44 @@ func TestSharedSettleAndReserve(t *testing.T) {
 	}
 }
 
-// TestExactSettleUnsupported: Exact.Settle says it cannot settle yet.
-func TestExactSettleUnsupported(t *testing.T) {
-	e := newExact(t, sharedClient(t), ExactConfig{Config: shardlimit.Config{Algorithm: shardlimit.GCRA, Limit: 2, Window: time.Second}})
-	if err := e.Settle("k", T0, 1); !errors.Is(err, shardlimit.ErrUnsupported) {
-		t.Fatalf("Exact.Settle = %v", err)
+// TestExactSettle: Exact settles in Redis, per algorithm: an overdraft
+// on a full key is taken and denies until refunded, a refund never takes
+// the count below zero, and the fallback, which records this process's
+// usage, is settled too; bad input is refused.
+func TestExactSettle(t *testing.T) {
+	for _, c := range chargeConfigs {
+		t.Run(c.name, func(t *testing.T) {
+			e := replay(t, c.cfg)
+			now := at(time.Second)
+			settle := func(d int) {
+				t.Helper()
+				if err := e.Settle("k", now, d); err != nil {
+					t.Fatalf("Settle(%d): %v", d, err)
+				}
+			}
+			if r := e.AllowN("k", now, 10); !r.Allowed {
+				t.Fatalf("10 of 10: %+v", r)
+			}
+			settle(2) // an overdraft: 12 of 10
+			settle(-2)
+			if e.Peek("k", now, 1).Allowed {
+				t.Fatal("12 - 2 of 10: one more admitted")
+			}
+			settle(-15) // never below zero
+			if !e.Peek("k", now, 10).Allowed || e.Peek("k", now, 11).Allowed {
+				t.Fatalf("after refunding everything: want room for exactly 10, %+v", e.Peek("k", now, 10))
+			}
+			if fb := e.fallback.Peek("k", now, 10); !fb.Allowed {
+				t.Fatalf("the fallback was not refunded: %+v", fb)
+			}
+			for _, d := range []int{shardlimit.MaxLimit + 1, -shardlimit.MaxLimit - 1} {
+				if err := e.Settle("k", now, d); !errors.Is(err, shardlimit.ErrInvalidCost) {
+					t.Errorf("Settle(%d) = %v, want ErrInvalidCost", d, err)
+				}
+			}
+			if err := e.Settle("", now, 1); !errors.Is(err, shardlimit.ErrInvalidKey) {
+				t.Errorf("Settle of an empty key = %v, want ErrInvalidKey", err)
+			}
+		})
 	}
 }
