@@ -178,9 +178,12 @@ func decidePolicies(e *Engine, r *rule, sc *Scratch, now time.Time, o *Outcome) 
 
 // afterLimiter completes the policies of a request that the limiter
 // decided into o: a denial counts towards a ban, and a request that will
-// not reach the next handler gives its in-flight slot back.
+// not reach the next handler gives its in-flight slot back. A failed
+// decision keeps its slot, as the middleware's error hook may still let it
+// through (SetErrorStatus); Reply gives it back if it does not.
 func afterLimiter(e *Engine, r *rule, pkey []byte, now time.Time, o *Outcome) {
-	if o.Action == httplimit.ActionAllow || o.Action == httplimit.ActionFailOpen || o.Action == httplimit.ActionDryRunDeny {
+	switch o.Action {
+	case httplimit.ActionAllow, httplimit.ActionFailOpen, httplimit.ActionFailClosed, httplimit.ActionDryRunDeny:
 		return
 	}
 	e.Release(o.InFlight)

@@ -33,7 +33,9 @@ type Outcome struct {
 	status int // a failed decision's answer from an error hook (SetErrorStatus); 0: 503
 	// InFlight is the request's in-flight slot (Rule.Concurrency), held
 	// when the request goes to the next handler: give it back with
-	// Engine.Release once that handler returns.
+	// Engine.Release once that handler returns. Decide keeps it for a
+	// failed decision until Reply, which gives it back unless the
+	// decision (after SetErrorStatus) lets the request through.
 	InFlight InFlight
 }
 
