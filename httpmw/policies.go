@@ -28,9 +28,9 @@ func (m *Middleware) Bans() []httplimit.BanEntry { return m.e.Bans() }
 // TopDenied list keys; an address, or a network no wider than a group,
 // names the group KeyConfig's prefix lengths put it in) on the rule named rule for d, in (0, httplimit.MaxBanDuration],
 // or keeps a ban in force that ends later; with Options.BanStore every
-// node enforces it within BanSyncInterval. The rule need not have a Ban.
-// Errors wrap shardlimit.ErrInvalidConfig (unknown rule, malformed key,
-// bad d) or shardlimit.ErrTooManyKeys (the ban table is full), or are
+// node enforces it within BanSyncInterval. The rule need not have a Ban,
+// but must not be a shadow rule. Errors wrap shardlimit.ErrInvalidConfig
+// (unknown rule, shadow rule, malformed key, bad d) or shardlimit.ErrTooManyKeys (the ban table is full), or are
 // shardlimit.ErrClosed.
 func (m *Middleware) SetBan(rule, key string, d time.Duration) error {
 	return m.e.SetBan(rule, key, d)

@@ -2,6 +2,7 @@ package mwengine
 
 import (
 	"cmp"
+	"crypto/sha256"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -235,9 +236,10 @@ func (e *Engine) Bans() []httplimit.BanEntry {
 // "ip:" key of an address, or of a network no wider than a group, names
 // the group the middleware keys it by (KeyConfig.IPv4Prefix, IPv6Prefix),
 // so "ip:2001:db8::1" bans 2001:db8::/64 under the default, and a wider
-// network is refused. The rule need not have a Ban. Errors
+// network is refused. The rule need not have a Ban, but must not be a
+// shadow rule (which enforces no ban). Errors
 // wrap shardlimit.ErrInvalidConfig (no rule of that name in force, a
-// malformed key, d outside (0, httplimit.MaxBanDuration]) or
+// shadow rule, a malformed key, d outside (0, httplimit.MaxBanDuration]) or
 // shardlimit.ErrTooManyKeys (the ban table is full of state that may not
 // be reclaimed), or are shardlimit.ErrClosed.
 func (e *Engine) SetBan(rule, key string, d time.Duration) error {
@@ -281,8 +283,12 @@ func (e *Engine) banKey(rule, key string) ([]byte, error) {
 	if set == nil {
 		return nil, shardlimit.ErrClosed
 	}
-	if _, ok := set.rules[rule]; !ok {
+	r, ok := set.rules[rule]
+	if !ok {
 		return nil, fmt.Errorf("%w: no rule %q in force", shardlimit.ErrInvalidConfig, rule)
+	}
+	if r.shadow {
+		return nil, fmt.Errorf("%w: rule %q is a shadow rule: it answers no request, so it enforces no ban", shardlimit.ErrInvalidConfig, rule)
 	}
 	if a, ok := strings.CutPrefix(key, keyAddr); ok {
 		k, err := e.addrBanKey(a)
@@ -290,8 +296,8 @@ func (e *Engine) banKey(rule, key string) ([]byte, error) {
 			return nil, fmt.Errorf("%w: key %q: %v", shardlimit.ErrInvalidConfig, key, err)
 		}
 		key = k
-	} else if !strings.HasPrefix(key, keyID) && !strings.HasPrefix(key, keyDigest) && key != keyShared {
-		return nil, fmt.Errorf("%w: key %q is not a client key (%q, %q, %q or %q)", shardlimit.ErrInvalidConfig, key, keyAddr, keyID, keyDigest, keyShared)
+	} else if !isClientKey(key) {
+		return nil, fmt.Errorf("%w: key %q is not a client key (%q and an identity, %q and 64 hex digits, %q or %q)", shardlimit.ErrInvalidConfig, key, keyID, keyDigest, keyAddr, keyShared)
 	}
 	if len(key) > e.keys.maxKeyLen() {
 		return nil, fmt.Errorf("%w: key of %d bytes, longer than %d", shardlimit.ErrInvalidConfig, len(key), e.keys.maxKeyLen())
@@ -330,6 +336,20 @@ func (e *Engine) compilePolicies(r *rule, ru httplimit.Rule) {
 	r.policies = r.ban != nil || r.conc != nil
 }
 
+// isClientKey reports whether key, not an address key, is one a request
+// can have: an identity key of a non-empty identity, a digest key of 64
+// lowercase hex digits (as hex.AppendEncode writes them), or the shared
+// key.
+func isClientKey(key string) bool {
+	if id, ok := strings.CutPrefix(key, keyID); ok {
+		return id != ""
+	}
+	if d, ok := strings.CutPrefix(key, keyDigest); ok {
+		return len(d) == 2*sha256.Size && strings.Trim(d, "0123456789abcdef") == ""
+	}
+	return key == keyShared
+}
+
 // addrBanKey returns the client key of a, an address or a network no
 // wider than the clients' grouping (KeyConfig.IPv4Prefix, IPv6Prefix):
 // the key of the group holding it.
@@ -341,11 +361,14 @@ func (e *Engine) addrBanKey(a string) (string, error) {
 			return "", fmt.Errorf("neither an address nor a network after %q", keyAddr)
 		}
 		addr = p.Addr().Unmap()
-		bits := e.keys.v6Bits
+		bits, pbits := e.keys.v6Bits, p.Bits()
 		if addr.Is4() {
 			bits = e.keys.v4Bits
 		}
-		if p.Bits() < bits {
+		if p.Addr().Is4In6() {
+			pbits -= 96 // ::ffff:10.0.0.0/104 is 10.0.0.0/8
+		}
+		if pbits < bits {
 			return "", fmt.Errorf("a network wider than the /%d clients are grouped by", bits)
 		}
 	}
