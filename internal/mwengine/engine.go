@@ -293,6 +293,9 @@ func decideLocked[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) 
 	}
 	policies := r.policies || e.pol.any.Load() // bans.go
 	if policies && !decidePolicies(e, r, sc, q.Now, o) {
+		if sh != nil { // banned or over its cap: the shadow rule counts it too
+			decideShadow(e, sc, sh, q, id, true)
+		}
 		return
 	}
 	o.Result = r.l.lim.AllowBytesN(lkey, q.Now, q.Cost)
