@@ -140,6 +140,11 @@ func (b *Ban) validate() error {
 // handed to the middleware's Denied hook, whose answer is a 429), without
 // the X-RateLimit fields (the rate was not asked), and consumes nothing of
 // the rule's rate; a request the rate denies gives its slot back at once.
+// What runs after the handler returned is not counted: with fasthttp, a
+// body written by a stream writer (RequestCtx.SetBodyStreamWriter) or a
+// hijacked connection (RequestCtx.Hijack); with either, a connection the
+// handler handed to another goroutine. A cap on long streams must hold
+// the handler until the stream ends.
 //
 // The count is in-process, per middleware: with N servers a client may
 // have up to N x Limit requests in flight in all. A count shared through
