@@ -64,6 +64,11 @@ const (
 // while no rule of that name is in force. The middleware's Bans, SetBan
 // and LiftBan list,
 // set and lift bans; with Options.BanStore, they are shared by every node.
+// The store shares bans, not denials or offences: each node counts the
+// denials it made and the bans it started, so a client whose requests are
+// spread over N nodes may be denied up to N x (After-1) + 1 times within
+// Within before its first ban (then enforced by every node), and a repeat
+// offence grows the ban only on a node that started the previous one.
 //
 // In JSON: {"after": 5, "within": "1m", "for": "15m", "growth": 2,
 // "max": "24h"}, durations as Go duration strings.
