@@ -236,7 +236,9 @@ func (e *Engine) Bans() []httplimit.BanEntry {
 // "ip:" key of an address, or of a network no wider than a group, names
 // the group the middleware keys it by (KeyConfig.IPv4Prefix, IPv6Prefix),
 // so "ip:2001:db8::1" bans 2001:db8::/64 under the default, and a wider
-// network is refused. The rule need not have a Ban, but must not be a
+// network is refused. An "id:" key must be one requests have: an identity
+// the rules in force list, unless KeyConfig.UnknownIdentity is
+// UnknownIdentityOwnKey. The rule need not have a Ban, but must not be a
 // shadow rule (which enforces no ban). Errors
 // wrap shardlimit.ErrInvalidConfig (no rule of that name in force, a
 // shadow rule, a malformed key, d outside (0, httplimit.MaxBanDuration]) or
@@ -245,6 +247,9 @@ func (e *Engine) Bans() []httplimit.BanEntry {
 func (e *Engine) SetBan(rule, key string, d time.Duration) error {
 	pkey, err := e.banKey(rule, key)
 	if err != nil {
+		return err
+	}
+	if err := e.checkBanMet(rule, key); err != nil {
 		return err
 	}
 	if d <= 0 || d > httplimit.MaxBanDuration {
@@ -263,7 +268,9 @@ func (e *Engine) SetBan(rule, key string, d time.Duration) error {
 
 // LiftBan ends the ban of client key (as SetBan takes it) on the rule
 // named rule and forgets its violations and offences, so its next ban is
-// a first one; it reports whether a ban was in force. Errors are SetBan's.
+// a first one; it reports whether a ban was in force. Errors are SetBan's,
+// but it lifts the bans SetBan refuses to set as unmet (on a shadow rule,
+// of an identity the rules no longer list), which a reload can leave.
 func (e *Engine) LiftBan(rule, key string) (bool, error) {
 	pkey, err := e.banKey(rule, key)
 	if err != nil {
@@ -283,12 +290,8 @@ func (e *Engine) banKey(rule, key string) ([]byte, error) {
 	if set == nil {
 		return nil, shardlimit.ErrClosed
 	}
-	r, ok := set.rules[rule]
-	if !ok {
+	if _, ok := set.rules[rule]; !ok {
 		return nil, fmt.Errorf("%w: no rule %q in force", shardlimit.ErrInvalidConfig, rule)
-	}
-	if r.shadow {
-		return nil, fmt.Errorf("%w: rule %q is a shadow rule: it answers no request, so it enforces no ban", shardlimit.ErrInvalidConfig, rule)
 	}
 	if a, ok := strings.CutPrefix(key, keyAddr); ok {
 		k, err := e.addrBanKey(a)
@@ -334,6 +337,34 @@ func (e *Engine) compilePolicies(r *rule, ru httplimit.Rule) {
 	}
 	r.pns = httplimit.KeyNamespace(ru.Name)
 	r.policies = r.ban != nil || r.conc != nil
+}
+
+// checkBanMet returns an error wrapping shardlimit.ErrInvalidConfig if a
+// ban of client key (valid, as banKey took it) on the rule named rule (in
+// force) would meet no request: the rule is a shadow rule, which answers
+// none; or key is an identity or digest key when the middleware reads no
+// identity, or an identity the rules in force do not list under
+// UnknownIdentityAnonymous, whose requests are keyed by address. LiftBan
+// does not check it, so that a ban a reload made unmet can be lifted.
+func (e *Engine) checkBanMet(rule, key string) error {
+	set := e.set.Load()
+	if set == nil {
+		return shardlimit.ErrClosed
+	}
+	if r, ok := set.rules[rule]; ok && r.shadow {
+		return fmt.Errorf("%w: rule %q is a shadow rule: it answers no request, so it enforces no ban", shardlimit.ErrInvalidConfig, rule)
+	}
+	id, isID := strings.CutPrefix(key, keyID)
+	if !isID && !strings.HasPrefix(key, keyDigest) {
+		return nil
+	}
+	if !e.keys.identity {
+		return fmt.Errorf("%w: key %q: the middleware reads no identity (KeyConfig.Header or a key function): clients are keyed by address", shardlimit.ErrInvalidConfig, key)
+	}
+	if _, known := lookupID(set, id); isID && !known && e.keys.unknownID == httplimit.UnknownIdentityAnonymous {
+		return fmt.Errorf("%w: key %q: no tier or override of the rules in force lists this identity: under UnknownIdentityAnonymous its requests are keyed by address", shardlimit.ErrInvalidConfig, key)
+	}
+	return nil
 }
 
 // isClientKey reports whether key, not an address key, is one a request
