@@ -27,10 +27,12 @@ func (m *Middleware) setFinalCost(f func(*fasthttp.RequestCtx, httplimit.Decisio
 // from the response's status and the rule's cost header, which it removes
 // from the response. A handler that panics is settled as a response of
 // status 500 without a reported cost, and its panic goes on untouched
-// (not recovered and re-raised). A body stream writer
+// (not recovered and re-raised). The request's in-flight slot, if any,
+// is given back once it is settled. A body stream writer
 // (RequestCtx.SetBodyStreamWriter) runs after the handler returns, so
 // after the settlement: the cost must be known when the handler returns.
 func (m *Middleware) serveSettled(ctx *fasthttp.RequestCtx, next fasthttp.RequestHandler, sc *mwengine.Scratch, o *mwengine.Outcome) {
+	defer m.e.Release(o.InFlight) // after the settlement, by a panic too
 	returned := false
 	defer func() {
 		if !returned {

@@ -27,9 +27,11 @@ func (m *Middleware) Bans() []httplimit.BanEntry { return m.e.Bans() }
 // TopDenied list keys; an address, or a network no wider than a group,
 // names the group KeyConfig's prefix lengths put it in) on the rule named rule for d, in (0, httplimit.MaxBanDuration],
 // or keeps a ban in force that ends later; with Options.BanStore every
-// node enforces it within BanSyncInterval. The rule need not have a Ban.
-// Errors wrap shardlimit.ErrInvalidConfig (unknown rule, malformed key,
-// bad d) or shardlimit.ErrTooManyKeys (the ban table is full), or are
+// node enforces it within BanSyncInterval. The rule need not have a Ban,
+// but must not be a shadow rule, and an "id:" key must be one requests
+// have (an identity the rules list, unless KeyConfig.UnknownIdentity is
+// UnknownIdentityOwnKey). Errors wrap shardlimit.ErrInvalidConfig
+// (unknown rule, shadow rule, malformed key or one no request has, bad d) or shardlimit.ErrTooManyKeys (the ban table is full), or are
 // shardlimit.ErrClosed.
 func (m *Middleware) SetBan(rule, key string, d time.Duration) error {
 	return m.e.SetBan(rule, key, d)
@@ -38,7 +40,8 @@ func (m *Middleware) SetBan(rule, key string, d time.Duration) error {
 // LiftBan ends the ban of client key (as SetBan takes it) on the rule
 // named rule, on every node with Options.BanStore, and forgets the
 // client's violations and offences there; it reports whether a ban was in
-// force on this node. Errors are SetBan's.
+// force on this node. Errors are SetBan's, but it lifts bans SetBan would
+// refuse to set as meeting no request (a reload can leave them).
 func (m *Middleware) LiftBan(rule, key string) (bool, error) { return m.e.LiftBan(rule, key) }
 
 // PolicyStats returns the counters of bans and concurrency limits.

@@ -64,6 +64,11 @@ const (
 // while no rule of that name is in force. The middleware's Bans, SetBan
 // and LiftBan list,
 // set and lift bans; with Options.BanStore, they are shared by every node.
+// The store shares bans, not denials or offences: each node counts the
+// denials it made and the bans it started, so a client whose requests are
+// spread over N nodes may be denied up to N x (After-1) + 1 times within
+// Within before its first ban (then enforced by every node), and a repeat
+// offence grows the ban only on a node that started the previous one.
 //
 // In JSON: {"after": 5, "within": "1m", "for": "15m", "growth": 2,
 // "max": "24h"}, durations as Go duration strings.
@@ -140,6 +145,11 @@ func (b *Ban) validate() error {
 // handed to the middleware's Denied hook, whose answer is a 429), without
 // the X-RateLimit fields (the rate was not asked), and consumes nothing of
 // the rule's rate; a request the rate denies gives its slot back at once.
+// What runs after the handler returned is not counted: with fasthttp, a
+// body written by a stream writer (RequestCtx.SetBodyStreamWriter) or a
+// hijacked connection (RequestCtx.Hijack); with either, a connection the
+// handler handed to another goroutine. A cap on long streams must hold
+// the handler until the stream ends.
 //
 // The count is in-process, per middleware: with N servers a client may
 // have up to N x Limit requests in flight in all. A count shared through

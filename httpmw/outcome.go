@@ -72,8 +72,10 @@ func (w *outcomeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // handler that panics (http.ErrAbortHandler included) is settled as a
 // response of status 500 without a reported cost, and its panic goes on
 // to the server untouched (not recovered and re-raised: its stack stays
-// the handler's).
+// the handler's). The request's in-flight slot, if any, is given back
+// once it is settled.
 func (m *Middleware) serveSettled(w http.ResponseWriter, r *http.Request, next http.Handler, sc *mwengine.Scratch, o *mwengine.Outcome) {
+	defer m.e.Release(o.InFlight) // after the settlement, by a panic too
 	ow := &outcomeWriter{ResponseWriter: w, costHeader: o.CostHeader()}
 	returned := false
 	defer func() {

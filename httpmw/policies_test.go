@@ -16,7 +16,11 @@ func TestPolicies(t *testing.T) { mwtest.RunPolicies(t, mwtest.PolicyHarness{Sta
 // mwtest.PolicyTarget behind the middleware of s.
 func startPolicies(t *testing.T, s mwtest.Setup) *mwtest.PolicyTarget {
 	t.Helper()
-	mw, err := New(Config{Options: s.Options})
+	cfg := Config{Options: s.Options}
+	if f := s.ErrorStatus; f != nil {
+		cfg.ErrorStatus = func(_ *http.Request, err error) int { return f(err) }
+	}
+	mw, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -2,6 +2,7 @@ package mwengine
 
 import (
 	"cmp"
+	"crypto/sha256"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -178,9 +179,12 @@ func decidePolicies(e *Engine, r *rule, sc *Scratch, now time.Time, o *Outcome) 
 
 // afterLimiter completes the policies of a request that the limiter
 // decided into o: a denial counts towards a ban, and a request that will
-// not reach the next handler gives its in-flight slot back.
+// not reach the next handler gives its in-flight slot back. A failed
+// decision keeps its slot, as the middleware's error hook may still let it
+// through (SetErrorStatus); Reply gives it back if it does not.
 func afterLimiter(e *Engine, r *rule, pkey []byte, now time.Time, o *Outcome) {
-	if o.Action == httplimit.ActionAllow || o.Action == httplimit.ActionFailOpen || o.Action == httplimit.ActionDryRunDeny {
+	switch o.Action {
+	case httplimit.ActionAllow, httplimit.ActionFailOpen, httplimit.ActionFailClosed, httplimit.ActionDryRunDeny:
 		return
 	}
 	e.Release(o.InFlight)
@@ -232,14 +236,20 @@ func (e *Engine) Bans() []httplimit.BanEntry {
 // "ip:" key of an address, or of a network no wider than a group, names
 // the group the middleware keys it by (KeyConfig.IPv4Prefix, IPv6Prefix),
 // so "ip:2001:db8::1" bans 2001:db8::/64 under the default, and a wider
-// network is refused. The rule need not have a Ban. Errors
+// network is refused. An "id:" key must be one requests have: an identity
+// the rules in force list, unless KeyConfig.UnknownIdentity is
+// UnknownIdentityOwnKey. The rule need not have a Ban, but must not be a
+// shadow rule (which enforces no ban). Errors
 // wrap shardlimit.ErrInvalidConfig (no rule of that name in force, a
-// malformed key, d outside (0, httplimit.MaxBanDuration]) or
+// shadow rule, a malformed key, d outside (0, httplimit.MaxBanDuration]) or
 // shardlimit.ErrTooManyKeys (the ban table is full of state that may not
 // be reclaimed), or are shardlimit.ErrClosed.
 func (e *Engine) SetBan(rule, key string, d time.Duration) error {
 	pkey, err := e.banKey(rule, key)
 	if err != nil {
+		return err
+	}
+	if err := e.checkBanMet(rule, key); err != nil {
 		return err
 	}
 	if d <= 0 || d > httplimit.MaxBanDuration {
@@ -258,7 +268,9 @@ func (e *Engine) SetBan(rule, key string, d time.Duration) error {
 
 // LiftBan ends the ban of client key (as SetBan takes it) on the rule
 // named rule and forgets its violations and offences, so its next ban is
-// a first one; it reports whether a ban was in force. Errors are SetBan's.
+// a first one; it reports whether a ban was in force. Errors are SetBan's,
+// but it lifts the bans SetBan refuses to set as unmet (on a shadow rule,
+// of an identity the rules no longer list), which a reload can leave.
 func (e *Engine) LiftBan(rule, key string) (bool, error) {
 	pkey, err := e.banKey(rule, key)
 	if err != nil {
@@ -287,8 +299,8 @@ func (e *Engine) banKey(rule, key string) ([]byte, error) {
 			return nil, fmt.Errorf("%w: key %q: %v", shardlimit.ErrInvalidConfig, key, err)
 		}
 		key = k
-	} else if !strings.HasPrefix(key, keyID) && !strings.HasPrefix(key, keyDigest) && key != keyShared {
-		return nil, fmt.Errorf("%w: key %q is not a client key (%q, %q, %q or %q)", shardlimit.ErrInvalidConfig, key, keyAddr, keyID, keyDigest, keyShared)
+	} else if !isClientKey(key) {
+		return nil, fmt.Errorf("%w: key %q is not a client key (%q and an identity, %q and 64 hex digits, %q or %q)", shardlimit.ErrInvalidConfig, key, keyID, keyDigest, keyAddr, keyShared)
 	}
 	if len(key) > e.keys.maxKeyLen() {
 		return nil, fmt.Errorf("%w: key of %d bytes, longer than %d", shardlimit.ErrInvalidConfig, len(key), e.keys.maxKeyLen())
@@ -327,6 +339,48 @@ func (e *Engine) compilePolicies(r *rule, ru httplimit.Rule) {
 	r.policies = r.ban != nil || r.conc != nil
 }
 
+// checkBanMet returns an error wrapping shardlimit.ErrInvalidConfig if a
+// ban of client key (valid, as banKey took it) on the rule named rule (in
+// force) would meet no request: the rule is a shadow rule, which answers
+// none; or key is an identity or digest key when the middleware reads no
+// identity, or an identity the rules in force do not list under
+// UnknownIdentityAnonymous, whose requests are keyed by address. LiftBan
+// does not check it, so that a ban a reload made unmet can be lifted.
+func (e *Engine) checkBanMet(rule, key string) error {
+	set := e.set.Load()
+	if set == nil {
+		return shardlimit.ErrClosed
+	}
+	if r, ok := set.rules[rule]; ok && r.shadow {
+		return fmt.Errorf("%w: rule %q is a shadow rule: it answers no request, so it enforces no ban", shardlimit.ErrInvalidConfig, rule)
+	}
+	id, isID := strings.CutPrefix(key, keyID)
+	if !isID && !strings.HasPrefix(key, keyDigest) {
+		return nil
+	}
+	if !e.keys.identity {
+		return fmt.Errorf("%w: key %q: the middleware reads no identity (KeyConfig.Header or a key function): clients are keyed by address", shardlimit.ErrInvalidConfig, key)
+	}
+	if _, known := lookupID(set, id); isID && !known && e.keys.unknownID == httplimit.UnknownIdentityAnonymous {
+		return fmt.Errorf("%w: key %q: no tier or override of the rules in force lists this identity: under UnknownIdentityAnonymous its requests are keyed by address", shardlimit.ErrInvalidConfig, key)
+	}
+	return nil
+}
+
+// isClientKey reports whether key, not an address key, is one a request
+// can have: an identity key of a non-empty identity, a digest key of 64
+// lowercase hex digits (as hex.AppendEncode writes them), or the shared
+// key.
+func isClientKey(key string) bool {
+	if id, ok := strings.CutPrefix(key, keyID); ok {
+		return id != ""
+	}
+	if d, ok := strings.CutPrefix(key, keyDigest); ok {
+		return len(d) == 2*sha256.Size && strings.Trim(d, "0123456789abcdef") == ""
+	}
+	return key == keyShared
+}
+
 // addrBanKey returns the client key of a, an address or a network no
 // wider than the clients' grouping (KeyConfig.IPv4Prefix, IPv6Prefix):
 // the key of the group holding it.
@@ -338,11 +392,14 @@ func (e *Engine) addrBanKey(a string) (string, error) {
 			return "", fmt.Errorf("neither an address nor a network after %q", keyAddr)
 		}
 		addr = p.Addr().Unmap()
-		bits := e.keys.v6Bits
+		bits, pbits := e.keys.v6Bits, p.Bits()
 		if addr.Is4() {
 			bits = e.keys.v4Bits
 		}
-		if p.Bits() < bits {
+		if p.Addr().Is4In6() {
+			pbits -= 96 // ::ffff:10.0.0.0/104 is 10.0.0.0/8
+		}
+		if pbits < bits {
 			return "", fmt.Errorf("a network wider than the /%d clients are grouped by", bits)
 		}
 	}

@@ -123,7 +123,7 @@ func TestBanWindow(t *testing.T) {
 
 // TestBanAPI checks Bans, SetBan and LiftBan, and their errors.
 func TestBanAPI(t *testing.T) {
-	e, clk := banEngine(t, banRules, httplimit.Options{Keys: httplimit.KeyConfig{Header: "X-Id"}})
+	e, clk := banEngine(t, banRules, httplimit.Options{Keys: httplimit.KeyConfig{Header: "X-Id", UnknownIdentity: httplimit.UnknownIdentityOwnKey}})
 	if err := e.SetBan("b", "ip:192.0.2.9", time.Minute); err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,9 @@ type Outcome struct {
 	status int // a failed decision's answer from an error hook (SetErrorStatus); 0: 503
 	// InFlight is the request's in-flight slot (Rule.Concurrency), held
 	// when the request goes to the next handler: give it back with
-	// Engine.Release once that handler returns.
+	// Engine.Release once that handler returns. Decide keeps it for a
+	// failed decision until Reply, which gives it back unless the
+	// decision (after SetErrorStatus) lets the request through.
 	InFlight InFlight
 }
 
@@ -291,6 +293,9 @@ func decideLocked[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) 
 	}
 	policies := r.policies || e.pol.any.Load() // bans.go
 	if policies && !decidePolicies(e, r, sc, q.Now, o) {
+		if sh != nil { // banned or over its cap: the shadow rule counts it too
+			decideShadow(e, sc, sh, q, id, true)
+		}
 		return
 	}
 	o.Result = r.l.lim.AllowBytesN(lkey, q.Now, q.Cost)

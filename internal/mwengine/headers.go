@@ -292,9 +292,14 @@ type Reply struct {
 // Reply returns the answer to the request o decided and formats it into sc:
 // the rate-limit fields into sc.Fields and a 429's body into sc.Body.
 // hook tells whether the middleware has a Denied hook, which then answers
-// 429s instead.
+// 429s instead. A failed decision answered here (ActionFailClosed, after
+// the error hook) gives back its in-flight slot (Outcome.InFlight).
 func (e *Engine) Reply(sc *Scratch, o *Outcome, hook bool) Reply {
 	sc.Fields.reset()
+	if o.Action == httplimit.ActionFailClosed {
+		e.Release(o.InFlight)
+		o.InFlight = InFlight{}
+	}
 	switch o.Action {
 	case httplimit.ActionBadCost:
 		return Reply{Status: StatusInternalServerError, Body: bodyBadCost}

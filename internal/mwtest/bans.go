@@ -53,6 +53,8 @@ var PolicyCases = []struct {
 	{"ConcurrencyCap", ConcurrencyCap},
 	{"ConcurrencyPanic", ConcurrencyPanic},
 	{"ConcurrencyDroppedConnection", ConcurrencyDroppedConnection},
+	{"ConcurrencyErrorPass", ConcurrencyErrorPass},
+	{"ConcurrencySettled", ConcurrencySettled},
 }
 
 // RunPolicies runs every case of PolicyCases against h.
