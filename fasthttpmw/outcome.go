@@ -8,18 +8,13 @@ import (
 )
 
 // setFinalCost installs Config.FinalCost f, if not nil: every rule's
-// decisions are then settled after the handler. On an error (a rule's
-// limiter cannot settle) it closes m's engine.
-func (m *Middleware) setFinalCost(f func(*fasthttp.RequestCtx, httplimit.Decision) int) error {
+// decisions are then settled after the handler.
+func (m *Middleware) setFinalCost(f func(*fasthttp.RequestCtx, httplimit.Decision) int) {
 	if f == nil {
-		return nil
+		return
 	}
-	if err := m.e.EnableCostHook(); err != nil {
-		m.e.Close()
-		return err
-	}
+	m.e.EnableCostHook()
 	m.finalCost = f
-	return nil
 }
 
 // serveSettled serves the admitted request of ctx, decided into o with

@@ -21,31 +21,22 @@ const outcomeAllocRules = `{"rules": [
 // TestOutcomeAllocs checks the allocations of the allowed path: none for
 // a rule without settling in a middleware whose other rules settle; for
 // a settled request (a success refunded under "failed", a reported cost
-// settled) none when the limiter settles a []byte key, and the one string
-// of the key when it settles only a string key (shardlimit.Limiter's
-// Settle).
+// settled) the one string of the key that shardlimit.Limiter's Settle
+// takes.
 func TestOutcomeAllocs(t *testing.T) {
-	for _, tc := range []struct {
-		bytes bool
-		want  map[string]float64
-	}{
-		{true, map[string]float64{"/open": 0, "/failed": 0, "/cost": 0}},
-		{false, map[string]float64{"/open": 0, "/failed": 1, "/cost": 1}},
-	} {
-		mw, err := New(Config{Options: httplimit.Options{Rules: mwtest.MustRules(t, outcomeAllocRules), NewLimiter: mwtest.SettlingLimiter(tc.bytes)}})
-		if err != nil {
-			t.Fatal(err)
+	mw, err := New(Config{Options: httplimit.Options{Rules: mwtest.MustRules(t, outcomeAllocRules)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mw.Close()
+	h := mw.Wrap(func(ctx *fasthttp.RequestCtx) { ctx.Response.Header.Set("X-Cost", "3") })
+	for path, want := range map[string]float64{"/open": 0, "/failed": 1, "/cost": 1} {
+		ctx := newCtx(t, "192.0.2.1", path)
+		if n := allocs(h, ctx); n != want {
+			t.Errorf("%s: %v allocs per request, want %v", path, n, want)
 		}
-		h := mw.Wrap(func(ctx *fasthttp.RequestCtx) { ctx.Response.Header.Set("X-Cost", "3") })
-		for path, want := range tc.want {
-			ctx := newCtx(t, "192.0.2.1", path)
-			if n := allocs(h, ctx); n != want {
-				t.Errorf("SettleBytes %t, %s: %v allocs per request, want %v", tc.bytes, path, n, want)
-			}
-		}
-		if st := mw.Stats().Settled; st.Refunded == 0 || st.Charged == 0 {
-			t.Errorf("SettleBytes %t: nothing settled: %+v", tc.bytes, st)
-		}
-		mw.Close()
+	}
+	if st := mw.Stats().Settled; st.Refunded == 0 || st.Charged == 0 {
+		t.Errorf("nothing settled: %+v", st)
 	}
 }

@@ -3,7 +3,6 @@ package fasthttpmw
 import (
 	"net"
 	"testing"
-	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -111,29 +110,5 @@ func TestCostHeaderRemoved(t *testing.T) {
 	}
 	if len(rec.Calls()) != 2 || mw.Stats().Settled.BadReports != 1 {
 		t.Errorf("calls %+v, Settled %+v; want 2 calls, 1 bad report", rec.Calls(), mw.Stats().Settled)
-	}
-}
-
-// TestFinalCostNeedsSettle checks that New refuses a final cost hook when
-// a rule's limiter cannot settle.
-func TestFinalCostNeedsSettle(t *testing.T) {
-	mw, err := New(Config{Options: httplimit.Options{
-		Rules: mwtest.MustRules(t, `{"rules": [{"name": "r", "limit": 1, "window": "1m"}]}`),
-		NewLimiter: func(_ string, cfg shardlimit.Config) (shardlimit.Limiter, error) {
-			l, err := shardlimit.New(cfg)
-			return struct{ shardlimit.Limiter }{l}, err
-		},
-	}, FinalCost: func(*fasthttp.RequestCtx, httplimit.Decision) int { return 1 }})
-	if _, settles := any(struct{ shardlimit.Limiter }{}).(interface {
-		Settle(string, time.Time, int) error
-	}); settles {
-		if err != nil {
-			t.Fatalf("New: %v", err)
-		}
-		mw.Close()
-		return
-	}
-	if err == nil {
-		t.Fatal("New accepted a final cost hook on limiters that cannot settle")
 	}
 }

@@ -180,9 +180,7 @@
 // request was decided at, for every limit of the rule (a refund never
 // takes a key's usage below zero, and gives back only as much as later
 // decisions allow: see shardlimit.Limiter's Settle). RuleStats.Settled and
-// Stats.Settled count the units refunded and charged. A rule that needs
-// settling on a limiter that cannot settle (one of NewLimiter's without a
-// Settle method) is refused by New and Reload with ErrCannotSettle.
+// Stats.Settled count the units refunded and charged.
 //
 // A handler that panics (net/http's http.ErrAbortHandler too) is settled
 // as a response of status 500 with no reported cost, before its panic goes

@@ -1,7 +1,6 @@
 package httplimit
 
 import (
-	"errors"
 	"fmt"
 	"net/textproto"
 
@@ -30,14 +29,6 @@ const (
 	// express-rate-limit's skipFailedRequests.
 	CountSuccessful CountOutcome = "successful"
 )
-
-// ErrCannotSettle reports a rule that needs its decisions settled after the
-// handler (Rule.Count other than CountAll, a Rule.CostHeader, or a
-// middleware's final cost hook) whose limiter has no Settle method (a
-// limiter of Options.NewLimiter's that does not settle). New and Reload
-// refuse such a rule rather than let it count every response. Errors
-// wrapping it wrap shardlimit.ErrInvalidConfig too and name the rule.
-var ErrCannotSettle = errors.New("httplimit: the rule's limiter cannot settle a decision after the handler")
 
 // SettleStats count what was settled after handlers: the difference
 // between the cost a request was decided with and its final cost (0 for a

@@ -2,13 +2,10 @@ package httplimit
 
 import (
 	"encoding/json"
-	"errors"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/shardlimit/shardlimit"
 )
 
 // TestOutcomeRuleJSON checks that "count" and "cost_header" decode into
@@ -97,13 +94,5 @@ func TestCountOutcomeCounts(t *testing.T) {
 		if tc.c.Counts(true) != tc.failed || tc.c.Counts(false) != tc.other {
 			t.Errorf("%q: counts failed %t, successful %t; want %t, %t", tc.c, tc.c.Counts(true), tc.c.Counts(false), tc.failed, tc.other)
 		}
-	}
-}
-
-// TestErrCannotSettleIsAnError checks the sentinel's message and that it
-// is distinct from the config sentinel it is wrapped with.
-func TestErrCannotSettleIsAnError(t *testing.T) {
-	if errors.Is(ErrCannotSettle, shardlimit.ErrInvalidConfig) || !strings.HasPrefix(ErrCannotSettle.Error(), "httplimit: ") {
-		t.Errorf("ErrCannotSettle = %q", ErrCannotSettle)
 	}
 }

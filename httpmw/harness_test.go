@@ -61,9 +61,6 @@ func start(t *testing.T, s mwtest.Setup) *mwtest.Target {
 		}
 	}
 	mw, err := New(cfg)
-	if errors.Is(err, httplimit.ErrCannotSettle) {
-		t.Skipf("%s (%v)", mwtest.SkipCannotSettle, err)
-	}
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -119,9 +119,7 @@ type Config struct {
 	// CostHeader (whose value, if bad, is counted and ignored); a result
 	// outside [0, shardlimit.MaxLimit] is ignored and counted in
 	// SettleStats.BadReports. It is not called for a handler that
-	// panicked. Setting it requires every rule's limiter to settle
-	// (New and Reload refuse one that cannot, with
-	// httplimit.ErrCannotSettle).
+	// panicked.
 	FinalCost func(r *http.Request, status int, h http.Header, d httplimit.Decision) int
 }
 
@@ -159,9 +157,7 @@ func New(cfg Config) (*Middleware, error) {
 		tier:    cfg.Tier,
 		errStat: cfg.ErrorStatus,
 	}
-	if err := m.setFinalCost(cfg.FinalCost); err != nil {
-		return nil, err
-	}
+	m.setFinalCost(cfg.FinalCost)
 	return m, nil
 }
 

@@ -106,16 +106,11 @@ func (m *Middleware) serveSettled(w http.ResponseWriter, r *http.Request, next h
 type finalCostHook = func(r *http.Request, status int, h http.Header, d httplimit.Decision) int
 
 // setFinalCost installs Config.FinalCost f, if not nil: every rule's
-// decisions are then settled after the handler. On an error (a rule's
-// limiter cannot settle) it closes m's engine.
-func (m *Middleware) setFinalCost(f finalCostHook) error {
+// decisions are then settled after the handler.
+func (m *Middleware) setFinalCost(f finalCostHook) {
 	if f == nil {
-		return nil
+		return
 	}
-	if err := m.e.EnableCostHook(); err != nil {
-		m.e.Close()
-		return err
-	}
+	m.e.EnableCostHook()
 	m.finalCost = f
-	return nil
 }

@@ -217,11 +217,7 @@ func (p *reload) addRules(tierName string, rules []httplimit.Rule) error {
 			if p.e.newLimiter != nil {
 				nr.l.ns = httplimit.KeyNamespace(ru.Name)
 			}
-			nr.l.settle.init(lim)
 			p.created = append(p.created, nr.l)
-		}
-		if err := p.e.checkSettle(&ru, nr.l); err != nil {
-			return err
 		}
 		p.used[id] = true
 		p.ns.rules[ru.Name] = nr

@@ -1,43 +1,17 @@
 package mwengine
 
 import (
-	"fmt"
 	"net/textproto"
 	"sync/atomic"
-	"time"
 
 	"github.com/shardlimit/shardlimit"
 	"github.com/shardlimit/shardlimit/httplimit"
 )
 
-// settler is what settling a decision after the handler needs of a rule's
-// limiter: shardlimit.Limiter's Settle (delta > 0 charges an overdraft,
-// delta < 0 refunds, never below zero, in every rate of the key, at the
-// instant at the decision was made at).
-type settler interface {
-	Settle(key string, at time.Time, delta int) error
-}
-
-// bytesSettler is Settle for a []byte key that neither allocates nor
-// retains it, used in place of settler's when a limiter has it.
-type bytesSettler interface {
-	SettleBytes(key []byte, at time.Time, delta int) error
-}
-
-// settleState is a limiter's means to settle and its settlement counters
-// (httplimit.SettleStats). s and sb are set once, when the limiter is
-// built; the counters are atomic.
+// settleState is a limiter's settlement counters (httplimit.SettleStats),
+// atomic.
 type settleState struct {
-	s  settler      // nil if the limiter cannot settle
-	sb bytesSettler // nil if it has no []byte form
-
 	refunded, charged, badReports, errs atomic.Uint64
-}
-
-// init takes lim's Settle methods, if it has them.
-func (st *settleState) init(lim shardlimit.Limiter) {
-	st.s, _ = lim.(settler)
-	st.sb, _ = lim.(bytesSettler)
 }
 
 // stats returns the counters.
@@ -64,35 +38,13 @@ func newOutcomeRule(ru *httplimit.Rule) outcomeRule {
 	return o
 }
 
-// checkSettle returns an error wrapping httplimit.ErrCannotSettle if rule
-// ru needs its decisions settled (by its own fields, or because the
-// middleware has a final cost hook) and its limiter l cannot settle.
-func (e *Engine) checkSettle(ru *httplimit.Rule, l *limiter) error {
-	if l.settle.s == nil && (ru.Settles() || e.costHook) {
-		return fmt.Errorf("%w: %w: rule %q (count %q, cost header %q, final cost hook %t)",
-			shardlimit.ErrInvalidConfig, httplimit.ErrCannotSettle, ru.Name, ru.Count, ru.CostHeader, e.costHook)
-	}
-	return nil
-}
-
 // EnableCostHook tells the engine that its middleware has a final cost
-// hook, so that the decisions of every rule are settled after the handler.
-// It returns an error wrapping httplimit.ErrCannotSettle (and
-// shardlimit.ErrInvalidConfig) if a rule's limiter cannot settle, and then
-// changes nothing; later reloads refuse such rules too. Call it before the
-// first request.
-func (e *Engine) EnableCostHook() error {
+// hook, so that the decisions of every rule are settled after the handler
+// (every shardlimit.Limiter settles). Call it before the first request.
+func (e *Engine) EnableCostHook() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if set := e.set.Load(); set != nil {
-		for _, r := range set.rules {
-			if r.l.settle.s == nil {
-				return fmt.Errorf("%w: %w: rule %q (final cost hook)", shardlimit.ErrInvalidConfig, httplimit.ErrCannotSettle, r.name)
-			}
-		}
-	}
 	e.costHook = true
-	return nil
 }
 
 // Reported costs that are not costs, from ParseCost and CheckCost.
@@ -193,13 +145,7 @@ func (e *Engine) Settle(sc *Scratch, o *Outcome, status, cost int) {
 	// namespace back, in case the request was decided by another rule
 	// too, whose namespace (of the same length) took its place.
 	copy(sc.lkey, r.l.ns)
-	var err error
-	if st.sb != nil {
-		err = st.sb.SettleBytes(sc.lkey, o.Time, delta)
-	} else {
-		err = st.s.Settle(string(sc.lkey), o.Time, delta)
-	}
-	switch {
+	switch err := r.l.lim.Settle(string(sc.lkey), o.Time, delta); {
 	case err != nil:
 		st.errs.Add(1)
 	case delta < 0:

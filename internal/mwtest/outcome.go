@@ -29,15 +29,10 @@ const (
 	AppCostField = "X-Cost"
 )
 
-// SkipCannotSettle is the message of the harnesses' t.Skip when the
-// middleware refuses a setup because a rule's limiter cannot settle
-// (httplimit.ErrCannotSettle): before the root Limiter has Settle.
-const SkipCannotSettle = "the rules' limiters cannot settle (shardlimit.Limiter has no Settle yet): the end-to-end outcome tests run once it has"
-
 // OutcomeCases are the scenarios of counting by outcome and settling a
 // final cost after the handler (Rule.Count, Rule.CostHeader, the final
 // cost hooks). The end-to-end ones run with the middleware's own
-// limiters, and skip while those cannot settle; OutcomePlumbing checks what
+// limiters; OutcomePlumbing checks what
 // the middleware asks of a limiter's Settle through a recording limiter.
 var OutcomeCases = []Case{
 	{"OutcomeFailedOnly", OutcomeFailedOnly},
@@ -327,39 +322,3 @@ func ParseReportedCost(v string, keep int) int {
 	}
 	return n
 }
-
-// SettlingLimiter is an Options.NewLimiter for allocation tests and
-// benchmarks of the settled path: shardlimit.New's limiter if it can
-// settle, else that limiter with a Settle that settles nothing (so the
-// middleware's own cost is measured either way). bytes adds a SettleBytes,
-// the []byte form the middleware prefers, to a limiter without one.
-func SettlingLimiter(bytes bool) func(string, shardlimit.Config) (shardlimit.Limiter, error) {
-	return func(_ string, cfg shardlimit.Config) (shardlimit.Limiter, error) {
-		lim, err := shardlimit.New(cfg)
-		if err != nil {
-			return nil, err
-		}
-		if _, ok := lim.(interface {
-			Settle(string, time.Time, int) error
-		}); !ok {
-			lim = nopSettler{lim}
-		}
-		if _, ok := lim.(interface {
-			SettleBytes([]byte, time.Time, int) error
-		}); bytes && !ok {
-			lim = nopBytesSettler{lim}
-		}
-		return lim, nil
-	}
-}
-
-// nopSettler adds a Settle that settles nothing to a limiter without one.
-type nopSettler struct{ shardlimit.Limiter }
-
-func (nopSettler) Settle(string, time.Time, int) error { return nil }
-
-// nopBytesSettler adds a SettleBytes that settles nothing.
-type nopBytesSettler struct{ shardlimit.Limiter }
-
-func (nopBytesSettler) Settle(string, time.Time, int) error      { return nil }
-func (nopBytesSettler) SettleBytes([]byte, time.Time, int) error { return nil }
