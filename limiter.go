@@ -449,7 +449,8 @@ type Limiter interface {
 	// limit 0), ErrWouldExceedDeadline when they would be free after
 	// ctx's deadline, or AllowN's errors; or, when ctx is done while it
 	// waits, an error wrapping ctx.Err() (the units are given back, as
-	// CancelAt does). It reserves the units (ReserveN) and sleeps on the
+	// CancelAt does); or, when the limiter is closed while it waits, an
+	// error wrapping ErrClosed. It reserves the units (ReserveN) and sleeps on the
 	// Clock (SleepUntil: a ManualClock's waiters wake when it is
 	// advanced), so waiters on one key are admitted in the order they
 	// called, a large cost is never overtaken by small ones, and no
@@ -466,7 +467,8 @@ type Limiter interface {
 	// sweep of its table in progress (not for another limiter's), and
 	// stops the janitor's goroutine if no other limiter needs it. It is
 	// idempotent and always returns nil; afterwards decisions return
-	// ErrClosed and the janitor never touches the limiter again.
+	// ErrClosed and the janitor never touches the limiter again. Waits in
+	// progress (WaitN) return an error wrapping ErrClosed at once.
 	Close() error
 }
 

@@ -124,6 +124,7 @@ type reserver interface {
 	Reserve(key string, now time.Time, n int, maxWait time.Duration) core.Reserved
 	Clock() core.Clock
 	Instant(now time.Time) int64
+	Closing() context.Context
 }
 
 // reserveN is Limiter.ReserveN of l, whose core limiter is c.
@@ -148,7 +149,7 @@ func reservation(l Limiter, c reserver, key string, now time.Time, n int, r core
 // cancelled waiter cancels its reservation: it holds nothing.
 func waitN(ctx context.Context, l Limiter, c reserver, key string, n int) error {
 	clock := c.Clock()
-	return waitLoop(ctx, clock, key, n, func(now time.Time, maxWait time.Duration) Reservation {
+	return waitLoop(ctx, clock, c.Closing(), key, n, func(now time.Time, maxWait time.Duration) Reservation {
 		return reservation(l, c, key, now, n, c.Reserve(key, now, n, maxWait))
 	})
 }
@@ -158,7 +159,7 @@ func waitN(ctx context.Context, l Limiter, c reserver, key string, n int) error 
 // they are denied, sleeps until their RetryAfter and tries again, so
 // waiters are not served in any order. The errors are WaitN's.
 func WaitFor(ctx context.Context, l Limiter, clock Clock, key string, n int) error {
-	return waitLoop(ctx, clock, key, n, func(now time.Time, _ time.Duration) Reservation {
+	return waitLoop(ctx, clock, nil, key, n, func(now time.Time, _ time.Duration) Reservation {
 		return NewReservation(l, clock, key, now, n, l.AllowN(key, now, n))
 	})
 }
@@ -170,8 +171,9 @@ const maxWaitRounds = 1 << 20
 
 // waitLoop waits for reserve's units: at once if they are admitted, after
 // sleeping on clock until they are the caller's if held, and again after
-// the Delay if not held.
-func waitLoop(ctx context.Context, clock Clock, key string, n int, reserve func(now time.Time, maxWait time.Duration) Reservation) error {
+// the Delay if not held. A sleep ends when closing (the limiter's, nil if
+// none) is done too: a limiter closed during the wait returns ErrClosed.
+func waitLoop(ctx context.Context, clock Clock, closing context.Context, key string, n int, reserve func(now time.Time, maxWait time.Duration) Reservation) error {
 	for range maxWaitRounds {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("shardlimit: wait for %d units of %q: %w", n, key, err)
@@ -193,8 +195,11 @@ func waitLoop(ctx context.Context, clock Clock, key string, n int, reserve func(
 		default:
 			return fmt.Errorf("shardlimit: wait for %d units of %q: %w", n, key, r.err)
 		}
-		if err := SleepUntil(ctx, clock, now.Add(d)); err != nil {
+		if err := sleepUntil(ctx, closing, clock, now.Add(d)); err != nil {
 			r.CancelAt(clock.Now())
+			if ctx.Err() == nil && closing != nil && closing.Err() != nil {
+				err = ErrClosed
+			}
 			return fmt.Errorf("shardlimit: wait for %d units of %q: %w", n, key, err)
 		}
 		if r.ok {
@@ -202,6 +207,20 @@ func waitLoop(ctx context.Context, clock Clock, key string, n int, reserve func(
 		}
 	}
 	return fmt.Errorf("%w: %d units of %q after %d tries", ErrNotHeld, n, key, maxWaitRounds)
+}
+
+// sleepUntil is SleepUntil, ended early when closing is done too (nil:
+// never). It starts no goroutine while it sleeps.
+func sleepUntil(ctx, closing context.Context, clock Clock, t time.Time) error {
+	if closing == nil {
+		return SleepUntil(ctx, clock, t)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(closing, cancel)
+	err := SleepUntil(sctx, clock, t)
+	stop()
+	cancel()
+	return err
 }
 
 // SleepClock is a Clock that can sleep until it reads an instant.

@@ -54,6 +54,7 @@ func (l *limiter[E]) Config() Config {
 func (l *limiter[E]) Close() error {
 	l.closeOnce.Do(func() {
 		l.closed.Store(true)
+		l.closeWait()
 		if l.jan != nil {
 			sweeper.remove(l.jan)
 		}

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +27,9 @@ type limiter[E any] struct {
 
 	closed    atomic.Bool
 	closeOnce sync.Once
-	jan       *janitorJob // nil if the janitor is disabled
+	closing   context.Context    // done at Close: ends the waits in progress
+	closeWait context.CancelFunc // ends closing
+	jan       *janitorJob        // nil if the janitor is disabled
 }
 
 // init sets up l, whose zero value it requires, for alg deciding rs's
@@ -36,6 +39,7 @@ type limiter[E any] struct {
 // in.
 func (l *limiter[E]) init(cfg Config, rs *rateSet, alg algorithm[E], stride, extras int, y *syncSet) {
 	l.alg, l.cfg, l.rates, l.clock = alg, cfg, *rs, cfg.Clock
+	l.closing, l.closeWait = context.WithCancel(context.Background())
 	for _, r := range cfg.rates() {
 		l.defaults = append(l.defaults, r.Limit)
 	}

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"errors"
 	"time"
 )
@@ -40,6 +41,10 @@ type Reserved struct {
 func (l *limiter[E]) Reserve(key string, now time.Time, n int, maxWait time.Duration) Reserved {
 	return l.reserve(key, l.tab.hash(key), l.tl.instant(now), n, maxWait)
 }
+
+// Closing returns a context done when the limiter is closed: a wait in
+// progress sleeps on it, so Close ends it.
+func (l *limiter[E]) Closing() context.Context { return l.closing }
 
 // Clock returns the limiter's Clock.
 func (l *limiter[E]) Clock() Clock { return l.clock }
