@@ -300,9 +300,9 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 			}
 			if consume && r.Allowed && n > 0 {
 				e.journal.record(key, at, n, false)
-				if e.fallback != nil {
-					e.fallback.AllowN(key, now, n) // record this process's usage
-				}
+			}
+			if consume && n > 0 && e.fallback != nil {
+				e.shareFallback(key, now, n, r)
 			}
 			e.tally(consume, n, r)
 			return r
