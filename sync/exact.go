@@ -69,10 +69,12 @@ import (
 // limit F (default: the limit L) admit at most max(N*F, L) plus F/L of
 // the units each process had not seen granted to the others (those since
 // its last decision by Redis) in a window an outage overlaps, whatever the
-// spread of the traffic: N*L with the default fallback, about L with F =
-// L/N (see the package doc on outages for the derivation, several rates
-// and processes that recover at different times). A timed-out call may still have consumed
-// its units in Redis; if the policy admits the request too, its units
+// spread of the traffic, and never more than N*L with F <= L: so N*L with
+// the default fallback, about L with F = L/N (see the package doc on
+// outages for the derivation, several rates, evictions not yet noticed
+// and processes that recover at different times). A timed-out call may
+// still have consumed its units in Redis; if the policy admits the
+// request too, its units
 // count twice once replayed (the stricter side). Units that calls failing
 // now and then (not an outage) leave to the policy are sent by the
 // background goroutine at its next round, without degrading the limiter,
