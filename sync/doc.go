@@ -323,31 +323,68 @@
 // kept.
 //
 // Take N processes, a limit L per window, a fallback limit F per process
-// (FallbackLocal; by default F = L, Exact's own limit), and u_i the units
+// (FallbackLocal; by default F = L, Exact's own limit), u_i the units
 // Redis granted process i in a window before the process turned
-// Degraded, U their sum. Then:
+// Degraded, U their sum, c_i the units of the window Redis counted for
+// all processes at process i's last decision by Redis before then (0 if
+// none), and m_i = U - c_i the units Redis granted the others after it,
+// which process i has not seen; M their sum. Then:
 //
-//   - While Degraded, process i's fallback, which recorded the u_i units,
-//     admits at most f_i <= max(0, F - u_i) more in the window: process
-//     i's units of the window are at most max(u_i, F).
+//   - While Healthy, process i's fallback records every decision Redis
+//     made for it: the units Redis granted it, and at least its share of
+//     the cluster's usage that the reply tells, ceil(c*F/L) of the binding
+//     rate (c = L - Remaining), charged with Settle (an overdraft never
+//     refused, so the process's own units are recorded even in a full
+//     fallback). Denied decisions share too: they tell the others' usage.
+//     Sharing only ever charges, so a store that answers short (evicted
+//     state) never takes back a share already recorded.
+//
+//   - While Degraded, process i's fallback therefore admits at most
+//     f_i <= max(0, F - max(u_i, ceil(c_i*F/L))) more in the window.
 //
 //   - Each process sends its f_i units (and its u_i if Redis may have lost
 //     them) before it decides by Redis again. Once every process has, the
 //     store counts every unit of the window and admits only up to L:
 //
-//     max(L, sum_i max(u_i, F))  =  max(L, U + sum_i max(0, F - u_i))
+//     max(L, U + sum_i max(0, F - max(u_i, ceil(c_i*F/L))))
 //
-//     which is at most N*L with the default fallback (each term at most
-//     L), exactly L with F = L/N and traffic spread evenly (u_i <= L/N),
-//     and at most L + (N-1)*F in general (U <= L).
+//     Since c_i = U - m_i, the sum is at most U*(1 - N*F/L) + N*F +
+//     (F/L)*M, so the window holds at most
 //
+//     max(L, N*F) + (F/L)*M
+//
+//     whatever the spread of the traffic over the processes, and at most
+//     max(L, sum_i max(u_i, F)) <= N*L with the default fallback (each
+//     process's own units at most max(u_i, F)). With F = L/N that is
+//     L + M/N: L plus, on average over the processes, what each was not
+//     told of the others' grants since its own last decision. A process
+//     that decides a key every g seconds misses at most what the others
+//     were granted in g: with two processes each offered 5 requests/s and
+//     a GCRA of 20 per 10 s (2 per second for all), m_i <= 1, so at most
+//     L + 1 = 21. (Before the fallback recorded shares, a process that
+//     had been granted few of the window's units fell back to an almost
+//     full fallback: up to L + (N-1)*F with F = L/N.) Calls that fail
+//     before the process turns Degraded are decided by the fallback too,
+//     and counted in f_i.
+//
+//   - Several rates: each decision shares the binding rate of Redis's
+//     reply (the least remaining), and the charge counts in every rate of
+//     the fallback, so the other rates are charged the same units, the
+//     stricter side (a longer rate's fallback may run out before the
+//     cluster's share of it). When the fallback binds on another rate than
+//     Redis (limits not in proportion to the limits), that rate is charged
+//     c/L of its limit; the bound above is exact for the rate both bind on,
+//     and every rate keeps the bound of its own units, max(L, sum_i
+//     max(u_i, F)).
+
 //   - Processes recover one by one (each its own probe, with its back-off
 //     up to MaxProbeInterval, and its own INFO). A process that decides
 //     by Redis again while another has not replayed yet may be granted
 //     what the store would have refused had it counted the other's units:
 //     at most L + sum_j f_j over the processes j not yet replayed (plus
 //     their u_j if Redis lost state), still at most N*L with the default
-//     fallback, up to L + (N-1)*F with F = L/N.
+//     fallback; with F = L/N each f_j <= (L - c_j)/N, so at most L plus
+//     what the processes not yet replayed had left of their shares.
 //
 //   - Evictions reach the bound only once noticed: until the eviction
 //     check sees them (up to EvictionCheck, Δ) every eviction of a key's

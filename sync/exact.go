@@ -52,9 +52,13 @@ import (
 // limiters, see the package doc) reaches Redis again. One slow call on a
 // loaded host does not degrade it; more than DegradePercent of its
 // decisions over a HealthInterval made by the policy do (see the package
-// doc on health). While Healthy every unit Redis admits is
-// also recorded in the local fallback, so switching to it continues from
-// this process's usage, never from a fresh budget. Every unit this process
+// doc on health). While Healthy every decision by Redis is also recorded
+// in the local fallback: the units Redis admitted this process, and at
+// least its fair share of the cluster's usage, ceil(c*F/L) of the binding
+// rate (c the units Redis counts for every process, L its limit, F the
+// fallback's), charged with Settle, so switching to it continues from this
+// process's usage or its share of everyone's, whichever is more, never
+// from a fresh budget (about 100 ns per decision). Every unit this process
 // is granted, by Redis or by the policy, is also recorded in a journal
 // (ExactConfig.JournalKeys) while it still counts; when Redis answers
 // again the limiter stays Degraded, deciding by the policy, until it has
@@ -62,13 +66,15 @@ import (
 // state: it restarted, or evicted keys, every unit of the journal), added
 // unconditionally at their instants. So a recovered Redis counts them and
 // never grants a window's limit on top of them: N processes with fallback
-// limit F (default: the limit L) admit at most max(L, the sum over the
-// processes of max(u_i, F)) in a window an outage overlaps, u_i the units
-// Redis granted process i in it before the outage, so at most N*L with
-// the default fallback and L with F = L/N and even traffic (see the
-// package doc on outages for the derivation and for processes that
-// recover at different times). A timed-out call may still have consumed
-// its units in Redis; if the policy admits the request too, its units
+// limit F (default: the limit L) admit at most max(N*F, L) plus F/L of
+// the units each process had not seen granted to the others (those since
+// its last decision by Redis) in a window an outage overlaps, whatever the
+// spread of the traffic, and never more than N*L with F <= L: so N*L with
+// the default fallback, about L with F = L/N (see the package doc on
+// outages for the derivation, several rates, evictions not yet noticed
+// and processes that recover at different times). A timed-out call may
+// still have consumed its units in Redis; if the policy admits the
+// request too, its units
 // count twice once replayed (the stricter side). Units that calls failing
 // now and then (not an outage) leave to the policy are sent by the
 // background goroutine at its next round, without degrading the limiter,
@@ -300,9 +306,9 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 			}
 			if consume && r.Allowed && n > 0 {
 				e.journal.record(key, at, n, false)
-				if e.fallback != nil {
-					e.fallback.AllowN(key, now, n) // record this process's usage
-				}
+			}
+			if consume && n > 0 && e.fallback != nil {
+				e.shareFallback(key, now, n, r)
 			}
 			e.tally(consume, n, r)
 			return r

@@ -92,3 +92,41 @@ func (e *Exact) Sweep(now time.Time) int {
 	}
 	return e.fallback.Sweep(now)
 }
+
+// shareFallback records in the fallback, after Redis decided n units of
+// key at now with r, this process's fair share of the cluster's usage:
+// its usage of the binding rate becomes at least ceil(c*F/L), c = L -
+// r.Remaining the units Redis counts for every process in that rate, F
+// the fallback's limit of it, and at least its usage before plus n if
+// Redis admitted them. The difference is charged with Settle, an
+// overdraft never refused, so an own grant is recorded even in a full
+// fallback. When the store fails, the fallback then admits at most F -
+// max(own units, c*F/L) more in the window, however unevenly the
+// processes' traffic was spread (see the package doc on outages).
+//
+// Only the binding rate of Redis's reply is shared (a Result carries no
+// other); the charge counts in every rate of the fallback, so the other
+// rates are charged the same units: stricter. If the fallback binds on
+// another rate than Redis (its remaining is the least there), the
+// fallback's binding rate is charged c/L of its limit F: exact when both
+// bind the same rate, as they do with fallback limits in proportion to
+// the limits.
+func (e *Exact) shareFallback(key string, now time.Time, n int, r shardlimit.Result) {
+	own := 0
+	if r.Allowed {
+		own = n
+	}
+	delta := own
+	if L := r.Limit; L > 0 {
+		fb := e.fallback.Peek(key, now, 0)
+		if F := fb.Limit; fb.Err == nil && F > 0 {
+			c := int64(L - r.Remaining)
+			share := int((c*int64(F) + int64(L) - 1) / int64(L)) // ceil(c*F/L)
+			used := F - fb.Remaining
+			delta = max(own, share-used)
+		}
+	}
+	if delta > 0 {
+		_ = e.fallback.Settle(key, now, delta) // a full table: as AllowN's refusal
+	}
+}

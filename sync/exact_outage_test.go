@@ -19,9 +19,10 @@ import (
 // the store when it answers again, so a window never admits more than
 // the documented bound
 //
-//	max(L, U + sum_i max(0, F - u_i))
+//	max(L, U + sum_i max(0, F - max(u_i, ceil(c_i*F/L))))
 //
-// (U = sum_i u_i the units Redis granted node i before the fault, F the
+// (U = sum_i u_i the units Redis granted node i before the fault, c_i
+// the units Redis counted for all nodes at node i's last decision, F the
 // fallback's limit): N*L with the default fallback, L with F = L/N. The
 // scripts decide at the test's instants (callerTime), all in one window,
 // so the counts depend only on what was sent.
@@ -135,14 +136,16 @@ func runOutage(t *testing.T, f outageFault, cfg shardlimit.Config, lims, fb []in
 	if fb != nil {
 		F = fb[0]
 	}
-	// Before the fault: Redis grants u_i.
+	// Before the fault: Redis grants u_i, node 0 first: c_0 = u_0, c_1 = U.
 	u := [2]int{6, 4}
+	var c [2]int
 	U := 0
 	for i, n := range nodes {
 		if got := send(t, n.e, key, now, u[i]); got != u[i] {
 			t.Fatalf("node %d: Redis admitted %d of %d", i, got, u[i])
 		}
 		U += u[i]
+		c[i] = U
 	}
 	f.begin(t)
 	// The fault: each node decides by its fallback from its first failed
@@ -156,11 +159,12 @@ func runOutage(t *testing.T, f outageFault, cfg shardlimit.Config, lims, fb []in
 			sent, got = untilDegraded(t, n, key, now, 25)
 		}
 		got += send(t, n.e, key, now, max(0, sends-sent))
-		if want := max(0, F-u[i]); got > want {
-			t.Errorf("node %d admitted %d by its fallback, more than F - u_i = %d", i, got, want)
+		want := max(0, F-max(u[i], ceilShare(c[i], F, L)))
+		if got > want {
+			t.Errorf("node %d admitted %d by its fallback, more than F - max(u_i, ceil(c_i*F/L)) = %d", i, got, want)
 		}
 		fsum += got
-		bound += max(0, F-u[i])
+		bound += want
 	}
 	f.end(t)
 	for i, n := range nodes {
@@ -178,7 +182,7 @@ func runOutage(t *testing.T, f outageFault, cfg shardlimit.Config, lims, fb []in
 	bound = max(L, bound)
 	t.Logf("%s: U = %d, by the fallbacks %d, after %d: %d admitted, bound %d (L = %d, F = %d)", f.name, U, fsum, after, total, bound, L, F)
 	if total > bound {
-		t.Errorf("%d admitted in the window, bound max(L, U + sum max(0, F - u_i)) = %d", total, bound)
+		t.Errorf("%d admitted in the window, bound max(L, U + sum max(0, F - max(u_i, ceil(c_i*F/L)))) = %d", total, bound)
 	}
 	if want := max(0, L-U-fsum); after != want {
 		t.Errorf("after the fault %d admitted, want L - U - fallback units = %d", after, want)
@@ -186,6 +190,12 @@ func runOutage(t *testing.T, f outageFault, cfg shardlimit.Config, lims, fb []in
 	if fb == nil && total > 2*L {
 		t.Errorf("%d admitted, more than N*L = %d", total, 2*L)
 	}
+}
+
+// ceilShare returns ceil(c*F/L), a node's share of c units the cluster
+// used of a limit L, for its fallback limit F.
+func ceilShare(c, F, L int) int {
+	return (c*F + L - 1) / L
 }
 
 // outageConfigs are the limiters the outage tests run: each algorithm
@@ -332,5 +342,76 @@ func floodUntil(c *redis.Client, stop chan struct{}) {
 		if i%50 == 0 {
 			time.Sleep(time.Millisecond) // pace: the store also serves the nodes
 		}
+	}
+}
+
+// TestExactOutageUneven: traffic spread unevenly before the fault. Node 0
+// is granted 18 of L = 20, node 1 only 2 (its last decision after node
+// 0's last), each with a fallback of F = L/N = 10. Each node's fallback
+// holds at least its share of the cluster's usage, ceil(c*F/L), not only
+// its own units: node 1's holds 10, not 2, so neither admits more while
+// the store is away and the window holds at most L (with only its own
+// units recorded, node 1 would admit 8 more: 28). Every algorithm, and
+// both a kill with an empty restart and a stalled proxy.
+func TestExactOutageUneven(t *testing.T) {
+	faults := []struct {
+		name string
+		mk   func(t *testing.T) outageFault
+	}{
+		{"kill", func(t *testing.T) outageFault {
+			srv := redistest.StartServer(t)
+			return outageFault{addr: func(*testing.T) string { return srv.Addr },
+				begin: func(*testing.T) { srv.Stop() }, end: func(*testing.T) { srv.Start() }}
+		}},
+		{"stall", func(t *testing.T) outageFault {
+			srv := redistest.StartServer(t)
+			p := redistest.StartProxy(t, srv.Addr)
+			return outageFault{addr: func(*testing.T) string { return p.Addr },
+				begin: func(*testing.T) { p.SetMode(redistest.Blackhole) },
+				end:   func(*testing.T) { p.SetMode(redistest.Pass) }}
+		}},
+	}
+	for _, f := range faults {
+		for _, c := range outageConfigs {
+			t.Run(f.name+"/"+c.name, func(t *testing.T) {
+				runUneven(t, f.mk(t), c.cfg, c.lims[0], c.half)
+			})
+		}
+	}
+}
+
+// runUneven runs TestExactOutageUneven's scenario through fault f: the
+// binding rate's limit L, the fallback's limits half (L/N first).
+func runUneven(t *testing.T, f outageFault, cfg shardlimit.Config, L int, half []int) {
+	nodes := newOutageNodes(t, f.addr(t), redistest.Prefix(t), cfg, half)
+	const key = "user"
+	now := at(time.Second)
+	// Before the fault: node 0 most of the window, node 1 last.
+	plan := []struct{ node, count int }{{0, 14}, {1, 1}, {0, 4}, {1, 1}}
+	U := 0
+	for _, p := range plan {
+		if got := send(t, nodes[p.node].e, key, now, p.count); got != p.count {
+			t.Fatalf("node %d: Redis admitted %d of %d", p.node, got, p.count)
+		}
+		U += p.count
+	}
+	f.begin(t)
+	fsum := 0
+	for i, n := range nodes {
+		sent, got := untilDegraded(t, n, key, now, 25)
+		got += send(t, n.e, key, now, max(0, 25-sent))
+		t.Logf("node %d admitted %d by its fallback", i, got)
+		fsum += got
+	}
+	f.end(t)
+	after := 0
+	for _, n := range nodes {
+		n.ch.wait(t, Healthy, 30*time.Second)
+		after += send(t, n.e, key, now, 25)
+	}
+	total := U + fsum + after
+	t.Logf("U = %d, by the fallbacks %d, after %d: %d admitted (L = %d, F = %d)", U, fsum, after, total, L, half[0])
+	if total > L {
+		t.Errorf("%d admitted in the window, more than L = %d", total, L)
 	}
 }
