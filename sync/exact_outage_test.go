@@ -226,6 +226,7 @@ func eachOutage(t *testing.T, mk func(t *testing.T) outageFault) {
 				name, fb = c.name+"/fallback-L/N", c.half
 			}
 			t.Run(name, func(t *testing.T) {
+				t.Parallel() // each has its own redis-server; the verdicts are counts
 				runOutage(t, mk(t), c.cfg, c.lims, fb, c.sends)
 			})
 		}
@@ -374,6 +375,7 @@ func TestExactOutageUneven(t *testing.T) {
 	for _, f := range faults {
 		for _, c := range outageConfigs {
 			t.Run(f.name+"/"+c.name, func(t *testing.T) {
+				t.Parallel() // each has its own redis-server; the verdicts are counts
 				runUneven(t, f.mk(t), c.cfg, c.lims[0], c.half)
 			})
 		}
