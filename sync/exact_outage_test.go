@@ -375,7 +375,6 @@ func TestExactOutageUneven(t *testing.T) {
 	for _, f := range faults {
 		for _, c := range outageConfigs {
 			t.Run(f.name+"/"+c.name, func(t *testing.T) {
-				t.Parallel() // each has its own redis-server; the verdicts are counts
 				runUneven(t, f.mk(t), c.cfg, c.lims[0], c.half)
 			})
 		}
