@@ -1,0 +1,90 @@
+package outbound
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// holdTable is the Pacer's holds: key -> the Unix nanosecond until which
+// the key is held, at most max keys. Expired holds are removed by the
+// lookup that finds them and by an insert into a full table; there is no
+// goroutine. Safe for concurrent use.
+type holdTable struct {
+	live atomic.Int64 // len(m), read without the lock by the fast path
+	mu   sync.RWMutex
+	m    map[string]int64 // requires mu
+	max  int
+}
+
+func newHoldTable(max int) *holdTable {
+	return &holdTable{m: make(map[string]int64), max: max}
+}
+
+// until returns the instant (Unix nanoseconds) until which key is held
+// after now, or 0 if it is not held at now. With no holds at all it takes
+// no lock.
+func (h *holdTable) until(key string, now int64) int64 {
+	if h.live.Load() == 0 {
+		return 0
+	}
+	h.mu.RLock()
+	u, ok := h.m[key]
+	h.mu.RUnlock()
+	if !ok {
+		return 0
+	}
+	if u > now {
+		return u
+	}
+	h.mu.Lock()
+	if u, ok := h.m[key]; ok && u <= now {
+		delete(h.m, key)
+		h.live.Store(int64(len(h.m)))
+	}
+	h.mu.Unlock()
+	return 0
+}
+
+// set holds key until until (Unix nanoseconds), or keeps its hold if that
+// ends later: a hold is never shortened. A new key in a full table first
+// removes the holds expired at now and then, if none was, the hold that
+// ends soonest (it costs the least time), so the table never holds more
+// than max keys. That scan is O(max) and runs only when the table is full.
+func (h *holdTable) set(key string, until, now int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if u, ok := h.m[key]; ok {
+		h.m[key] = max(u, until)
+		return
+	}
+	if len(h.m) >= h.max {
+		h.makeRoom(now)
+	}
+	h.m[key] = until
+	h.live.Store(int64(len(h.m)))
+}
+
+// makeRoom removes the holds expired at now, or if none is, the hold that
+// ends soonest. Requires h.mu held.
+func (h *holdTable) makeRoom(now int64) {
+	var soonest string
+	first := true
+	var end int64
+	for k, u := range h.m {
+		switch {
+		case u <= now:
+			delete(h.m, k)
+		case first || u < end:
+			soonest, end, first = k, u, false
+		}
+	}
+	if len(h.m) >= h.max && !first {
+		delete(h.m, soonest)
+	}
+}
+
+// len returns the number of holds stored (expired ones not yet removed
+// included).
+func (h *holdTable) len() int {
+	return int(h.live.Load())
+}
