@@ -164,7 +164,7 @@ func (p *Pacer) wait(ctx context.Context, key string, n int) error {
 		if err := p.lim.WaitN(ctx, key, n); err != nil {
 			return fmt.Errorf("outbound: wait for %d units of %q: %w", n, key, err)
 		}
-		if p.holds.until(key, p.clock.Now().UnixNano()) == 0 {
+		if !p.held(key) {
 			return nil
 		}
 		// A hold began while this call waited: its units would go out
@@ -172,13 +172,19 @@ func (p *Pacer) wait(ctx context.Context, key string, n int) error {
 	}
 }
 
+// held reports whether a hold covers key now. With no holds stored it
+// reads no clock.
+func (p *Pacer) held(key string) bool {
+	return p.holds.len() != 0 && p.holds.until(key, p.clock.Now().UnixNano()) != 0
+}
+
 // waitHold sleeps on the Clock until no hold covers key.
 func (p *Pacer) waitHold(ctx context.Context, key string) error {
-	for {
+	for p.holds.len() != 0 {
 		now := p.clock.Now()
 		u := p.holds.until(key, now.UnixNano())
 		if u == 0 {
-			return nil
+			break
 		}
 		until := time.Unix(0, u)
 		if dl, ok := ctx.Deadline(); ok && dl.Before(until) {
@@ -188,6 +194,7 @@ func (p *Pacer) waitHold(ctx context.Context, key string) error {
 			return fmt.Errorf("outbound: wait for the hold of %q: %w", key, err)
 		}
 	}
+	return nil
 }
 
 // Hold makes every call on key wait, or fail fast, until until (a
