@@ -2,6 +2,7 @@ package outbound
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -22,7 +23,22 @@ type TransportConfig struct {
 	// it); an error fails the request with an error wrapping
 	// ErrInvalidKey and the Key's error.
 	Key func(*http.Request) (string, error)
+
+	// Retries is how many times a request answered 429, or 503 for an
+	// idempotent method (RFC 9110, section 9.2.2), with a Retry-After is
+	// sent again, each time after the hold that answer set and a turn
+	// from the Pacer, in [0, MaxRetries]. Default 0: Transport never
+	// retries. A request is retried only if its body can be replayed (no
+	// body, or req.GetBody set), the Pacer waits (not FailFast), and the
+	// hold ends before the request context's deadline; otherwise the
+	// answer goes back to the caller. Each retry closes the previous
+	// answer's body after reading at most 64 KiB of it (so the connection
+	// can be reused).
+	Retries int
 }
+
+// MaxRetries is the largest TransportConfig.Retries.
+const MaxRetries = 100
 
 // Transport is an http.RoundTripper that paces requests per key (by
 // default the host) with a Pacer and honours a server's 429 (Too Many
@@ -33,9 +49,10 @@ type TransportConfig struct {
 // or 503 without a usable Retry-After holds nothing; the limiter alone
 // paces the key then.
 //
-// Transport never retries: the 429 or 503 response goes back to the
-// caller as it came (its body unread), and the caller's next request on
-// the key waits for the hold. A request that fails fast, or whose wait
+// Transport does not retry unless asked (TransportConfig.Retries): the
+// 429 or 503 response goes back to the caller as it came (its body
+// unread), and the caller's next request on the key waits for the hold.
+// A request that fails fast, or whose wait
 // ends in an error, is not sent: its body is closed, as the RoundTripper
 // contract requires, and never read (a retry needs req.GetBody, which
 // http.NewRequest sets for in-memory bodies). Errors wrap ErrLimited,
@@ -44,16 +61,20 @@ type TransportConfig struct {
 // Build it with NewTransport; it is safe for concurrent use. Its allowed
 // path allocates nothing beyond Base's (BenchmarkTransport).
 type Transport struct {
-	pacer *Pacer
-	base  http.RoundTripper
-	key   func(*http.Request) (string, error)
+	pacer   *Pacer
+	base    http.RoundTripper
+	key     func(*http.Request) (string, error)
+	retries int
 }
 
 // NewTransport returns a Transport for cfg. It returns an error wrapping
-// ErrInvalidConfig if cfg.Pacer is nil.
+// ErrInvalidConfig if cfg.Pacer is nil or cfg.Retries is out of range.
 func NewTransport(cfg TransportConfig) (*Transport, error) {
 	if cfg.Pacer == nil {
 		return nil, fmt.Errorf("%w: TransportConfig.Pacer is required", ErrInvalidConfig)
+	}
+	if cfg.Retries < 0 || cfg.Retries > MaxRetries {
+		return nil, fmt.Errorf("%w: Retries %d out of [0, %d]", ErrInvalidConfig, cfg.Retries, MaxRetries)
 	}
 	if cfg.Base == nil {
 		cfg.Base = http.DefaultTransport
@@ -61,29 +82,88 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	if cfg.Key == nil {
 		cfg.Key = HostKey
 	}
-	return &Transport{pacer: cfg.Pacer, base: cfg.Base, key: cfg.Key}, nil
+	return &Transport{pacer: cfg.Pacer, base: cfg.Base, key: cfg.Key, retries: cfg.Retries}, nil
 }
 
 // RoundTrip implements http.RoundTripper: it takes the request's turn
 // from the Pacer (in the request's context), sends the request through
-// Base, and holds the key on a 429 or 503 with a Retry-After.
+// Base, holds the key on a 429 or 503 with a Retry-After, and sends it
+// again if TransportConfig.Retries allows.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	key, err := t.key(req)
 	if err != nil {
 		closeBody(req)
 		return nil, fmt.Errorf("%w: %s %s: %w", ErrInvalidKey, req.Method, req.URL.Redacted(), err)
 	}
-	if err := t.pacer.Take(req.Context(), key, 1); err != nil {
-		closeBody(req)
-		return nil, err
-	}
-	resp, err := t.base.RoundTrip(req)
-	if err == nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
-		if d, ok := RetryDelay(resp.Header, t.pacer.clock.Now()); ok {
-			_ = t.pacer.HoldFor(key, d) // an invalid key was refused by Take
+	for attempt := 0; ; attempt++ {
+		if err := t.pacer.Take(req.Context(), key, 1); err != nil {
+			closeBody(req)
+			return nil, err
+		}
+		resp, err := t.base.RoundTrip(req)
+		if err != nil || !t.hold(key, resp) || !t.retry(key, req, resp, attempt) {
+			return resp, err
+		}
+		if req, err = replay(req); err != nil {
+			return nil, err
 		}
 	}
-	return resp, err
+}
+
+// hold holds key if resp is a 429 or 503 with a usable Retry-After, and
+// reports whether it is.
+func (t *Transport) hold(key string, resp *http.Response) bool {
+	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
+		return false
+	}
+	d, ok := RetryDelay(resp.Header, t.pacer.clock.Now())
+	if ok {
+		_ = t.pacer.HoldFor(key, d) // an invalid key was refused by Take
+	}
+	return ok
+}
+
+// retry reports whether req of key, answered resp (a 429 or 503 that
+// set a hold) on its attempt-th try from 0, is to be sent again (see
+// TransportConfig.Retries), and if so closes resp's body.
+func (t *Transport) retry(key string, req *http.Request, resp *http.Response, attempt int) bool {
+	if attempt >= t.retries || t.pacer.failFast ||
+		resp.StatusCode == http.StatusServiceUnavailable && !idempotent(req.Method) ||
+		req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		return false
+	}
+	if dl, ok := req.Context().Deadline(); ok {
+		if until, held := t.pacer.Held(key); held && dl.Before(until) {
+			return false
+		}
+	}
+	_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
+	_ = resp.Body.Close()
+	return true
+}
+
+// replay returns a copy of req with a fresh body from req.GetBody.
+func replay(req *http.Request) (*http.Request, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return req, nil
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return nil, fmt.Errorf("outbound: replay the body of %s %s: %w", req.Method, req.URL.Redacted(), err)
+	}
+	r := req.Clone(req.Context())
+	r.Body = body
+	return r, nil
+}
+
+// idempotent reports whether method is idempotent (RFC 9110, section
+// 9.2.2).
+func idempotent(method string) bool {
+	switch method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
 }
 
 // closeBody closes req's body without reading it.
