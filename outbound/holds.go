@@ -10,7 +10,8 @@ import (
 // lookup that finds them and by an insert into a full table; there is no
 // goroutine. Safe for concurrent use.
 type holdTable struct {
-	live atomic.Int64 // len(m), read without the lock by the fast path
+	live atomic.Int64  // len(m), read without the lock by the fast path
+	sets atomic.Uint64 // calls of set: unchanged, no hold began or grew
 	mu   sync.RWMutex
 	m    map[string]int64 // requires mu
 	max  int
@@ -21,28 +22,35 @@ func newHoldTable(max int) *holdTable {
 }
 
 // until returns the instant (Unix nanoseconds) until which key is held
-// after now, or 0 if it is not held at now. With no holds at all it takes
-// no lock.
-func (h *holdTable) until(key string, now int64) int64 {
+// after now() and now()'s reading, or 0 if it is not held then. It reads
+// now only if key has a hold stored, and with no holds at all it takes
+// no lock either.
+func (h *holdTable) until(key string, now func() int64) (until, at int64) {
 	if h.live.Load() == 0 {
-		return 0
+		return 0, 0
 	}
 	h.mu.RLock()
 	u, ok := h.m[key]
 	h.mu.RUnlock()
 	if !ok {
-		return 0
+		return 0, 0
 	}
-	if u > now {
-		return u
+	at = now()
+	if u > at {
+		return u, at
 	}
+	h.expire(key, at)
+	return 0, at
+}
+
+// expire removes key's hold if it ended by now.
+func (h *holdTable) expire(key string, now int64) {
 	h.mu.Lock()
 	if u, ok := h.m[key]; ok && u <= now {
 		delete(h.m, key)
 		h.live.Store(int64(len(h.m)))
 	}
 	h.mu.Unlock()
-	return 0
 }
 
 // set holds key until until (Unix nanoseconds), or keeps its hold if that
@@ -53,6 +61,7 @@ func (h *holdTable) until(key string, now int64) int64 {
 func (h *holdTable) set(key string, until, now int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.sets.Add(1)
 	if u, ok := h.m[key]; ok {
 		h.m[key] = max(u, until)
 		return

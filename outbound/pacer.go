@@ -139,11 +139,14 @@ func (p *Pacer) Take(ctx context.Context, key string, n int) error {
 	return p.wait(ctx, key, n)
 }
 
+// nowNanos reads the Clock in Unix nanoseconds.
+func (p *Pacer) nowNanos() int64 { return p.clock.Now().UnixNano() }
+
 // takeNow is Take failing fast.
 func (p *Pacer) takeNow(key string, n int) error {
 	now := p.clock.Now()
-	if u := p.holds.until(key, now.UnixNano()); u != 0 {
-		return &LimitError{Key: key, RetryAfter: time.Duration(u - now.UnixNano()), Held: true}
+	if u, at := p.holds.until(key, now.UnixNano); u != 0 {
+		return &LimitError{Key: key, RetryAfter: time.Duration(u - at), Held: true}
 	}
 	r := p.lim.AllowN(key, now, n)
 	switch {
@@ -158,35 +161,36 @@ func (p *Pacer) takeNow(key string, n int) error {
 // wait is Take waiting.
 func (p *Pacer) wait(ctx context.Context, key string, n int) error {
 	for {
+		sets := p.holds.sets.Load()
 		if err := p.waitHold(ctx, key); err != nil {
 			return err
 		}
 		if err := p.lim.WaitN(ctx, key, n); err != nil {
 			return fmt.Errorf("outbound: wait for %d units of %q: %w", n, key, err)
 		}
-		if !p.held(key) {
-			return nil
+		if p.holds.sets.Load() == sets || !p.held(key) {
+			return nil // no hold began since the last look
 		}
 		// A hold began while this call waited: its units would go out
 		// during the hold. Take them again after it.
 	}
 }
 
-// held reports whether a hold covers key now. With no holds stored it
-// reads no clock.
+// held reports whether a hold covers key now. It reads the Clock only if
+// key has a hold stored.
 func (p *Pacer) held(key string) bool {
-	return p.holds.len() != 0 && p.holds.until(key, p.clock.Now().UnixNano()) != 0
+	u, _ := p.holds.until(key, p.nowNanos)
+	return u != 0
 }
 
 // waitHold sleeps on the Clock until no hold covers key.
 func (p *Pacer) waitHold(ctx context.Context, key string) error {
-	for p.holds.len() != 0 {
-		now := p.clock.Now()
-		u := p.holds.until(key, now.UnixNano())
+	for {
+		u, at := p.holds.until(key, p.nowNanos)
 		if u == 0 {
-			break
+			return nil
 		}
-		until := time.Unix(0, u)
+		now, until := time.Unix(0, at), time.Unix(0, u)
 		if dl, ok := ctx.Deadline(); ok && dl.Before(until) {
 			return fmt.Errorf("%w: %w: %q is held for %v", shardlimit.ErrWouldExceedDeadline, ErrHeld, key, until.Sub(now))
 		}
@@ -194,7 +198,6 @@ func (p *Pacer) waitHold(ctx context.Context, key string) error {
 			return fmt.Errorf("outbound: wait for the hold of %q: %w", key, err)
 		}
 	}
-	return nil
 }
 
 // Hold makes every call on key wait, or fail fast, until until (a
@@ -231,7 +234,7 @@ func (p *Pacer) HoldFor(key string, d time.Duration) error {
 // Held returns the instant until which key is held and true, or the zero
 // time and false if no hold covers it now.
 func (p *Pacer) Held(key string) (time.Time, bool) {
-	u := p.holds.until(key, p.clock.Now().UnixNano())
+	u, _ := p.holds.until(key, p.nowNanos)
 	if u == 0 {
 		return time.Time{}, false
 	}
