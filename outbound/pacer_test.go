@@ -229,3 +229,15 @@ func TestHoldTableCapped(t *testing.T) {
 		t.Fatalf("%d holds after all but one expired, want 1", p.Holds())
 	}
 }
+
+func TestTakeInvalidCost(t *testing.T) {
+	for _, failFast := range []bool{false, true} {
+		p, _ := newPacer(t, shardlimit.GCRA, 10, time.Second, Config{FailFast: failFast})
+		if err := p.Take(context.Background(), "api", -1); !errors.Is(err, shardlimit.ErrInvalidCost) {
+			t.Errorf("failFast %v: Take of -1 units = %v, want ErrInvalidCost", failFast, err)
+		}
+		if err := p.Take(context.Background(), "api", 0); err != nil {
+			t.Errorf("failFast %v: Take of 0 units = %v, want nil", failFast, err)
+		}
+	}
+}

@@ -350,3 +350,30 @@ func TestRetryDelay(t *testing.T) {
 		}
 	}
 }
+
+// A request without a URL is refused with an error, not a panic.
+func TestTransportRequestWithoutURL(t *testing.T) {
+	p, _ := newPacer(t, shardlimit.GCRA, 10, time.Second, Config{})
+	tr, err := NewTransport(TransportConfig{Pacer: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.RoundTrip(&http.Request{Method: "GET"}); !errors.Is(err, ErrInvalidKey) {
+		t.Fatalf("RoundTrip of a request without URL = %v, want ErrInvalidKey", err)
+	}
+}
+
+// FuzzRetryDelay: any Retry-After and Date give a delay that is never
+// negative, and no panic.
+func FuzzRetryDelay(f *testing.F) {
+	for _, s := range []string{"120", "1.5", "Wed, 21 Oct 2015 07:28:00 GMT", "-1", "99999999999999999999", ""} {
+		f.Add(s, "Wed, 21 Oct 2015 07:00:00 GMT")
+	}
+	f.Fuzz(func(t *testing.T, retryAfter, date string) {
+		h := http.Header{"Retry-After": {retryAfter}, "Date": {date}}
+		d, ok := RetryDelay(h, t0)
+		if d < 0 || !ok && d != 0 {
+			t.Fatalf("RetryDelay(%q, %q) = %v %v", retryAfter, date, d, ok)
+		}
+	})
+}
