@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -376,4 +377,80 @@ func FuzzRetryDelay(f *testing.F) {
 			t.Fatalf("RetryDelay(%q, %q) = %v %v", retryAfter, date, d, ok)
 		}
 	})
+}
+
+// Several goroutines share one Transport. The server has 2 of its 10
+// left; the client's own budget would send 10. Only the requests already
+// past the hold check when the first 429 comes back (one per goroutine at
+// most) may get 429s too, all at the instant the server's window ran
+// out, and none after: the hold, not the client's budget (which would
+// allow 8 429s), stops them, and the pacing keeps every later request
+// under the server's limit. The clock moves only while every client
+// goroutine sleeps on it, so no request is in flight while it moves.
+func TestTransportConcurrentClientsUnderServerLimit(t *testing.T) {
+	p, clock := newPacer(t, shardlimit.SlidingLog, 10, time.Minute, Config{})
+	srv, log := limitedServer(t, clock, 10)
+	for range 8 { // another client of the same address spends 8 of the window's 10
+		if code, err := get(t, srv.Client(), srv.URL); err != nil || code != 200 {
+			t.Fatalf("another client's request: %d %v", code, err)
+		}
+	}
+	tr, err := NewTransport(TransportConfig{Pacer: p, Base: srv.Client().Transport})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: tr}
+	const goroutines, each = 4, 8
+	type answer struct {
+		at   time.Duration
+		code int
+	}
+	answers := make(chan answer, goroutines*each)
+	var active atomic.Int64
+	active.Store(goroutines)
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			defer active.Add(-1)
+			for range each {
+				code, err := get(t, client, srv.URL)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				answers <- answer{clock.Now().Sub(t0), code}
+			}
+		})
+	}
+	deadline := time.Now().Add(time.Minute)
+	for active.Load() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the clients did not finish")
+		}
+		if n := active.Load(); n > 0 && int64(clock.Sleepers()) == n {
+			clock.Advance(time.Second)
+			continue
+		}
+		runtime.Gosched()
+		time.Sleep(50 * time.Microsecond)
+	}
+	wg.Wait()
+	close(answers)
+	tooMany := 0
+	for a := range answers {
+		if a.code == http.StatusTooManyRequests {
+			tooMany++
+			if a.at != 0 {
+				t.Errorf("a 429 at %v, after the first one's hold", a.at)
+			}
+		} else if a.code != http.StatusOK {
+			t.Errorf("status %d at %v", a.code, a.at)
+		}
+	}
+	if tooMany < 1 || tooMany > goroutines {
+		t.Fatalf("%d 429s, want 1 to %d (one per request in flight when the first came back)", tooMany, goroutines)
+	}
+	if len(log.arrivals) != 8+goroutines*each {
+		t.Fatalf("the server got %d requests, want %d", len(log.arrivals), 8+goroutines*each)
+	}
 }
