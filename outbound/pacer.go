@@ -142,13 +142,28 @@ func (p *Pacer) Take(ctx context.Context, key string, n int) error {
 // nowNanos reads the Clock in Unix nanoseconds.
 func (p *Pacer) nowNanos() int64 { return p.clock.Now().UnixNano() }
 
-// takeNow is Take failing fast.
+// takeNow is Take failing fast. One unit is decided by Allow, which
+// builds no Result; its denial (which consumed nothing) is described by
+// Peek, which consumes and counts nothing.
 func (p *Pacer) takeNow(key string, n int) error {
-	now := p.clock.Now()
-	if u, at := p.holds.until(key, now.UnixNano); u != 0 {
+	if u, at := p.holds.until(key, p.nowNanos); u != 0 {
 		return &LimitError{Key: key, RetryAfter: time.Duration(u - at), Held: true}
 	}
-	r := p.lim.AllowN(key, now, n)
+	if n == 1 {
+		if p.lim.Allow(key) {
+			return nil
+		}
+		if r := p.lim.Peek(key, p.clock.Now(), 1); r.Err != nil || !r.Allowed {
+			return denial(key, n, r)
+		}
+		// Room came between Allow and Peek: decide again.
+	}
+	return denial(key, n, p.lim.AllowN(key, p.clock.Now(), n))
+}
+
+// denial returns the error of r, a decision of n units of key: nil if
+// it admitted them.
+func denial(key string, n int, r shardlimit.Result) error {
 	switch {
 	case r.Err != nil:
 		return fmt.Errorf("outbound: %d units of %q: %w", n, key, r.Err)
