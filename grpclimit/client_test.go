@@ -349,3 +349,31 @@ func TestRetryDelay(t *testing.T) {
 		}
 	}
 }
+
+// refuse maps the Pacer's errors to gRPC codes and keeps them.
+func TestRefuseCodes(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		code codes.Code
+	}{
+		{&outbound.LimitError{Key: "k", RetryAfter: time.Second}, codes.ResourceExhausted},
+		{&outbound.LimitError{Key: "k", RetryAfter: shardlimit.Never}, codes.ResourceExhausted},
+		{shardlimit.ErrExceedsLimit, codes.ResourceExhausted},
+		{shardlimit.ErrWouldExceedDeadline, codes.DeadlineExceeded},
+		{context.DeadlineExceeded, codes.DeadlineExceeded},
+		{context.Canceled, codes.Canceled},
+		{shardlimit.ErrInvalidKey, codes.InvalidArgument},
+		{shardlimit.ErrClosed, codes.FailedPrecondition},
+		{errors.New("other"), codes.Unknown},
+	} {
+		err := refuse(c.err)
+		if status.Code(err) != c.code || !errors.Is(err, c.err) {
+			t.Errorf("refuse(%v) = %v (%v), want code %v wrapping it", c.err, err, status.Code(err), c.code)
+		}
+		_, hasInfo := RetryDelay(err)
+		var le *outbound.LimitError
+		if want := errors.As(c.err, &le) && le.RetryAfter != shardlimit.Never; hasInfo != want {
+			t.Errorf("refuse(%v) carries RetryInfo %v, want %v", c.err, hasInfo, want)
+		}
+	}
+}

@@ -241,3 +241,14 @@ func TestTakeInvalidCost(t *testing.T) {
 		}
 	}
 }
+
+// A Pacer whose limiter was closed refuses every call with ErrClosed.
+func TestTakeClosedLimiter(t *testing.T) {
+	for _, failFast := range []bool{false, true} {
+		p, _ := newPacer(t, shardlimit.GCRA, 10, time.Second, Config{FailFast: failFast})
+		p.lim.Close()
+		if err := p.Take(context.Background(), "api", 1); !errors.Is(err, shardlimit.ErrClosed) {
+			t.Errorf("failFast %v: Take after Close = %v, want ErrClosed", failFast, err)
+		}
+	}
+}
