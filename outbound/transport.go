@@ -52,11 +52,13 @@ const MaxRetries = 100
 // Transport does not retry unless asked (TransportConfig.Retries): the
 // 429 or 503 response goes back to the caller as it came (its body
 // unread), and the caller's next request on the key waits for the hold.
-// A request that fails fast, or whose wait
-// ends in an error, is not sent: its body is closed, as the RoundTripper
-// contract requires, and never read (a retry needs req.GetBody, which
-// http.NewRequest sets for in-memory bodies). Errors wrap ErrLimited,
-// ErrHeld, ErrInvalidKey or the Pacer's and Base's errors.
+// A request that fails fast, or whose wait ends in an error, is not
+// sent: its body is closed, as the RoundTripper contract requires, and
+// never read (a retry needs req.GetBody, which http.NewRequest sets for
+// in-memory bodies). A retry whose turn fails returns that error; the
+// answer it would have replaced is closed by then. Errors wrap
+// ErrLimited, ErrHeld, ErrInvalidKey or the Pacer's errors; Base's come
+// back as Base returned them.
 //
 // Build it with NewTransport; it is safe for concurrent use. Its allowed
 // path allocates nothing beyond Base's (BenchmarkTransport).
