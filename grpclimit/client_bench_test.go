@@ -33,7 +33,9 @@ func allowedClient(tb testing.TB, failFast bool) grpc.UnaryClientInterceptor {
 
 // nopInvoker stands for the network: the benchmarks measure what the
 // interceptor adds.
-func nopInvoker(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
+func nopInvoker(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
+	return nil
+}
 
 // bareClient is an interceptor that only calls the invoker, the
 // benchmarks' baseline.
