@@ -110,6 +110,7 @@ var groupAggregates = map[string]aggregate{
 // groupSeries is one series of a group at one collection.
 type groupSeries struct {
 	f       *Family
+	agg     aggregate         // groupAggregates of f
 	labels  []string          // labels[0] is the group
 	value   float64           // the members' values combined
 	differ  bool              // aggSame: two members differ
@@ -128,6 +129,9 @@ type groupRound struct {
 	byKey  map[seriesID]*groupSeries
 	order  []*groupSeries
 	groups map[string]int // members by group
+	// prev is each counter series' state from earlier collections: its
+	// member count sizes the series' members map.
+	prev map[seriesID]*counterState
 }
 
 // seriesID names a group's series: its family, the group and the values
@@ -156,9 +160,13 @@ func (g *groupRound) add(group, rule string, lim shardlimit.Limiter, s Sample) {
 	gs := g.byKey[key]
 	if gs == nil {
 		labels := append([]string{group}, s.Labels[1:]...)
-		gs = &groupSeries{f: s.Family, labels: labels, value: s.Value}
+		gs = &groupSeries{f: s.Family, agg: groupAggregates[s.Family.Name], labels: labels, value: s.Value}
 		if s.Family.Type == Counter {
-			gs.members = map[string]member{}
+			n := 0
+			if st := g.prev[key]; st != nil {
+				n = len(st.last)
+			}
+			gs.members = make(map[string]member, n)
 		}
 		g.byKey[key] = gs
 		g.order = append(g.order, gs)
@@ -172,7 +180,7 @@ func (g *groupRound) add(group, rule string, lim shardlimit.Limiter, s Sample) {
 
 // fold combines v into a series that already holds a member's value.
 func (gs *groupSeries) fold(v float64) {
-	switch groupAggregates[gs.f.Name] {
+	switch gs.agg {
 	case aggSum:
 		gs.value += v
 	case aggMin:
@@ -218,7 +226,7 @@ func (s *groupSource) collect(emit func(Sample)) {
 	var out []Sample
 	keep := func(smp Sample) { out = append(out, smp) }
 	s.mu.Lock()
-	round := &groupRound{byKey: map[seriesID]*groupSeries{}, groups: map[string]int{}}
+	round := &groupRound{byKey: map[seriesID]*groupSeries{}, groups: map[string]int{}, prev: s.counters}
 	for _, r := range s.m.RuleStats() {
 		g := s.group(r)
 		if g == "" {
@@ -254,7 +262,7 @@ func (s *groupSource) settle(emit func(Sample), round *groupRound) {
 		emit(Sample{groupRules, []string{g}, float64(n)})
 	}
 	for _, gs := range round.order {
-		if groupAggregates[gs.f.Name] == aggOne {
+		if gs.agg == aggOne {
 			gs.value = 1
 		}
 		if !gs.differ {
@@ -269,7 +277,7 @@ func (s *groupSource) settle(emit func(Sample), round *groupRound) {
 // members' greatest; never less than the value last reported.
 func (st *counterState) advance(gs *groupSeries) float64 {
 	v := gs.value
-	if groupAggregates[gs.f.Name] == aggSum {
+	if gs.agg == aggSum {
 		st.settleMembers(gs.members)
 		v += st.carried
 	}
