@@ -27,10 +27,10 @@ const TextContentType = "text/plain; version=0.0.4; charset=utf-8"
 // demo server; with prometheus/client_golang, register the collector of
 // the exporters/shardlimitprom module instead.
 //
-// Its work is linear in the samples, but for sorting samples that do not
-// arrive in order (a middleware's rules arrive sorted by name): about
-// 0.1-0.2 us per sample and a few bytes of garbage beside each written
-// line (BenchmarkWriteText).
+// Its work and garbage are linear in the series (sources emit in label
+// order, so little is sorted): about 160 bytes of garbage per series,
+// reading a middleware's rules included; BenchmarkWriteText measures a
+// middleware of 1,000 and 10,000 rules.
 func WriteText(w io.Writer, sources ...Source) error {
 	var all sampleChunks
 	Collect(all.add, sources...)
