@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -11,6 +12,7 @@ import (
 	"github.com/shardlimit/shardlimit"
 	"github.com/shardlimit/shardlimit/fasthttpmw"
 	"github.com/shardlimit/shardlimit/httplimit"
+	"github.com/shardlimit/shardlimit/metrics"
 )
 
 // runMem measures the resident memory of p.n idle rules: the middleware
@@ -18,7 +20,9 @@ import (
 // the metrics case builds them), no traffic. It reports the heap in use
 // and the process's RSS after a forced GC, before and after building
 // the rules, and their difference per rule. With -shards, each rule's
-// limiter has that many shards (Config.Shards).
+// limiter has that many shards (Config.Shards); with -metrics-group all,
+// the rules are scraped once through metrics.WithGroup(AllRules) first,
+// whose source keeps each rule's last counts.
 func runMem(p params) (string, error) {
 	addr, cleanup, err := privateRedis(context.Background())
 	if err != nil {
@@ -46,6 +50,13 @@ func runMem(p params) (string, error) {
 		return "", err
 	}
 	defer mw.Close()
+	var src metrics.Source
+	if p.group == "all" { // what a grouped source keeps after a scrape
+		src = metrics.Middleware(mw, metrics.WithGroup(metrics.AllRules))
+		if err := metrics.WriteText(io.Discard, src); err != nil {
+			return "", err
+		}
+	}
 	h1, r1 := memNow()
 	if p.memprofile != "" {
 		f, err := os.Create(p.memprofile)
@@ -59,6 +70,7 @@ func runMem(p params) (string, error) {
 		f.Close()
 	}
 	runtime.KeepAlive(mw)
+	runtime.KeepAlive(src)
 	mb := func(b uint64) string { return fmt.Sprintf("%.1f MB", float64(b)/(1<<20)) }
 	per := func(a, b uint64) string {
 		if b < a {
@@ -67,6 +79,9 @@ func runMem(p params) (string, error) {
 		return fmt.Sprintf("%.1f KB", float64(b-a)/float64(p.n)/1024)
 	}
 	shards := "default shards"
+	if p.group == "all" {
+		shards += ", scraped once WithGroup(AllRules)"
+	}
 	if p.shards > 0 {
 		shards = fmt.Sprintf("Shards %d", p.shards)
 	}
