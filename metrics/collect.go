@@ -10,7 +10,8 @@ import (
 type Sample struct {
 	// Family is the sample's family, one of those Families returns.
 	Family *Family
-	// Labels are the label values, in the order of Family.Labels.
+	// Labels are the label values, in the order of Family.Labels. They
+	// may be shared with other samples: read them, do not change them.
 	Labels []string
 	// Value is the value.
 	Value float64
@@ -105,26 +106,50 @@ func collectRule(emit func(Sample), r httplimit.RuleStats) {
 		denied = "would_deny"
 	}
 	collectLimiter(emit, r.Name, r.Limiter, r.Stats, denied)
+	pairs := newLabelPairs(r.Name, 10)
 	for _, k := range []struct {
 		kind string
 		n    uint64
 	}{
-		{"too_many_keys", r.Errors.TooManyKeys},
-		{"invalid", r.Errors.Invalid},
-		{"closed", r.Errors.Closed},
-		{"other", r.Errors.Other},
+		// In kind order, as WriteText writes them (it then sorts less).
 		{"bad_cost", r.BadCost},
+		{"closed", r.Errors.Closed},
+		{"invalid", r.Errors.Invalid},
 		{"no_identity", r.NoIdentity},
+		{"other", r.Errors.Other},
+		{"too_many_keys", r.Errors.TooManyKeys},
 	} {
-		emit(Sample{errorsTotal, []string{r.Name, k.kind}, float64(k.n)})
+		emit(Sample{errorsTotal, pairs.with(k.kind), float64(k.n)})
 	}
 	if r.Settles {
 		s := r.Settled
-		emit(Sample{settledUnits, []string{r.Name, "refunded"}, float64(s.Refunded)})
-		emit(Sample{settledUnits, []string{r.Name, "charged"}, float64(s.Charged)})
-		emit(Sample{settleProblems, []string{r.Name, "bad_report"}, float64(s.BadReports)})
-		emit(Sample{settleProblems, []string{r.Name, "refused"}, float64(s.Errors)})
+		emit(Sample{settledUnits, pairs.with("charged"), float64(s.Charged)})
+		emit(Sample{settledUnits, pairs.with("refunded"), float64(s.Refunded)})
+		emit(Sample{settleProblems, pairs.with("bad_report"), float64(s.BadReports)})
+		emit(Sample{settleProblems, pairs.with("refused"), float64(s.Errors)})
 	}
+}
+
+// labelPairs hands out label values (name, v) for up to n samples from
+// one array: one allocation for a source's samples of two labels, not
+// one each.
+type labelPairs struct {
+	name string
+	buf  []string
+}
+
+func newLabelPairs(name string, n int) *labelPairs {
+	return &labelPairs{name, make([]string, 0, 2*n)}
+}
+
+// with returns the label values name, v.
+func (p *labelPairs) with(v string) []string {
+	if len(p.buf)+2 > cap(p.buf) {
+		p.buf = make([]string, 0, cap(p.buf)+2)
+	}
+	p.buf = append(p.buf, p.name, v)
+	n := len(p.buf)
+	return p.buf[n-2 : n : n]
 }
 
 // sharedStatser and exactStatser are what the limiters of package sync
@@ -141,7 +166,8 @@ type (
 // collectLimiter emits the families of limiter l named name, whose Stats
 // are st; denied is the outcome its denials are reported as.
 func collectLimiter(emit func(Sample), name string, l shardlimit.Limiter, st shardlimit.Stats, denied string) {
-	one := func(f *Family, v float64) { emit(Sample{f, []string{name}, v}) }
+	names := []string{name} // the labels of every sample of one label
+	one := func(f *Family, v float64) { emit(Sample{f, names, v}) }
 	store := "local"
 	var shared *shardsync.SharedStats
 	var exact *shardsync.ExactStats
@@ -159,8 +185,9 @@ func collectLimiter(emit func(Sample), name string, l shardlimit.Limiter, st sha
 	emit(Sample{limiterInfo, []string{name, cfg.Algorithm.String(), store}, 1})
 	one(limit, float64(cfg.Limit))
 	one(window, cfg.Window.Seconds())
-	emit(Sample{decisions, []string{name, "allowed"}, float64(st.Allowed)})
-	emit(Sample{decisions, []string{name, denied}, float64(st.Denied)})
+	pairs := newLabelPairs(name, 2)
+	emit(Sample{decisions, pairs.with("allowed"), float64(st.Allowed)})
+	emit(Sample{decisions, pairs.with(denied), float64(st.Denied)})
 	one(keys, float64(st.Keys))
 	one(keysEvicted, float64(st.Evicted))
 	one(keysRefused, float64(st.Refused))

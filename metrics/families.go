@@ -44,6 +44,8 @@ type Family struct {
 	// values. Every family has "limiter" first: the limiter's name, or for
 	// HTTP middleware the rule's. No label ever holds a client key.
 	Labels []string
+
+	text int // its position in textFamilies
 }
 
 // The labels.

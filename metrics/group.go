@@ -1,8 +1,10 @@
 package metrics
 
 import (
+	"cmp"
 	"math"
 	"reflect"
+	"slices"
 	gosync "sync"
 
 	"github.com/shardlimit/shardlimit"
@@ -110,10 +112,25 @@ var groupAggregates = map[string]aggregate{
 // groupSeries is one series of a group at one collection.
 type groupSeries struct {
 	f       *Family
-	labels  []string          // labels[0] is the group
-	value   float64           // the members' values combined
-	differ  bool              // aggSame: two members differ
-	members map[string]member // counters: each member rule's value
+	agg     aggregate     // groupAggregates of f
+	labels  []string      // labels[0] is the group
+	value   float64       // the members' values combined
+	differ  bool          // aggSame: two members differ
+	counter bool          // a counter: it keeps state between collections
+	members []memberValue // summed counters: each member's value, by rule name
+}
+
+// ruleRef is a rule read at one collection: its name and limiter.
+type ruleRef struct {
+	name string
+	lim  shardlimit.Limiter
+}
+
+// memberValue is a member rule's value of a summed counter series: rule
+// is the rule's index in its collection's rules (groupRound.rules).
+type memberValue struct {
+	rule int32
+	v    float64
 }
 
 // member is a member rule's value of a counter series, and its limiter.
@@ -128,6 +145,10 @@ type groupRound struct {
 	byKey  map[seriesID]*groupSeries
 	order  []*groupSeries
 	groups map[string]int // members by group
+	rules  []ruleRef      // the member rules, by name
+	// prev is each counter series' state from earlier collections: its
+	// member count sizes the series' members.
+	prev map[seriesID]*counterState
 }
 
 // seriesID names a group's series: its family, the group and the values
@@ -149,30 +170,35 @@ func idOf(group string, s Sample) seriesID {
 	return id
 }
 
-// add folds sample s of member rule, whose limiter is lim, into its
-// group's series.
-func (g *groupRound) add(group, rule string, lim shardlimit.Limiter, s Sample) {
+// add folds sample s of member rule g.rules[rule] into its group's
+// series. Members are added in rule name order.
+func (g *groupRound) add(group string, rule int32, s Sample) {
 	key := idOf(group, s)
 	gs := g.byKey[key]
 	if gs == nil {
 		labels := append([]string{group}, s.Labels[1:]...)
-		gs = &groupSeries{f: s.Family, labels: labels, value: s.Value}
-		if s.Family.Type == Counter {
-			gs.members = map[string]member{}
+		gs = &groupSeries{f: s.Family, agg: groupAggregates[s.Family.Name], labels: labels, value: s.Value,
+			counter: s.Family.Type == Counter}
+		if gs.counter && gs.agg == aggSum {
+			n := 0
+			if st := g.prev[key]; st != nil {
+				n = len(st.last)
+			}
+			gs.members = make([]memberValue, 0, n)
 		}
 		g.byKey[key] = gs
 		g.order = append(g.order, gs)
 	} else {
 		gs.fold(s.Value)
 	}
-	if gs.members != nil {
-		gs.members[rule] = member{s.Value, lim}
+	if gs.counter && gs.agg == aggSum {
+		gs.members = append(gs.members, memberValue{rule, s.Value})
 	}
 }
 
 // fold combines v into a series that already holds a member's value.
 func (gs *groupSeries) fold(v float64) {
-	switch groupAggregates[gs.f.Name] {
+	switch gs.agg {
 	case aggSum:
 		gs.value += v
 	case aggMin:
@@ -191,10 +217,11 @@ func (gs *groupSeries) fold(v float64) {
 // counterState is what a group's counter series keeps between
 // collections to stay monotonic.
 type counterState struct {
-	carried  float64           // counted by members since gone
-	last     map[string]member // each member at the last collection
-	gone     map[string]member // each member gone (or replaced) since, by rule
-	reported float64           // the value last reported
+	carried   float64           // counted by members since gone
+	last      []memberValue     // each member at the last collection (summed counters)
+	lastRules []ruleRef         // the rules of last's indexes
+	gone      map[string]member // each member gone (or replaced) since, by rule
+	reported  float64           // the value last reported
 }
 
 // maxGone bounds counterState.gone: past it the records are dropped, and
@@ -218,15 +245,23 @@ func (s *groupSource) collect(emit func(Sample)) {
 	var out []Sample
 	keep := func(smp Sample) { out = append(out, smp) }
 	s.mu.Lock()
-	round := &groupRound{byKey: map[seriesID]*groupSeries{}, groups: map[string]int{}}
-	for _, r := range s.m.RuleStats() {
+	rules := s.m.RuleStats()
+	byName := func(a, b httplimit.RuleStats) int { return cmp.Compare(a.Name, b.Name) }
+	if !slices.IsSortedFunc(rules, byName) { // members are merged by name
+		rules = slices.Clone(rules)
+		slices.SortFunc(rules, byName)
+	}
+	round := &groupRound{byKey: map[seriesID]*groupSeries{}, groups: map[string]int{}, prev: s.counters}
+	for _, r := range rules {
 		g := s.group(r)
 		if g == "" {
 			collectRule(keep, r)
 			continue
 		}
 		round.groups[g]++
-		collectRule(func(smp Sample) { round.add(g, r.Name, r.Limiter, smp) }, r)
+		i := int32(len(round.rules))
+		round.rules = append(round.rules, ruleRef{r.Name, r.Limiter})
+		collectRule(func(smp Sample) { round.add(g, i, smp) }, r)
 	}
 	s.settle(keep, round)
 	s.mu.Unlock()
@@ -240,12 +275,12 @@ func (s *groupSource) collect(emit func(Sample)) {
 func (s *groupSource) settle(emit func(Sample), round *groupRound) {
 	next := make(map[seriesID]*counterState, len(s.counters))
 	for key, gs := range round.byKey {
-		if gs.members != nil {
+		if gs.counter {
 			st := s.counters[key]
 			if st == nil {
 				st = &counterState{}
 			}
-			gs.value = st.advance(gs)
+			gs.value = st.advance(gs, round.rules)
 			next[key] = st
 		}
 	}
@@ -254,7 +289,7 @@ func (s *groupSource) settle(emit func(Sample), round *groupRound) {
 		emit(Sample{groupRules, []string{g}, float64(n)})
 	}
 	for _, gs := range round.order {
-		if groupAggregates[gs.f.Name] == aggOne {
+		if gs.agg == aggOne {
 			gs.value = 1
 		}
 		if !gs.differ {
@@ -267,14 +302,14 @@ func (s *groupSource) settle(emit func(Sample), round *groupRound) {
 // for a summed counter what the members count now plus what members that
 // left, were replaced or went down had counted; for the others the
 // members' greatest; never less than the value last reported.
-func (st *counterState) advance(gs *groupSeries) float64 {
+func (st *counterState) advance(gs *groupSeries, rules []ruleRef) float64 {
 	v := gs.value
-	if groupAggregates[gs.f.Name] == aggSum {
-		st.settleMembers(gs.members)
+	if gs.agg == aggSum {
+		st.settleMembers(gs.members, rules)
 		v += st.carried
 	}
 	v = math.Max(v, st.reported)
-	st.last, st.reported = gs.members, v
+	st.last, st.lastRules, st.reported = gs.members, rules, v
 	return v
 }
 
@@ -284,30 +319,69 @@ func (st *counterState) advance(gs *groupSeries) float64 {
 // remembered in gone); one that comes back with the limiter it was
 // remembered with, counting at least as much as then, counts that again
 // itself, so the record is taken back from what is carried.
-func (st *counterState) settleMembers(now map[string]member) {
-	kept := func(rule string) bool {
-		old, ok := st.last[rule]
-		cur, here := now[rule]
+// now's values are of rules, and both now and st.last are in rule name
+// order.
+func (st *counterState) settleMembers(now []memberValue, rules []ruleRef) {
+	kept := func(old, cur memberPair) bool {
+		if !old.ok || !cur.ok {
+			return false
+		}
 		same, _ := sameLimiter(old.lim, cur.lim)
-		return ok && here && same && cur.v >= old.v
+		return same && cur.v >= old.v
 	}
-	for rule, cur := range now {
-		if g, ok := st.gone[rule]; ok && !kept(rule) {
+	st.walk(now, rules, func(rule string, old, cur memberPair) {
+		if g, ok := st.gone[rule]; ok && cur.ok && !kept(old, cur) {
 			if same, sure := sameLimiter(g.lim, cur.lim); same && sure && cur.v >= g.v {
 				st.carried -= g.v
 				delete(st.gone, rule)
 			}
 		}
-	}
-	for rule, old := range st.last {
-		if kept(rule) {
-			continue
+	})
+	st.walk(now, rules, func(rule string, old, cur memberPair) {
+		if !old.ok || kept(old, cur) {
+			return
 		}
 		st.carried += old.v
 		if st.gone == nil || len(st.gone) >= maxGone {
 			st.gone = map[string]member{}
 		}
-		st.gone[rule] = old
+		st.gone[rule] = old.member
+	})
+}
+
+// memberPair is a rule's member value at one collection, if ok.
+type memberPair struct {
+	member
+	ok bool
+}
+
+// walk calls f for every rule of st.last or now, in name order, with its
+// value at the last collection and now (a merge of the two sorted lists).
+func (st *counterState) walk(now []memberValue, rules []ruleRef, f func(rule string, old, cur memberPair)) {
+	last, lastRules := st.last, st.lastRules
+	for i, j := 0, 0; i < len(last) || j < len(now); {
+		var old, cur memberPair
+		var name string
+		c := 0
+		switch {
+		case i == len(last):
+			c = 1
+		case j == len(now):
+			c = -1
+		default:
+			c = cmp.Compare(lastRules[last[i].rule].name, rules[now[j].rule].name)
+		}
+		if c <= 0 {
+			r := lastRules[last[i].rule]
+			old, name = memberPair{member{last[i].v, r.lim}, true}, r.name
+			i++
+		}
+		if c >= 0 {
+			r := rules[now[j].rule]
+			cur, name = memberPair{member{now[j].v, r.lim}, true}, r.name
+			j++
+		}
+		f(name, old, cur)
 	}
 }
 

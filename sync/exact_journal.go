@@ -55,8 +55,8 @@ type journal struct {
 
 type journalShard struct {
 	mu    stdsync.Mutex
-	m     map[string]*journalKey
-	swept int64 // of the last sweep, µs
+	m     map[string]*journalKey // nil until the shard's first key
+	swept int64                  // of the last sweep, µs
 	_     [40]byte
 }
 
@@ -91,10 +91,7 @@ func newJournal(alg shardlimit.Algorithm, rates []exactRate, buckets, maxKeys in
 			j.cell[i] = max(1, w/4)
 		}
 	}
-	for i := range j.shards {
-		j.shards[i].m = make(map[string]*journalKey)
-	}
-	return j
+	return j // each shard's map is made by its first key (record)
 }
 
 func (j *journal) shard(key string) *journalShard {
@@ -115,6 +112,9 @@ func (j *journal) record(key string, at int64, n int, pend bool) bool {
 			return false
 		}
 		k = &journalKey{}
+		if s.m == nil {
+			s.m = make(map[string]*journalKey)
+		}
 		s.m[key] = k
 	}
 	p := int64(0)

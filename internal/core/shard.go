@@ -63,7 +63,16 @@ const (
 	emptySlot = 0   // klen of a position that holds no key (keys are never empty)
 	inlineKey = 14  // longest key kept in its position
 	longKey   = 255 // klen of a position whose key is in the arena
-	minTable  = 16  // smallest table, positions
+	minTable  = 16  // smallest table a key is stored in, positions
+	// emptyTable is the length of the table of a shard that has held no
+	// key since its table was reset: one empty position, which every
+	// lookup reads and finds empty, and which the first insert replaces
+	// with a table of minTable positions (one key in one position is
+	// above 13/16 full). A limiter's shards are sized for its busiest
+	// hour, and most of them hold no key while it idles (or at all, for
+	// one of many rules): their tables take 48 bytes each, not
+	// minTable's 640 plus side words.
+	emptyTable = 1
 )
 
 // tableLen returns the table length for n live keys: 8/5 of them, so a
@@ -124,7 +133,7 @@ type shard[E any] struct {
 	// these lines in this core's cache, so the lookup's address is known,
 	// and its cache miss under way, while mu's line is still on its way
 	// from the other core.
-	recs      []slotRec[E]     // the table, at least minTable positions
+	recs      []slotRec[E]     // the table: emptyTable positions, or at least minTable
 	side      []uint32         // stride words per position, or per slab entry
 	extra     []E              // extras records per position, or per slab entry
 	defLimits [MaxRates]uint32 // each rate's default limit, for keys without their own
@@ -340,14 +349,14 @@ func (s *shard[E]) place(h uint64) uint32 {
 	return i
 }
 
-// resetTable replaces the table of s with an empty one of minTable
+// resetTable replaces the table of s with an empty one of emptyTable
 // positions.
 func (t *table[E]) resetTable(s *shard[E]) {
-	s.recs = make([]slotRec[E], minTable)
+	s.recs = make([]slotRec[E], emptyTable)
 	s.side, s.extra, s.sideFree, s.entries = nil, nil, nil, 0
 	if !s.slab {
-		s.side = make([]uint32, minTable*s.stride)
-		s.extra = make([]E, minTable*s.extras)
+		s.side = make([]uint32, emptyTable*s.stride)
+		s.extra = make([]E, emptyTable*s.extras)
 	}
 	s.arena = nil
 	s.peak, s.deadBytes = s.live, 0

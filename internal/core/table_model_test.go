@@ -154,7 +154,7 @@ func runTableModel[E any](t *testing.T, tab *table[E], seed uint64, mode int) {
 		switch {
 		case c == 0 && (len(s.recs) != n || &s.recs[0] != recs):
 			t.Fatalf("maybeRebuild rebuilt a table it had no reason to: %d -> %d positions", n, len(s.recs))
-		case c == 1 && (len(s.recs) != minTable || len(s.arena) != 0):
+		case c == 1 && (len(s.recs) != emptyTable || len(s.arena) != 0):
 			t.Fatalf("maybeRebuild left an empty shard with %d positions, %d arena bytes", len(s.recs), len(s.arena))
 		case c > 1 && (len(s.recs) != tableLen(s.live) || s.deadBytes != 0):
 			t.Fatalf("case %d: maybeRebuild left %d positions, %d dead bytes for %d keys", c, len(s.recs), s.deadBytes, s.live)

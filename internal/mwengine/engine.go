@@ -427,8 +427,14 @@ func (e *Engine) RuleStats() []httplimit.RuleStats {
 	if set == nil {
 		return nil
 	}
-	out := make([]httplimit.RuleStats, 0, len(set.rules))
+	// Sorted by name: the rules, not the large RuleStats.
+	byName := make([]*rule, 0, len(set.rules))
 	for _, r := range set.rules {
+		byName = append(byName, r)
+	}
+	slices.SortFunc(byName, func(a, b *rule) int { return cmp.Compare(a.name, b.name) })
+	out := make([]httplimit.RuleStats, 0, len(set.rules))
+	for _, r := range byName {
 		l := r.l
 		longest := r.rates[len(r.rates)-1] // shortest window first
 		var lims []httplimit.Rate
@@ -453,7 +459,6 @@ func (e *Engine) RuleStats() []httplimit.RuleStats {
 			Ban: clonePtr(r.ban), Concurrency: clonePtr(r.conc),
 		})
 	}
-	slices.SortFunc(out, func(a, b httplimit.RuleStats) int { return cmp.Compare(a.Name, b.Name) })
 	return out
 }
 

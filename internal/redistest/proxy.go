@@ -26,6 +26,13 @@ const (
 	// Drop closes every open connection and every new one at once (as a
 	// crashed server whose host still answers would).
 	Drop
+	// HoldReplies forwards requests to the server, which applies them,
+	// but holds its replies: of the first reply chunk a connection gets
+	// in this mode only the first half is forwarded, so the client is
+	// left mid-reply, and the rest waits. Leaving the mode (SetMode)
+	// forwards what was held, on the connections the clients kept open.
+	// A command proxy does not take this mode (it treats it as Pass).
+	HoldReplies
 )
 
 // String returns the mode's name.
@@ -39,6 +46,8 @@ func (m Mode) String() string {
 		return "blackhole"
 	case Drop:
 		return "drop"
+	case HoldReplies:
+		return "hold_replies"
 	}
 	return "unknown"
 }
@@ -82,6 +91,7 @@ type Proxy struct {
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
+	held   chan struct{} // closed when HoldReplies ends; nil outside it
 	closed bool
 }
 
@@ -114,28 +124,59 @@ func (p *Proxy) Scripts() int64 { return p.scripts.Load() }
 
 func startProxy(t testing.TB, target string, commands bool) *Proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := newProxy(target, commands)
 	if err != nil {
 		t.Fatalf("redistest: proxy listen: %v", err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// NewProxy starts a Proxy in Pass mode on a free loopback port in front of
+// target, for programs that are not tests (the bench module's fault
+// harness); the caller stops it with Close.
+func NewProxy(target string) (*Proxy, error) {
+	return newProxy(target, false)
+}
+
+func newProxy(target string, commands bool) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
 	}
 	p := &Proxy{Addr: ln.Addr().String(), target: target, ln: ln,
 		done: make(chan struct{}), conns: make(map[net.Conn]struct{}), commands: commands}
 	p.wg.Add(1)
 	go p.accept()
-	t.Cleanup(p.Close)
-	return p
+	return p, nil
 }
 
-// SetMode switches the proxy to m; Drop closes every open connection.
+// SetMode switches the proxy to m; Drop closes every open connection;
+// leaving HoldReplies forwards the replies it held.
 func (p *Proxy) SetMode(m Mode) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.mode.Store(int32(m))
+	switch {
+	case m == HoldReplies && p.held == nil:
+		p.held = make(chan struct{})
+	case m != HoldReplies && p.held != nil:
+		close(p.held)
+		p.held = nil
+	}
 	if m == Drop {
-		p.mu.Lock()
 		for c := range p.conns {
 			c.Close()
 		}
-		p.mu.Unlock()
 	}
+}
+
+// holding returns the channel that closes when HoldReplies ends, or nil
+// outside that mode.
+func (p *Proxy) holding() chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held
 }
 
 // SetDelay sets the delay of Delay mode and switches to it.
@@ -221,40 +262,48 @@ func (p *Proxy) serve(c net.Conn) {
 		p.carry(c, up)
 		return
 	}
+	gone := make(chan struct{}) // the client's side ended
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		p.pump(up, c)
+		p.pump(up, c, gone)
 		c.Close()
 		up.Close()
 	}()
-	p.pump(c, up)
+	p.pump(c, up, nil)
+	close(gone)
 	c.Close()
 	up.Close()
 }
 
 // pump copies src to dst chunk by chunk, applying the mode in force when
-// each chunk arrives, until either side closes.
-func (p *Proxy) pump(src, dst net.Conn) {
+// each chunk arrives, until either side closes. replies is nil for the
+// requests' direction; for the replies' it is closed when the requests'
+// pump ends (the client left), which ends a hold.
+func (p *Proxy) pump(src, dst net.Conn, replies chan struct{}) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			out := buf[:n]
 			switch p.Mode() {
 			case Drop:
 				return
 			case Blackhole:
 				continue
 			case Delay:
-				t := time.NewTimer(time.Duration(p.delay.Load()))
-				select {
-				case <-p.done:
-					t.Stop()
+				if !p.wait(time.Duration(p.delay.Load())) {
 					return
-				case <-t.C:
+				}
+			case HoldReplies:
+				if replies != nil {
+					var ok bool
+					if out, ok = p.hold(dst, out, replies); !ok {
+						return
+					}
 				}
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			if _, werr := dst.Write(out); werr != nil {
 				return
 			}
 		}
@@ -262,6 +311,30 @@ func (p *Proxy) pump(src, dst net.Conn) {
 			return
 		}
 	}
+}
+
+// hold forwards the first half of reply chunk out to dst and waits until
+// HoldReplies ends; it returns the rest to forward, and false if the
+// proxy closed, the client left or dst failed meanwhile.
+func (p *Proxy) hold(dst net.Conn, out []byte, gone chan struct{}) ([]byte, bool) {
+	held := p.holding()
+	if held == nil {
+		return out, true // the mode ended since the chunk arrived
+	}
+	if len(out) > 1 {
+		half := len(out) / 2
+		if _, err := dst.Write(out[:half]); err != nil {
+			return nil, false
+		}
+		out = out[half:]
+	}
+	select {
+	case <-held:
+		return out, true
+	case <-gone:
+	case <-p.done:
+	}
+	return nil, false
 }
 
 // carry forwards commands from c to up one at a time, each reply whole,

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"reflect"
 	"strings"
@@ -104,6 +105,77 @@ func TestProxyModes(t *testing.T) {
 	p.SetMode(Pass)
 	if v, err := Do(p.Addr, "PING"); err != nil || v != "PONG" {
 		t.Fatalf("pass again: %v, %v", v, err)
+	}
+}
+
+// TestProxyHoldReplies: while the proxy holds replies a request reaches
+// the server and its reply stops halfway; leaving the mode forwards the
+// rest on the same connection.
+func TestProxyHoldReplies(t *testing.T) {
+	const reply = "$6\r\nabcdef\r\n"
+	got := make(chan []string, 1)
+	f := StartFake(t, func(args []string) []byte {
+		if args[0] == "GET" {
+			got <- args
+			return []byte(reply)
+		}
+		return nil
+	})
+	p := StartProxy(t, f.Addr)
+	c, err := net.DialTimeout("tcp", p.Addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p.SetMode(HoldReplies)
+	if p.Mode() != HoldReplies || p.Mode().String() != "hold_replies" {
+		t.Fatalf("mode %v", p.Mode())
+	}
+	if _, err := c.Write(AppendCommand(nil, "GET", "k")); err != nil {
+		t.Fatal(err)
+	}
+	if args := <-got; !reflect.DeepEqual(args, []string{"GET", "k"}) {
+		t.Fatalf("the server got %q", args)
+	}
+	half := make([]byte, len(reply)/2)
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(c, half); err != nil || string(half) != reply[:len(half)] {
+		t.Fatalf("first half: %q, %v", half, err)
+	}
+	// Held until the mode ends, however long: a short deadline can only
+	// let a late byte pass unseen, never fail a correct proxy.
+	_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if n, err := c.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Fatalf("a held reply went on: %d bytes, %v", n, err)
+	}
+	p.SetMode(Pass)
+	rest := make([]byte, len(reply)-len(half))
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(c, rest); err != nil || string(rest) != reply[len(half):] {
+		t.Fatalf("the rest: %q, %v", rest, err)
+	}
+	// A connection whose client leaves during a hold ends with it.
+	p.SetMode(HoldReplies)
+	c2, err := net.DialTimeout("tcp", p.Addr, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c2.Write(AppendCommand(nil, "GET", "k")); err != nil {
+		t.Fatal(err)
+	}
+	<-got
+	c2.Close()
+	// c and its server connection stay; c2's two go while the hold lasts.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		p.mu.Lock()
+		n := len(p.conns)
+		p.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections 10 s after the client left a hold, want 2", n)
+		}
 	}
 }
 

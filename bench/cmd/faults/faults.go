@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shardlimit/shardlimit/internal/redistest"
 )
 
 // fault is one row of the report: a store fault injected from outside.
@@ -24,7 +26,7 @@ type fault struct {
 type env struct {
 	p   params
 	srv *server
-	px  *proxy // nil unless the fault's nodes use it
+	px  *redistest.Proxy // nil unless the fault's nodes use it
 }
 
 var faults = []fault{
@@ -103,11 +105,11 @@ func killRestart(ctx context.Context, e *env) (string, error) {
 }
 
 // stallProxy holds every reply at the proxy, cutting the first one of
-// each connection in half, for p.stall.
+// each connection in half (redistest.HoldReplies), for p.stall.
 func stallProxy(ctx context.Context, e *env) (string, error) {
-	e.px.stall()
+	e.px.SetMode(redistest.HoldReplies)
 	ok := sleepUntil(ctx, time.Now().Add(e.p.stall))
-	e.px.resume()
+	e.px.SetMode(redistest.Pass)
 	if !ok {
 		return "", ctx.Err()
 	}

@@ -6,6 +6,7 @@ import (
 	stdsync "sync"
 	"time"
 
+	"github.com/shardlimit/shardlimit/internal/redistest"
 	shardsync "github.com/shardlimit/shardlimit/sync"
 )
 
@@ -73,11 +74,11 @@ func runRow(ctx context.Context, f fault, p params) (*row, error) {
 	e := &env{p: p, srv: srv}
 	addr := srv.addr
 	if f.proxy {
-		if e.px, err = startProxy(srv.addr); err != nil {
+		if e.px, err = redistest.NewProxy(srv.addr); err != nil {
 			return nil, err
 		}
-		defer e.px.close()
-		addr = e.px.addr
+		defer e.px.Close()
+		addr = e.px.Addr
 	}
 	r := &row{fault: f, redisAddr: srv.addr, throughProxy: f.proxy}
 	nodes := make([][]*node, len(modes))

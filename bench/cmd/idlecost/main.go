@@ -21,6 +21,10 @@
 //     sync.Exact on one client: bytes and series of metrics.WriteText for
 //     a Middleware source per rule, WithGroup(AllRules) and
 //     WithGroup(ByTier), and the CPU time of one scrape.
+//   - mem: the resident memory of -n idle rules built as in the metrics
+//     case (a middleware, half sync.Shared and half sync.Exact): heap in
+//     use and RSS after a forced GC, and their growth per rule; with
+//     -memprofile, a heap profile (go tool pprof -inuse_space).
 //   - demo: the demo server (cmd/shardlimit-demo, built from -root) with a
 //     generated rules file of -n rules on paths /r0 ... /r<n-1>, half
 //     fixed_window (sync.Shared), half gcra (sync.Exact), windows of
@@ -36,6 +40,7 @@
 //	go run ./cmd/idlecost -case core -n 10000 [-touch] [-dur 1m] [-cpuprofile f]
 //	go run ./cmd/idlecost -case sync -n 10000 [-touch] [-dur 1m] [-cpuprofile f]
 //	go run ./cmd/idlecost -case metrics -n 10000
+//	go run ./cmd/idlecost -case mem -n 10000 [-shards 4] [-memprofile f]
 //	go run ./cmd/idlecost -case demo -n 1000 [-touch] [-dur 1m] [-metrics-group rule]
 //
 // Unix (Linux for the demo case) only.
@@ -72,10 +77,10 @@ import (
 )
 
 type params struct {
-	kind, root, group, profile string
-	n                          int
-	touch                      bool
-	dur, window, settle        time.Duration
+	kind, root, group, profile, memprofile string
+	n, shards                              int
+	touch                                  bool
+	dur, window, settle                    time.Duration
 }
 
 func main() {
@@ -89,6 +94,8 @@ func main() {
 	flag.StringVar(&p.root, "root", "..", "the shardlimit repository (demo case)")
 	flag.StringVar(&p.group, "metrics-group", "rule", "the demo's -metrics-group")
 	flag.StringVar(&p.profile, "cpuprofile", "", "write a CPU profile of the measured period (core case)")
+	flag.IntVar(&p.shards, "shards", 0, "Config.Shards of each rule's limiter (mem case; 0: the default)")
+	flag.StringVar(&p.memprofile, "memprofile", "", "write a heap profile after building the rules (mem case)")
 	flag.Parse()
 	var row string
 	var err error
@@ -99,6 +106,8 @@ func main() {
 		row, err = runSync(p)
 	case "metrics":
 		row, err = runMetrics(p)
+	case "mem":
+		row, err = runMem(p)
 	case "demo":
 		row, err = runDemo(p)
 	default:
