@@ -1,0 +1,20 @@
+module github.com/shardlimit/shardlimit/grpclimit
+
+go 1.26.0
+
+require (
+	github.com/shardlimit/shardlimit v0.0.0
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
+	github.com/zeebo/xxh3 v1.1.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+)
+
+replace github.com/shardlimit/shardlimit => ../
