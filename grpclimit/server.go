@@ -340,8 +340,9 @@ func (m *messageStream) RecvMsg(msg any) error {
 }
 
 // sendFields sends the rate-limit fields fs as header metadata, under
-// their names in lower case, with three allocations (one string for every
-// value, one array for every value's slice, the map); nothing if fs is
+// their names in lower case, with four allocations (one string for every
+// value, one array for every value's slice, the map's header and group);
+// nothing if fs is
 // empty or hs is nil. A failure to set them (the header was sent already)
 // is ignored: the call is decided either way.
 func (s *Server) sendFields(hs headerSetter, fs *mwengine.Fields) {
