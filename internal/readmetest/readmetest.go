@@ -80,7 +80,10 @@ func Vet(t *testing.T, dir, root string, blocks []Block) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gomod := "module readme.example\n" + strings.ReplaceAll(rest, "=> "+filepath.ToSlash(rel), "=> "+root) +
+	if rel != "." {
+		rest = strings.ReplaceAll(rest, "=> "+filepath.ToSlash(rel), "=> "+root)
+	}
+	gomod := "module readme.example\n" + rest +
 		fmt.Sprintf("\nrequire %s v0.0.0\n\nreplace %s => %s\n", module, module, dir)
 	var sum []byte
 	for _, d := range []string{root, dir} {
