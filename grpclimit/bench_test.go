@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
@@ -74,4 +75,28 @@ func BenchmarkUnaryAllowed(b *testing.B) {
 	b.Run("no-fields", func(b *testing.B) {
 		runUnary(b, benchServer(b, httplimit.HeaderConfig{OmitXRateLimit: true}).UnaryServerInterceptor())
 	})
+}
+
+// BenchmarkBufconnCall is a whole unary call from a grpc-go client to a
+// grpc-go server over bufconn, without an interceptor (bare) and with the
+// Server's (limited, default fields): what the limiter adds to a real
+// call.
+func BenchmarkBufconnCall(b *testing.B) {
+	rs := rules(httplimit.Rule{Name: "svc", Prefix: service, Limit: 1_000_000_000, Window: time.Hour})
+	for _, name := range []string{"bare", "limited"} {
+		b.Run(name, func(b *testing.B) {
+			su := setup{cfg: ServerConfig{Options: httplimit.Options{Rules: rs}}}
+			if name == "bare" {
+				su.opts = func(*Server) []grpc.ServerOption { return nil }
+			}
+			e := start(b, su)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := e.client.EmptyCall(ctx, &testpb.Empty{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

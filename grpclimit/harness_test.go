@@ -128,7 +128,7 @@ var loopbackPeer = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 50000}
 
 // start starts a grpc-go server with a Server built from su on bufconn,
 // and a client connected to it; both stop when the test ends.
-func start(t *testing.T, su setup) *env {
+func start(t testing.TB, su setup) *env {
 	t.Helper()
 	lim, err := NewServer(su.cfg)
 	if err != nil {
