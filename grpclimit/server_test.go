@@ -87,6 +87,16 @@ func TestRoutes(t *testing.T) {
 	if st := e.lim.Stats(); st.Allowed != 3 || st.Denied != 2 {
 		t.Errorf("Stats: %d allowed, %d denied; want 3, 2", st.Allowed, st.Denied)
 	}
+	// Package metrics reads a Server as an HTTP middleware.
+	denied := map[string]float64{}
+	metrics.Collect(func(s metrics.Sample) {
+		if s.Family.Name == "shardlimit_decisions_total" && len(s.Labels) == 2 && s.Labels[1] == "denied" {
+			denied[s.Labels[0]] += s.Value
+		}
+	}, metrics.Middleware(e.lim))
+	if denied["empty"] != 1 || denied["svc"] != 1 {
+		t.Errorf("metrics: denied by rule %v, want empty 1, svc 1", denied)
+	}
 }
 
 // TestKeys: the client key from the peer address (IPv6 per /64,
@@ -99,9 +109,13 @@ func TestKeys(t *testing.T) {
 		cfg   ServerConfig
 		peer  net.Addr
 		calls []call
+		// deniedKey, if set, is the client key of the denials.
+		deniedKey string
 	}{
 		{name: "ipv6 per /64", peer: &net.TCPAddr{IP: net.ParseIP("2001:db8:abcd:12::1"), Port: 1},
-			calls: []call{{want: ok}, {want: res}}},
+			calls: []call{{want: ok}, {want: res}}, deniedKey: "ip:2001:db8:abcd:12::/64"},
+		{name: "ipv4-mapped as ipv4", peer: &net.TCPAddr{IP: net.ParseIP("::ffff:192.0.2.1"), Port: 1},
+			calls: []call{{want: ok}, {want: res}}, deniedKey: "ip:192.0.2.1"},
 		{name: "forwarded from a trusted peer",
 			cfg:  ServerConfig{Options: httplimit.Options{Keys: httplimit.KeyConfig{TrustedProxies: []string{"127.0.0.1"}}}},
 			peer: loopbackPeer,
@@ -157,6 +171,9 @@ func TestKeys(t *testing.T) {
 			}
 			e := start(t, setup{cfg: c.cfg, peer: c.peer})
 			e.run(t, c.calls)
+			if d, _ := e.lim.TopDenied(0); c.deniedKey != "" && (len(d) != 1 || d[0].Key != c.deniedKey) {
+				t.Errorf("TopDenied %+v, want the key %s", d, c.deniedKey)
+			}
 		})
 	}
 }
