@@ -55,10 +55,10 @@ func (l *Limiter) Limit(ctx context.Context) error {
 	sc := s.e.GetScratch()
 	defer s.e.PutScratch(sc)
 	var o mwengine.Outcome
-	rp := s.decide(ctx, method, sc, &o)
+	rp, fail := s.decide(ctx, method, sc, &o)
 	s.sendFields(grpc.ServerTransportStreamFromContext(ctx), &sc.Fields)
 	if !rp.Next {
-		return refusal(&o, sc, rp)
+		return refusal(&o, sc, rp, fail)
 	}
 	if f := o.InFlight; f.Held() {
 		context.AfterFunc(ctx, func() { s.e.Release(f) })

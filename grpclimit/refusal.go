@@ -31,11 +31,12 @@ import (
 //   - on a deny list: codes.PermissionDenied;
 //   - without a required identity (EmptyKeyReject): codes.Unauthenticated;
 //   - a negative cost: codes.Internal;
-//   - a failed decision under FailClosed: codes.Unavailable.
+//   - a failed decision refused (FailClosed, or ServerConfig.ErrorCode):
+//     fail, codes.Unavailable unless ErrorCode chose another.
 //
 // The message is the HTTP middleware's body, such as "Too Many Requests:
 // limit of 10 per 1 m reached; retry in 57 s.".
-func refusal(o *mwengine.Outcome, sc *mwengine.Scratch, rp mwengine.Reply) error {
+func refusal(o *mwengine.Outcome, sc *mwengine.Scratch, rp mwengine.Reply, fail codes.Code) error {
 	msg := strings.TrimSuffix(string(rp.Body), "\n")
 	var code codes.Code
 	switch o.Action {
@@ -53,7 +54,7 @@ func refusal(o *mwengine.Outcome, sc *mwengine.Scratch, rp mwengine.Reply) error
 	case httplimit.ActionBadCost:
 		return status.Error(codes.Internal, msg)
 	default: // ActionFailClosed
-		return status.Error(codes.Unavailable, msg)
+		return status.Error(fail, msg)
 	}
 	st := status.New(code, msg)
 	var details []protoadapt.MessageV1

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
@@ -75,6 +76,14 @@ type ServerConfig struct {
 	// alone.
 	FinalCost func(ctx context.Context, fullMethod string, err error, d httplimit.Decision) int
 
+	// ErrorCode, if set, decides what a call whose decision failed (err:
+	// shardlimit.ErrTooManyKeys, ErrClosed, a store's error) gets, in
+	// place of Options.OnError: codes.OK lets it through to the handler,
+	// as FailOpen; any other code refuses it with that code and the
+	// message "Service Unavailable: rate limiter unavailable.". Shadow
+	// rules' failures never reach it.
+	ErrorCode func(ctx context.Context, fullMethod string, err error) codes.Code
+
 	// PerMessage, if true, decides every message a client sends on a
 	// stream too, on the stream's rule and key, at the cost Cost returns
 	// (1 by default): a message refused makes RecvMsg return the refusal
@@ -102,6 +111,7 @@ type Server struct {
 	cost    func(context.Context, string) int
 	tier    func(context.Context, string) string
 	final   func(context.Context, string, error, httplimit.Decision) int
+	errCode func(context.Context, string, error) codes.Code
 	perMsg  bool
 }
 
@@ -122,7 +132,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		idKey:   strings.ToLower(e.IdentityHeader()),
 		fwdKey:  strings.ToLower(e.ForwardedHeader()),
 		keyFunc: cfg.KeyFunc, skip: cfg.Skip, cost: cfg.Cost, tier: cfg.Tier,
-		final: cfg.FinalCost, perMsg: cfg.PerMessage,
+		final: cfg.FinalCost, errCode: cfg.ErrorCode, perMsg: cfg.PerMessage,
 	}
 	for i, n := range mwengine.FieldNames {
 		s.names[i] = strings.ToLower(n)
@@ -209,9 +219,11 @@ func (s *Server) InFlight(rule, key string) int { return s.e.InFlightCount(rule,
 func (s *Server) Close() error { return s.e.Close() }
 
 // decide decides one call (or, with PerMessage, one message) to
-// fullMethod into o with sc, and returns how to answer it. It does not
-// allocate for a known client on the allowed path.
-func (s *Server) decide(ctx context.Context, fullMethod string, sc *mwengine.Scratch, o *mwengine.Outcome) mwengine.Reply {
+// fullMethod into o with sc, and returns how to answer it: the reply, and
+// the code of a failed decision refused (ErrorCode's, else
+// codes.Unavailable). It does not allocate for a known client on the
+// allowed path.
+func (s *Server) decide(ctx context.Context, fullMethod string, sc *mwengine.Scratch, o *mwengine.Outcome) (mwengine.Reply, codes.Code) {
 	var q mwengine.Request[string]
 	q.Method, q.Path, q.Cost = Method, fullMethod, 1
 	if p, ok := peer.FromContext(ctx); ok {
@@ -234,7 +246,15 @@ func (s *Server) decide(ctx context.Context, fullMethod string, sc *mwengine.Scr
 	}
 	q.Now = s.e.Clock().Now()
 	mwengine.Decide(s.e, sc, &q, o)
-	return s.e.Reply(sc, o, false)
+	fail := codes.Unavailable
+	if s.errCode != nil && o.Failed() {
+		if fail = s.errCode(ctx, fullMethod, o.Result.Err); fail == codes.OK {
+			mwengine.SetErrorStatus(o, httplimit.ErrorPass)
+		} else {
+			mwengine.SetErrorStatus(o, mwengine.StatusServiceUnavailable)
+		}
+	}
+	return s.e.Reply(sc, o, false), fail
 }
 
 // headerSetter is what sends a call's response header metadata:
@@ -253,11 +273,11 @@ func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 		}
 		sc := s.e.GetScratch()
 		var o mwengine.Outcome
-		rp := s.decide(ctx, info.FullMethod, sc, &o)
+		rp, fail := s.decide(ctx, info.FullMethod, sc, &o)
 		hs := grpc.ServerTransportStreamFromContext(ctx)
 		s.sendFields(hs, &sc.Fields)
 		if !rp.Next {
-			err := refusal(&o, sc, rp)
+			err := refusal(&o, sc, rp, fail)
 			s.e.PutScratch(sc)
 			return nil, err
 		}
@@ -289,10 +309,10 @@ func (s *Server) StreamServerInterceptor() grpc.StreamServerInterceptor {
 		}
 		sc := s.e.GetScratch()
 		var o mwengine.Outcome
-		rp := s.decide(ctx, info.FullMethod, sc, &o)
+		rp, fail := s.decide(ctx, info.FullMethod, sc, &o)
 		s.sendFields(ss, &sc.Fields)
 		if !rp.Next {
-			err := refusal(&o, sc, rp)
+			err := refusal(&o, sc, rp, fail)
 			s.e.PutScratch(sc)
 			return err
 		}
@@ -329,11 +349,11 @@ func (m *messageStream) RecvMsg(msg any) error {
 	s := m.s
 	sc := s.e.GetScratch()
 	var o mwengine.Outcome
-	rp := s.decide(m.ServerStream.Context(), m.method, sc, &o)
+	rp, fail := s.decide(m.ServerStream.Context(), m.method, sc, &o)
 	s.e.Release(o.InFlight) // a message holds no slot: its stream does
 	var err error
 	if !rp.Next {
-		err = refusal(&o, sc, rp)
+		err = refusal(&o, sc, rp, fail)
 	}
 	s.e.PutScratch(sc)
 	return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -240,6 +241,21 @@ func TestClosedFailsClosed(t *testing.T) {
 	e = start(t, setup{cfg: ServerConfig{Options: httplimit.Options{Clock: manual(0), Rules: rs, OnError: httplimit.FailOpen}}})
 	_ = e.lim.Close()
 	e.run(t, []call{{want: ok}})
+	// ErrorCode decides per call, in place of OnError.
+	var seen atomic.Value // the error ErrorCode saw
+	e = start(t, setup{cfg: ServerConfig{Options: httplimit.Options{Clock: manual(0), Rules: rs, OnError: httplimit.FailOpen},
+		ErrorCode: func(_ context.Context, m string, err error) codes.Code {
+			seen.Store(err)
+			if m == mUnary {
+				return codes.OK
+			}
+			return codes.Aborted
+		}}})
+	_ = e.lim.Close()
+	e.run(t, []call{{want: codes.Aborted}, {method: mUnary, want: ok}})
+	if err, _ := seen.Load().(error); !errors.Is(err, shardlimit.ErrClosed) {
+		t.Errorf("ErrorCode saw %v, want ErrClosed", err)
+	}
 }
 
 // TestCostAndSkip: the cost hook's cost is consumed; a negative one is
