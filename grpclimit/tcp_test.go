@@ -15,11 +15,17 @@ import (
 	"github.com/shardlimit/shardlimit/httplimit"
 )
 
-// TestTCP runs a real grpc-go server on 127.0.0.1 and a client over TCP:
-// calls are keyed by the peer address "ip:127.0.0.1", and the denied one
-// gets ResourceExhausted, RetryInfo and the fields, which a wait of the
-// delay on the server's clock ends.
+// TestTCP runs a real grpc-go server on 127.0.0.1 (and on [::1] where
+// IPv6 is available) and a client over TCP: calls are keyed by the peer
+// address ("ip:127.0.0.1"; "ip:::/64", ::1's /64), and the denied one gets
+// ResourceExhausted, RetryInfo and the fields, which a wait of the delay
+// on the server's clock ends.
 func TestTCP(t *testing.T) {
+	t.Run("ipv4", func(t *testing.T) { tcpCase(t, "127.0.0.1:0", "ip:127.0.0.1") })
+	t.Run("ipv6", func(t *testing.T) { tcpCase(t, "[::1]:0", "ip:::/64") })
+}
+
+func tcpCase(t *testing.T, addr, key string) {
 	clk := manual(0)
 	lim, err := NewServer(ServerConfig{Options: httplimit.Options{Clock: clk, Headers: httplimit.HeaderConfig{IETF: true},
 		Rules: rules(httplimit.Rule{Name: "svc", Prefix: service, Limit: 2, Window: 10 * time.Second})}})
@@ -27,7 +33,10 @@ func TestTCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lim.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
+	if err != nil && addr[0] == '[' {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,11 +65,11 @@ func TestTCP(t *testing.T) {
 	if a.code != codes.ResourceExhausted || a.retry == nil || a.field("retry-after") != "10" || a.field("ratelimit-policy") != `"svc";q=2;w=10` {
 		t.Fatalf("3rd call: %v %q, RetryInfo %v, fields %v", a.code, a.msg, a.retry, a.header)
 	}
-	if v := a.quota.GetViolations(); len(v) != 1 || v[0].GetSubject() != "ip:127.0.0.1" {
-		t.Errorf("QuotaFailure %v, want a violation of ip:127.0.0.1", v)
+	if v := a.quota.GetViolations(); len(v) != 1 || v[0].GetSubject() != key {
+		t.Errorf("QuotaFailure %v, want a violation of %s", v, key)
 	}
-	if d, _ := lim.TopDenied(0); len(d) != 1 || d[0].Key != "ip:127.0.0.1" {
-		t.Errorf("TopDenied %+v, want ip:127.0.0.1", d)
+	if d, _ := lim.TopDenied(0); len(d) != 1 || d[0].Key != key {
+		t.Errorf("TopDenied %+v, want %s", d, key)
 	}
 	clk.Advance(a.retry.GetRetryDelay().AsDuration())
 	if a := callOnce(); a.code != codes.OK {
