@@ -17,25 +17,8 @@ import (
 )
 
 // refusal returns the status error of a call refused by decision o, whose
-// reply rp (not Next) Reply formatted into sc:
-//
-//   - denied by its limit, or banned: codes.ResourceExhausted with the
-//     details google.rpc.RetryInfo (retry_delay: the limiter's exact wait
-//     until the same call would be admitted; absent when no wait can
-//     succeed, a limit of 0 or a cost above the limit) and
-//     google.rpc.QuotaFailure (one violation: subject the client key,
-//     description what happened);
-//   - over its rule's Concurrency: codes.ResourceExhausted, or
-//     codes.Unavailable for a Concurrency.Status of 503, with RetryInfo
-//     (the rule's RetryAfter) and QuotaFailure;
-//   - on a deny list: codes.PermissionDenied;
-//   - without a required identity (EmptyKeyReject): codes.Unauthenticated;
-//   - a negative cost: codes.Internal;
-//   - a failed decision refused (FailClosed, or ServerConfig.ErrorCode):
-//     fail, codes.Unavailable unless ErrorCode chose another.
-//
-// The message is the HTTP middleware's body, such as "Too Many Requests:
-// limit of 10 per 1 m reached; retry in 57 s.".
+// reply rp (not Next) Reply formatted into sc, as UnaryServerInterceptor
+// documents; fail is the code of a failed decision refused.
 func refusal(o *mwengine.Outcome, sc *mwengine.Scratch, rp mwengine.Reply, fail codes.Code) error {
 	msg := strings.TrimSuffix(string(rp.Body), "\n")
 	var code codes.Code

@@ -263,9 +263,28 @@ type headerSetter interface {
 	SetHeader(metadata.MD) error
 }
 
-// UnaryServerInterceptor returns the interceptor that limits unary calls:
-// an admitted call gets the rate-limit fields as header metadata and goes
-// on to the handler; a refused one gets the error Refusal describes.
+// UnaryServerInterceptor returns the interceptor that limits unary calls.
+// An admitted call gets the rate-limit fields as header metadata (see the
+// package documentation) and goes on to the handler. A refused one gets
+// the fields too, and a status error:
+//
+//   - denied by its limit, or banned: codes.ResourceExhausted with the
+//     details google.rpc.RetryInfo (retry_delay: the limiter's exact wait
+//     until the same call would be admitted; absent when no wait can
+//     succeed, a limit of 0 or a cost above the limit) and
+//     google.rpc.QuotaFailure (one violation: subject the client key,
+//     description what happened);
+//   - over its rule's Concurrency: codes.ResourceExhausted, or
+//     codes.Unavailable for a Concurrency.Status of 503, with RetryInfo
+//     (the rule's RetryAfter) and QuotaFailure;
+//   - on a deny list: codes.PermissionDenied;
+//   - without a required identity (EmptyKeyReject): codes.Unauthenticated;
+//   - a negative cost: codes.Internal;
+//   - a failed decision refused (FailClosed): codes.Unavailable, or the
+//     code ServerConfig.ErrorCode chose.
+//
+// The message is the HTTP middleware's body, such as "Too Many Requests:
+// limit of 10 per 1 m reached; retry in 57 s.".
 func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if s.skip != nil && s.skip(ctx, info.FullMethod) {
@@ -300,7 +319,8 @@ func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 // StreamServerInterceptor returns the interceptor that limits streams when
 // they open (and each received message with ServerConfig.PerMessage): an
 // admitted stream gets the rate-limit fields as header metadata and goes
-// on to the handler; a refused one ends with the error Refusal describes.
+// on to the handler; a refused one ends with the fields and the status
+// error UnaryServerInterceptor describes.
 func (s *Server) StreamServerInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		ctx := ss.Context()
