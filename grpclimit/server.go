@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 
 	"github.com/shardlimit/shardlimit"
 	"github.com/shardlimit/shardlimit/httplimit"
@@ -76,6 +77,15 @@ type ServerConfig struct {
 	// alone.
 	FinalCost func(ctx context.Context, fullMethod string, err error, d httplimit.Decision) int
 
+	// Denied, if set, returns the error a call denied by its limit or a
+	// ban gets (d its decision, st the status it would get otherwise, see
+	// UnaryServerInterceptor), for example st with details of the
+	// application's own; nil means st. The fields are sent as header
+	// metadata either way. It is not asked for other refusals (deny
+	// lists, concurrency limits, missing identities, failed decisions),
+	// nor by Limiter.
+	Denied func(ctx context.Context, fullMethod string, d httplimit.Decision, st *status.Status) error
+
 	// ErrorCode, if set, decides what a call whose decision failed (err:
 	// shardlimit.ErrTooManyKeys, ErrClosed, a store's error) gets, in
 	// place of Options.OnError: codes.OK lets it through to the handler,
@@ -112,6 +122,7 @@ type Server struct {
 	tier    func(context.Context, string) string
 	final   func(context.Context, string, error, httplimit.Decision) int
 	errCode func(context.Context, string, error) codes.Code
+	denied  func(context.Context, string, httplimit.Decision, *status.Status) error
 	perMsg  bool
 }
 
@@ -132,7 +143,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		idKey:   strings.ToLower(e.IdentityHeader()),
 		fwdKey:  strings.ToLower(e.ForwardedHeader()),
 		keyFunc: cfg.KeyFunc, skip: cfg.Skip, cost: cfg.Cost, tier: cfg.Tier,
-		final: cfg.FinalCost, errCode: cfg.ErrorCode, perMsg: cfg.PerMessage,
+		final: cfg.FinalCost, errCode: cfg.ErrorCode, denied: cfg.Denied, perMsg: cfg.PerMessage,
 	}
 	for i, n := range mwengine.FieldNames {
 		s.names[i] = strings.ToLower(n)
@@ -296,7 +307,7 @@ func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 		hs := grpc.ServerTransportStreamFromContext(ctx)
 		s.sendFields(hs, &sc.Fields)
 		if !rp.Next {
-			err := refusal(&o, sc, rp, fail)
+			err := s.refuse(ctx, info.FullMethod, &o, sc, rp, fail)
 			s.e.PutScratch(sc)
 			return nil, err
 		}
@@ -332,7 +343,7 @@ func (s *Server) StreamServerInterceptor() grpc.StreamServerInterceptor {
 		rp, fail := s.decide(ctx, info.FullMethod, sc, &o)
 		s.sendFields(ss, &sc.Fields)
 		if !rp.Next {
-			err := refusal(&o, sc, rp, fail)
+			err := s.refuse(ctx, info.FullMethod, &o, sc, rp, fail)
 			s.e.PutScratch(sc)
 			return err
 		}
@@ -351,6 +362,20 @@ func (s *Server) StreamServerInterceptor() grpc.StreamServerInterceptor {
 		}
 		return err
 	}
+}
+
+// refuse returns the error of a refused call: refusal's, or for a call
+// denied by its limit or a ban the Denied hook's.
+func (s *Server) refuse(ctx context.Context, fullMethod string, o *mwengine.Outcome, sc *mwengine.Scratch, rp mwengine.Reply, fail codes.Code) error {
+	err := refusal(o, sc, rp, fail)
+	if s.denied == nil || o.Action != httplimit.ActionDeny && o.Action != httplimit.ActionBanned {
+		return err
+	}
+	st, _ := status.FromError(err)
+	if herr := s.denied(ctx, fullMethod, o.Decision, st); herr != nil {
+		return herr
+	}
+	return err
 }
 
 // messageStream decides each message received on a stream (PerMessage).
@@ -373,7 +398,7 @@ func (m *messageStream) RecvMsg(msg any) error {
 	s.e.Release(o.InFlight) // a message holds no slot: its stream does
 	var err error
 	if !rp.Next {
-		err = refusal(&o, sc, rp, fail)
+		err = s.refuse(m.ServerStream.Context(), m.method, &o, sc, rp, fail)
 	}
 	s.e.PutScratch(sc)
 	return err

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/shardlimit/shardlimit"
 	"github.com/shardlimit/shardlimit/httplimit"
@@ -392,5 +393,40 @@ func TestBan(t *testing.T) {
 	}
 	if !strings.Contains(a.msg, "banned") {
 		t.Errorf("message %q does not say banned", a.msg)
+	}
+}
+
+// TestDeniedHook: the Denied hook's error is what a denied call gets, with
+// the fields still in its header; nil keeps the default status; a deny
+// list does not ask it.
+func TestDeniedHook(t *testing.T) {
+	peer := &net.TCPAddr{IP: net.ParseIP("192.0.2.1"), Port: 1}
+	var asked atomic.Int32
+	cfg := ServerConfig{
+		Options: httplimit.Options{Clock: manual(0), Rules: &httplimit.Rules{
+			Rules: []httplimit.Rule{{Name: "svc", Prefix: service, Limit: 1, Window: time.Minute}},
+			Deny:  httplimit.ClientList{Networks: []string{"192.0.2.2"}},
+		}},
+		Denied: func(_ context.Context, m string, d httplimit.Decision, st *status.Status) error {
+			asked.Add(1)
+			if m == mUnary || st.Code() != codes.ResourceExhausted || d.Rule != "svc" {
+				return nil
+			}
+			return status.Error(codes.Unavailable, "custom: "+st.Message())
+		},
+	}
+	listed := start(t, setup{peer: &net.TCPAddr{IP: net.ParseIP("192.0.2.2"), Port: 1}, cfg: cfg})
+	listed.run(t, []call{{want: codes.PermissionDenied}})
+	e := start(t, setup{peer: peer, cfg: cfg})
+	e.run(t, []call{{want: ok}})
+	a := e.do(t, call{})
+	if a.code != codes.Unavailable || !strings.HasPrefix(a.msg, "custom: Too Many Requests") || a.field("retry-after") != "60" {
+		t.Errorf("denied with the hook: %v %q, retry-after %q", a.code, a.msg, a.field("retry-after"))
+	}
+	if a := e.do(t, call{method: mUnary}); a.code != res || a.retry == nil {
+		t.Errorf("hook returning nil: %v, RetryInfo %v; want the default", a.code, a.retry)
+	}
+	if n := asked.Load(); n != 2 {
+		t.Errorf("hook asked %d times, want 2", n)
 	}
 }
