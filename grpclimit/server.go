@@ -102,6 +102,8 @@ type ServerConfig struct {
 	// handler that returns RecvMsg's errors passes to the client, ending
 	// the stream. The message itself is received (so the stream stays in
 	// step) but not delivered. The stream's opening is decided as always.
+	// A message is never settled (it counts at its cost whatever the
+	// rule's Count) and holds no Concurrency slot (its stream does).
 	// Unary calls are one message and are decided once. Default false.
 	PerMessage bool
 }
