@@ -3,6 +3,7 @@ module github.com/shardlimit/shardlimit/grpclimit
 go 1.26.0
 
 require (
+	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
 	github.com/shardlimit/shardlimit v0.0.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c

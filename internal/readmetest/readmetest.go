@@ -45,8 +45,9 @@ func GoBlocks(md []byte) []Block {
 // that requires the module in directory dir (replaced by dir) and
 // everything that module's go.mod requires, indirect requirements
 // included, so that the scratch module's graph is that module's pruned
-// one; replace directives "=> ../.." in that go.mod point at root, the
-// repository. It runs `go mod download` in dir first (what dir's module
+// one; replace directives in that go.mod that point at root, the
+// repository, by its path relative to dir ("=> ../.." from an exporter,
+// "=> .." from grpclimit), point at root there too. It runs `go mod download` in dir first (what dir's module
 // needs and a run of one of its packages may not have fetched), then `go
 // vet` offline (GOPROXY=off). A block that is not a complete program
 // (package main) is an error. It skips with -short or without a go
@@ -75,7 +76,14 @@ func Vet(t *testing.T, dir, root string, blocks []Block) {
 	if !ok {
 		t.Fatalf("%s/go.mod does not start with a module line", dir)
 	}
-	gomod := "module readme.example\n" + strings.ReplaceAll(rest, "=> ../..", "=> "+root) +
+	rel, err := filepath.Rel(dir, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rel != "." {
+		rest = strings.ReplaceAll(rest, "=> "+filepath.ToSlash(rel), "=> "+root)
+	}
+	gomod := "module readme.example\n" + rest +
 		fmt.Sprintf("\nrequire %s v0.0.0\n\nreplace %s => %s\n", module, module, dir)
 	var sum []byte
 	for _, d := range []string{root, dir} {

@@ -1,0 +1,48 @@
+// Package grpclimit is shardlimit's rate limiting for gRPC servers: unary
+// and stream server interceptors that limit each client per method, on the
+// rules, keys, tiers, overrides, reloads, dry run, bans and metrics of the
+// HTTP middleware (package httpmw), decided by the same engine. It is a
+// module of its own, so that grpc-go stays out of shardlimit's go.mod.
+//
+//	rules, err := httplimit.LoadRules("rules.json") // "prefix": "/pkg.Service/" ...
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	lim, err := grpclimit.NewServer(grpclimit.ServerConfig{Options: httplimit.Options{
+//		Rules: rules,
+//		Keys:  httplimit.KeyConfig{Header: "x-api-key"}, // a metadata key; default: the peer address
+//	}})
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	defer lim.Close()
+//	srv := grpc.NewServer(
+//		grpc.ChainUnaryInterceptor(lim.UnaryServerInterceptor()),
+//		grpc.ChainStreamInterceptor(lim.StreamServerInterceptor()),
+//	)
+//
+// A rule's Path or Prefix matches the call's full method: Path
+// "/pkg.Service/Method" one method, Prefix "/pkg.Service/" a whole
+// service. Every call is matched as method "POST" (Method).
+//
+// An admitted call gets the rate-limit fields as response header metadata,
+// named as the HTTP fields in lower case: "x-ratelimit-limit",
+// "x-ratelimit-remaining", "x-ratelimit-reset" (seconds), and with
+// HeaderConfig.IETF "ratelimit-policy" and "ratelimit". A denied call is
+// answered codes.ResourceExhausted with the same fields plus
+// "retry-after" (whole seconds, at least 1) and the status details
+// google.rpc.RetryInfo, whose retry_delay is the exact wait after which the
+// same call would be admitted, and google.rpc.QuotaFailure. Clients read
+// them with grpc.Header and status.FromError(err).Details().
+//
+// A stream is decided once when it opens; with ServerConfig.PerMessage
+// each message the client sends is decided too. For a known client the
+// allowed path allocates only to send the fields: the metadata map and its
+// values, and gRPC's own copy when it merges them into the call's header
+// (see BenchmarkUnaryAllowed).
+//
+// The limit is the promise: a call is never admitted beyond a rule's
+// limit to save time, and when a decision fails (a full key table, a
+// closed Server) the call is refused codes.Unavailable unless
+// Options.OnError is FailOpen.
+package grpclimit
