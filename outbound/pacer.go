@@ -26,8 +26,11 @@ var (
 	// range or missing.
 	ErrInvalidConfig = errors.New("outbound: invalid config")
 	// ErrInvalidKey reports an empty key, one longer than the limiter's
-	// MaxKeyBytes, or a request no key could be made of.
-	ErrInvalidKey = errors.New("outbound: invalid key")
+	// MaxKeyBytes, or a request no key could be made of. It is
+	// shardlimit.ErrInvalidKey, so one errors.Is finds it whether the
+	// limiter (Take) or this package (Hold, a Transport's Key) refused
+	// the key.
+	ErrInvalidKey = shardlimit.ErrInvalidKey
 )
 
 // Defaults and bounds of Config.

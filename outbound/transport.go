@@ -112,6 +112,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
+// CloseIdleConnections closes Base's idle connections if Base has a
+// CloseIdleConnections method (as *http.Transport does), so that
+// http.Client.CloseIdleConnections reaches them through Transport.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
 // hold holds key if resp is a 429 or 503 with a usable Retry-After, and
 // reports whether it is.
 func (t *Transport) hold(key string, resp *http.Response) bool {
