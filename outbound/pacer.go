@@ -72,7 +72,8 @@ type Config struct {
 // Pacer paces outgoing calls per key: Take takes each call's units from
 // the limiter, waiting for them or failing fast, and honours holds set by
 // Hold (a server's "retry after"). It never lets a call through that the
-// limiter denies or that a hold covers. All methods are safe for
+// limiter denies or that a stored hold covers (a table full of holds
+// drops one to store another: see Config.MaxHolds). All methods are safe for
 // concurrent use. A Pacer starts no goroutine and needs no Close: close
 // its limiter when done.
 type Pacer struct {
