@@ -29,8 +29,10 @@ type TransportConfig struct {
 	// sent again, each time after the hold that answer set and a turn
 	// from the Pacer, in [0, MaxRetries]. Default 0: Transport never
 	// retries. A request is retried only if its body can be replayed (no
-	// body, or req.GetBody set), the Pacer waits (not FailFast), and the
-	// hold ends before the request context's deadline; otherwise the
+	// body, or req.GetBody set), the Pacer waits (not FailFast), the
+	// Retry-After is at most Config.MaxHold (a retry never goes before
+	// the server's time), and the hold ends before the request
+	// context's deadline; otherwise the
 	// answer goes back to the caller. Each retry closes the previous
 	// answer's body after reading at most 64 KiB of it (so the connection
 	// can be reused).
@@ -122,7 +124,9 @@ func (t *Transport) CloseIdleConnections() {
 }
 
 // hold holds key if resp is a 429 or 503 with a usable Retry-After, and
-// reports whether it is.
+// reports whether the hold covers the whole delay asked for (one cut to
+// Config.MaxHold does not: a retry after it would go before the
+// server's time).
 func (t *Transport) hold(key string, resp *http.Response) bool {
 	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
 		return false
@@ -131,7 +135,7 @@ func (t *Transport) hold(key string, resp *http.Response) bool {
 	if ok {
 		_ = t.pacer.HoldFor(key, d) // an invalid key was refused by Take
 	}
-	return ok
+	return ok && d <= t.pacer.maxHold
 }
 
 // retry reports whether req of key, answered resp (a 429 or 503 that

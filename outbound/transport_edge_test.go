@@ -294,3 +294,44 @@ func TestTransportServerRefusingForever(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A retry goes out only when the hold covers the server's whole
+// Retry-After: one cut to MaxHold would send it before the server's time,
+// a request the server said it would refuse. The caller gets the answer.
+func TestTransportNoRetryBeforeServersTime(t *testing.T) {
+	p, clock := newPacer(t, shardlimit.GCRA, 100, time.Second, Config{MaxHold: 3 * time.Second})
+	srv, rs := startRefusingServer(t, clock, 429, 1) // Retry-After: 5
+	tr, err := NewTransport(TransportConfig{Pacer: p, Base: srv.Client().Transport, Retries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	var resp *http.Response
+	go func() {
+		var err error
+		resp, err = (&http.Client{Transport: tr}).Get(srv.URL)
+		done <- err
+	}()
+	driveUntil(t, clock, done)
+	resp.Body.Close()
+	if resp.StatusCode != 429 || len(rs.arrivals) != 1 {
+		t.Fatalf("status %d after %d sends (at %v), want the 429 after 1: the retry would go 2s before Retry-After", resp.StatusCode, len(rs.arrivals), rs.arrivals)
+	}
+	if until, held := p.Held(hostKeyOf(t, srv.URL)); !held || until.Sub(clock.Now()) != 3*time.Second {
+		t.Fatalf("held %v until %v, want a hold cut to MaxHold (3s)", held, until)
+	}
+}
+
+// hostKeyOf returns HostKey of a GET of url.
+func hostKeyOf(t *testing.T, url string) string {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := HostKey(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
