@@ -220,8 +220,9 @@ func (p *Pacer) waitHold(ctx context.Context, key string) error {
 }
 
 // Hold makes every call on key wait, or fail fast, until until (a
-// server's "retry after"), read on the Clock. A hold is never shortened:
-// a later Hold with an earlier until keeps the later one. An until at or
+// server's "retry after"), read on the Clock. A hold is never shortened
+// (but a full table may drop it, see Config.MaxHolds): a later Hold with
+// an earlier until keeps the later one. An until at or
 // before now holds nothing; one more than Config.MaxHold after now is cut
 // to now+MaxHold. Holds live in a table capped at Config.MaxHolds keys
 // (see there). It returns an error wrapping ErrInvalidKey for an empty

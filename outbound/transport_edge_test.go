@@ -335,3 +335,58 @@ func hostKeyOf(t *testing.T, url string) string {
 	}
 	return k
 }
+
+// An http.Client follows a redirect through the Transport again: each
+// hop takes a turn of its own key, and a 429 of the target holds the
+// target, not the host that redirected; a later request's redirected hop
+// waits for that hold.
+func TestTransportRedirectHoldsTheTarget(t *testing.T) {
+	p, clock := newPacer(t, shardlimit.GCRA, 100, time.Second, Config{})
+	target, rs := startRefusingServer(t, clock, 429, 1) // Retry-After: 5
+	var redirects int
+	var mu sync.Mutex
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		redirects++
+		mu.Unlock()
+		http.Redirect(w, r, target.URL, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(origin.Close)
+	tr, err := NewTransport(TransportConfig{Pacer: p, Base: origin.Client().Transport})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: tr}
+	post := func() (int, error) {
+		resp, err := client.Post(origin.URL, "text/plain", strings.NewReader("payload"))
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if code, err := post(); err != nil || code != 429 {
+		t.Fatalf("first POST: %d %v, want the target's 429", code, err)
+	}
+	if _, held := p.Held(hostKeyOf(t, origin.URL)); held {
+		t.Fatal("the redirecting host is held; only the target answered 429")
+	}
+	if until, held := p.Held(hostKeyOf(t, target.URL)); !held || until.Sub(clock.Now()) != 5*time.Second {
+		t.Fatalf("target held %v until %v, want 5s", held, until)
+	}
+	done := make(chan error, 1)
+	go func() {
+		code, err := post()
+		if err == nil && code != 200 {
+			err = errors.New(http.StatusText(code))
+		}
+		done <- err
+	}()
+	driveUntil(t, clock, done)
+	if redirects != 2 || len(rs.arrivals) != 2 || rs.arrivals[1] < 5*time.Second {
+		t.Fatalf("%d redirects, target arrivals %v: want 2 and 2, the second after the hold (5s)", redirects, rs.arrivals)
+	}
+	if rs.bodies[1] != "payload" {
+		t.Fatalf("the redirected POST carried %q, want the replayed body", rs.bodies[1])
+	}
+}
