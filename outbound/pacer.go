@@ -134,10 +134,13 @@ func (p *Pacer) FailFast() bool { return p.failFast }
 //
 // Failing fast (Config.FailFast), it returns at once nil or a *LimitError
 // wrapping ErrLimited (and ErrHeld if a hold covers key) that says when
-// to try again, or the limiter's error (Result.Err). It takes nothing
-// when it fails. The allowed path allocates nothing.
+// to try again, the limiter's error (Result.Err), or, if ctx is already
+// done, an error wrapping ctx.Err(). It takes nothing when it fails. The allowed path allocates nothing.
 func (p *Pacer) Take(ctx context.Context, key string, n int) error {
 	if p.failFast {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("outbound: %d units of %q: %w", n, key, err)
+		}
 		return p.takeNow(key, n)
 	}
 	return p.wait(ctx, key, n)

@@ -29,3 +29,17 @@ func TestTakeOnHeldKeyEndsWhenLimiterCloses(t *testing.T) {
 		t.Fatalf("Take waiting for a hold when its limiter closed = %v, want ErrClosed", err)
 	}
 }
+
+// A call whose context is already done is not sent, so failing fast it
+// takes no units either: it returns the context's error, as a wait does.
+func TestTakeFailFastDoneContextTakesNothing(t *testing.T) {
+	p, _ := newPacer(t, shardlimit.FixedWindow, 1, time.Minute, Config{FailFast: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.Take(ctx, "api", 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Take with a cancelled context = %v, want context.Canceled", err)
+	}
+	if err := p.Take(context.Background(), "api", 1); err != nil {
+		t.Fatalf("Take after a cancelled one = %v, want nil: the cancelled call took the only unit", err)
+	}
+}
