@@ -390,3 +390,32 @@ func TestTransportRedirectHoldsTheTarget(t *testing.T) {
 		t.Fatalf("the redirected POST carried %q, want the replayed body", rs.bodies[1])
 	}
 }
+
+// A retry whose GetBody fails is not sent: RoundTrip returns an error
+// wrapping GetBody's, and the caller's body was closed once (by Base).
+func TestTransportRetryGetBodyError(t *testing.T) {
+	p, clock := newPacer(t, shardlimit.GCRA, 100, time.Second, Config{})
+	srv, rs := startRefusingServer(t, clock, 429, 1)
+	tr, err := NewTransport(TransportConfig{Pacer: p, Base: srv.Client().Transport, Retries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := newCountingBody("payload")
+	req, err := http.NewRequest("POST", srv.URL, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = int64(len("payload"))
+	cause := errors.New("body gone")
+	req.GetBody = func() (io.ReadCloser, error) { return nil, cause }
+	resp, err := tr.RoundTrip(req)
+	if resp != nil {
+		resp.Body.Close()
+	}
+	if !errors.Is(err, cause) || len(rs.arrivals) != 1 {
+		t.Fatalf("RoundTrip = %v after %d sends, want GetBody's error after 1", err, len(rs.arrivals))
+	}
+	bodies := []*countingBody{body}
+	var mu sync.Mutex
+	awaitCloses(t, &bodies, &mu, 1)
+}
