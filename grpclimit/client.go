@@ -197,7 +197,7 @@ func refuse(err error) error {
 		code = codes.DeadlineExceeded
 	case errors.Is(err, outbound.ErrLimited), errors.Is(err, shardlimit.ErrExceedsLimit):
 		code = codes.ResourceExhausted
-	case errors.Is(err, outbound.ErrInvalidKey), errors.Is(err, shardlimit.ErrInvalidKey):
+	case errors.Is(err, outbound.ErrInvalidKey): // shardlimit.ErrInvalidKey too
 		code = codes.InvalidArgument
 	case errors.Is(err, shardlimit.ErrClosed):
 		code = codes.FailedPrecondition

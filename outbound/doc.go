@@ -10,8 +10,9 @@
 // module github.com/shardlimit/shardlimit/grpclimit build on the same
 // Pacer.
 //
-// A Pacer never lets a call through that its limiter denies or that a hold
-// forbids: when speed and that promise conflict, the promise wins (a call
+// A Pacer never lets a call through that its limiter denies or that a
+// stored hold forbids (the hold table is capped: Config.MaxHolds): when
+// speed and that promise conflict, the promise wins (a call
 // taken during a wait that a hold then covers takes its units again after
 // the hold, so calls never burst at a hold's end).
 //

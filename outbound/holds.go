@@ -58,19 +58,25 @@ func (h *holdTable) expire(key string, now int64) {
 // removes the holds expired at now and then, if none was, the hold that
 // ends soonest (it costs the least time), so the table never holds more
 // than max keys. That scan is O(max) and runs only when the table is full.
+//
+// sets counts the call only once the hold is stored and live counts it:
+// a waiter that reads the new count must then find the hold (counted
+// first, a waiter could read the new count, find live still 0, and
+// later take the unchanged count as "no hold began" and go out during
+// the hold).
 func (h *holdTable) set(key string, until, now int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.sets.Add(1)
 	if u, ok := h.m[key]; ok {
 		h.m[key] = max(u, until)
-		return
+	} else {
+		if len(h.m) >= h.max {
+			h.makeRoom(now)
+		}
+		h.m[key] = until
+		h.live.Store(int64(len(h.m)))
 	}
-	if len(h.m) >= h.max {
-		h.makeRoom(now)
-	}
-	h.m[key] = until
-	h.live.Store(int64(len(h.m)))
+	h.sets.Add(1)
 }
 
 // makeRoom removes the holds expired at now, or if none is, the hold that

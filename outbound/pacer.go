@@ -26,8 +26,11 @@ var (
 	// range or missing.
 	ErrInvalidConfig = errors.New("outbound: invalid config")
 	// ErrInvalidKey reports an empty key, one longer than the limiter's
-	// MaxKeyBytes, or a request no key could be made of.
-	ErrInvalidKey = errors.New("outbound: invalid key")
+	// MaxKeyBytes, or a request no key could be made of. It is
+	// shardlimit.ErrInvalidKey, so one errors.Is finds it whether the
+	// limiter (Take) or this package (Hold, a Transport's Key) refused
+	// the key.
+	ErrInvalidKey = shardlimit.ErrInvalidKey
 )
 
 // Defaults and bounds of Config.
@@ -69,7 +72,8 @@ type Config struct {
 // Pacer paces outgoing calls per key: Take takes each call's units from
 // the limiter, waiting for them or failing fast, and honours holds set by
 // Hold (a server's "retry after"). It never lets a call through that the
-// limiter denies or that a hold covers. All methods are safe for
+// limiter denies or that a stored hold covers (a table full of holds
+// drops one to store another: see Config.MaxHolds). All methods are safe for
 // concurrent use. A Pacer starts no goroutine and needs no Close: close
 // its limiter when done.
 type Pacer struct {
@@ -130,10 +134,13 @@ func (p *Pacer) FailFast() bool { return p.failFast }
 //
 // Failing fast (Config.FailFast), it returns at once nil or a *LimitError
 // wrapping ErrLimited (and ErrHeld if a hold covers key) that says when
-// to try again, or the limiter's error (Result.Err). It takes nothing
-// when it fails. The allowed path allocates nothing.
+// to try again, the limiter's error (Result.Err), or, if ctx is already
+// done, an error wrapping ctx.Err(). It takes nothing when it fails. The allowed path allocates nothing.
 func (p *Pacer) Take(ctx context.Context, key string, n int) error {
 	if p.failFast {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("outbound: %d units of %q: %w", n, key, err)
+		}
 		return p.takeNow(key, n)
 	}
 	return p.wait(ctx, key, n)
@@ -216,8 +223,9 @@ func (p *Pacer) waitHold(ctx context.Context, key string) error {
 }
 
 // Hold makes every call on key wait, or fail fast, until until (a
-// server's "retry after"), read on the Clock. A hold is never shortened:
-// a later Hold with an earlier until keeps the later one. An until at or
+// server's "retry after"), read on the Clock. A hold is never shortened
+// (but a full table may drop it, see Config.MaxHolds): a later Hold with
+// an earlier until keeps the later one. An until at or
 // before now holds nothing; one more than Config.MaxHold after now is cut
 // to now+MaxHold. Holds live in a table capped at Config.MaxHolds keys
 // (see there). It returns an error wrapping ErrInvalidKey for an empty

@@ -3,6 +3,7 @@ package outbound
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -52,22 +53,20 @@ func TestTransportRetries(t *testing.T) {
 		body              func() io.Reader // nil: no body
 		status, refusals  int
 		retries           int
-		failFast          bool
 		wantStatus, sends int
 	}{
-		{"GET 429 retried", "GET", nil, 429, 1, 1, false, 200, 2},
-		{"GET 429 twice, one retry", "GET", nil, 429, 2, 1, false, 429, 2},
-		{"GET 429 twice, two retries", "GET", nil, 429, 2, 2, false, 200, 3},
-		{"no retries by default", "GET", nil, 429, 1, 0, false, 429, 1},
-		{"POST 429 replays the body", "POST", func() io.Reader { return strings.NewReader("payload") }, 429, 1, 1, false, 200, 2},
-		{"POST 503 not retried", "POST", func() io.Reader { return strings.NewReader("payload") }, 503, 1, 1, false, 503, 1},
-		{"PUT 503 retried", "PUT", func() io.Reader { return bytes.NewBufferString("payload") }, 503, 1, 1, false, 200, 2},
-		{"body without GetBody not retried", "POST", func() io.Reader { return io.MultiReader(strings.NewReader("payload")) }, 429, 1, 1, false, 429, 1},
-		{"fail fast not retried", "GET", nil, 429, 1, 1, true, 429, 1},
+		{"GET 429 retried", "GET", nil, 429, 1, 1, 200, 2},
+		{"GET 429 twice, one retry", "GET", nil, 429, 2, 1, 429, 2},
+		{"GET 429 twice, two retries", "GET", nil, 429, 2, 2, 200, 3},
+		{"no retries by default", "GET", nil, 429, 1, 0, 429, 1},
+		{"POST 429 replays the body", "POST", func() io.Reader { return strings.NewReader("payload") }, 429, 1, 1, 200, 2},
+		{"POST 503 not retried", "POST", func() io.Reader { return strings.NewReader("payload") }, 503, 1, 1, 503, 1},
+		{"PUT 503 retried", "PUT", func() io.Reader { return bytes.NewBufferString("payload") }, 503, 1, 1, 200, 2},
+		{"body without GetBody not retried", "POST", func() io.Reader { return io.MultiReader(strings.NewReader("payload")) }, 429, 1, 1, 429, 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p, clock := newPacer(t, shardlimit.GCRA, 100, time.Second, Config{FailFast: c.failFast})
+			p, clock := newPacer(t, shardlimit.GCRA, 100, time.Second, Config{})
 			srv, rs := startRefusingServer(t, clock, c.status, c.refusals)
 			tr, err := NewTransport(TransportConfig{Pacer: p, Base: srv.Client().Transport, Retries: c.retries})
 			if err != nil {
@@ -109,9 +108,15 @@ func TestTransportRetries(t *testing.T) {
 	}
 	p, _ := newPacer(t, shardlimit.GCRA, 100, time.Second, Config{})
 	for _, r := range []int{-1, MaxRetries + 1} {
-		if _, err := NewTransport(TransportConfig{Pacer: p, Retries: r}); err == nil {
-			t.Errorf("NewTransport with Retries %d: no error", r)
+		if _, err := NewTransport(TransportConfig{Pacer: p, Retries: r}); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("NewTransport with Retries %d = %v, want ErrInvalidConfig", r, err)
 		}
+	}
+	// A Pacer that fails fast never waits for a hold: retries it would
+	// silently never make are a config error.
+	ff, _ := newPacer(t, shardlimit.GCRA, 100, time.Second, Config{FailFast: true})
+	if _, err := NewTransport(TransportConfig{Pacer: ff, Retries: 1}); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("NewTransport with Retries 1 and a fail-fast Pacer = %v, want ErrInvalidConfig", err)
 	}
 }
 

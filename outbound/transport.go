@@ -28,9 +28,12 @@ type TransportConfig struct {
 	// idempotent method (RFC 9110, section 9.2.2), with a Retry-After is
 	// sent again, each time after the hold that answer set and a turn
 	// from the Pacer, in [0, MaxRetries]. Default 0: Transport never
-	// retries. A request is retried only if its body can be replayed (no
-	// body, or req.GetBody set), the Pacer waits (not FailFast), and the
-	// hold ends before the request context's deadline; otherwise the
+	// retries; a Pacer that fails fast (Config.FailFast) never waits for
+	// a hold, so Retries > 0 with one is a config error. A request is
+	// retried only if its body can be replayed (no body, or req.GetBody
+	// set), the Retry-After is at most Config.MaxHold (a retry never goes before
+	// the server's time), and the hold ends before the request
+	// context's deadline; otherwise the
 	// answer goes back to the caller. Each retry closes the previous
 	// answer's body after reading at most 64 KiB of it (so the connection
 	// can be reused).
@@ -70,13 +73,17 @@ type Transport struct {
 }
 
 // NewTransport returns a Transport for cfg. It returns an error wrapping
-// ErrInvalidConfig if cfg.Pacer is nil or cfg.Retries is out of range.
+// ErrInvalidConfig if cfg.Pacer is nil, cfg.Retries is out of range, or
+// cfg.Retries > 0 with a Pacer that fails fast.
 func NewTransport(cfg TransportConfig) (*Transport, error) {
 	if cfg.Pacer == nil {
 		return nil, fmt.Errorf("%w: TransportConfig.Pacer is required", ErrInvalidConfig)
 	}
 	if cfg.Retries < 0 || cfg.Retries > MaxRetries {
 		return nil, fmt.Errorf("%w: Retries %d out of [0, %d]", ErrInvalidConfig, cfg.Retries, MaxRetries)
+	}
+	if cfg.Retries > 0 && cfg.Pacer.failFast {
+		return nil, fmt.Errorf("%w: Retries %d with a Pacer that fails fast, which never waits for a retry's hold", ErrInvalidConfig, cfg.Retries)
 	}
 	if cfg.Base == nil {
 		cfg.Base = http.DefaultTransport
@@ -112,8 +119,19 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
+// CloseIdleConnections closes Base's idle connections if Base has a
+// CloseIdleConnections method (as *http.Transport does), so that
+// http.Client.CloseIdleConnections reaches them through Transport.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
 // hold holds key if resp is a 429 or 503 with a usable Retry-After, and
-// reports whether it is.
+// reports whether the hold covers the whole delay asked for (one cut to
+// Config.MaxHold does not: a retry after it would go before the
+// server's time).
 func (t *Transport) hold(key string, resp *http.Response) bool {
 	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
 		return false
@@ -122,14 +140,14 @@ func (t *Transport) hold(key string, resp *http.Response) bool {
 	if ok {
 		_ = t.pacer.HoldFor(key, d) // an invalid key was refused by Take
 	}
-	return ok
+	return ok && d <= t.pacer.maxHold
 }
 
 // retry reports whether req of key, answered resp (a 429 or 503 that
 // set a hold) on its attempt-th try from 0, is to be sent again (see
 // TransportConfig.Retries), and if so closes resp's body.
 func (t *Transport) retry(key string, req *http.Request, resp *http.Response, attempt int) bool {
-	if attempt >= t.retries || t.pacer.failFast ||
+	if attempt >= t.retries ||
 		resp.StatusCode == http.StatusServiceUnavailable && !idempotent(req.Method) ||
 		req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
 		return false

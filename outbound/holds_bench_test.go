@@ -1,0 +1,41 @@
+package outbound
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/shardlimit/shardlimit"
+)
+
+// BenchmarkHoldFullTable measures a hold of a new key in a table full of
+// live holds: the O(MaxHolds) scan for the hold that ends soonest, under
+// the table's write lock (every lookup of a held key waits for it).
+func BenchmarkHoldFullTable(b *testing.B) {
+	for _, max := range []int{DefaultMaxHolds, MaxMaxHolds} {
+		b.Run("holds="+strconv.Itoa(max), func(b *testing.B) {
+			clock := shardlimit.NewManualClock(t0)
+			lim, err := shardlimit.New(shardlimit.Config{Algorithm: shardlimit.GCRA, Limit: 10, Window: time.Second, Clock: clock, JanitorInterval: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer lim.Close()
+			p, err := New(Config{Limiter: lim, MaxHolds: max})
+			if err != nil {
+				b.Fatal(err)
+			}
+			keys := make([]string, max+b.N)
+			for i := range keys {
+				keys[i] = "k" + strconv.Itoa(i)
+			}
+			for i := range max {
+				_ = p.HoldFor(keys[i], time.Hour+time.Duration(i))
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				_ = p.HoldFor(keys[max+i], 2*time.Hour)
+			}
+		})
+	}
+}
