@@ -376,7 +376,8 @@ type Limiter interface {
 	// latest instant): its next request is decided as a new key's, at
 	// that request's instant or the key's latest (up to the limiter's
 	// Clock), whichever is later, so a request read before the Reset
-	// cannot spend a window twice. It
+	// cannot spend a window twice. A later Settle refund of a decision
+	// made before the Reset gives nothing back (see Settle). It
 	// returns ErrInvalidKey for an empty or too long key, ErrClosed after
 	// Close.
 	Reset(key string) error
@@ -417,7 +418,12 @@ type Limiter interface {
 	// but a later refund can then give back units the excess would have
 	// held). A rate whose limit is 0 (a ban) is not settled by GCRA and
 	// SlidingLog. A refund for a key not stored does nothing; a charge
-	// stores it. It returns an error wrapping ErrInvalidKey, ErrInvalidCost
+	// stores it. A Reset, or the eviction of a key still in use from a
+	// full table (EvictLeastRecent), forgets its decisions' units: a
+	// refund of a decision made no later than that key's latest instant
+	// then gives nothing back, for every key of its shard (the rule is
+	// kept per shard, so it costs no memory per key; it gives back less,
+	// never units admitted after the Reset). It returns an error wrapping ErrInvalidKey, ErrInvalidCost
 	// (|delta| above MaxLimit), ErrInvalidTime, ErrTooManyKeys (a charge
 	// for a new key in a full table) or ErrClosed. It allocates nothing
 	// but its errors and costs at most AllowN (BenchmarkSettle).

@@ -648,3 +648,38 @@ func randomReserves(t *testing.T, alg Algorithm, seed uint64) {
 	slices.SortFunc(acts, func(a, b time.Time) int { return a.Compare(b) })
 	checkWindows(t, alg, acts, lim, w)
 }
+
+// TestSettleAfterResetNeverOverAdmits: a decision made before its key was
+// Reset is settled after a decision made after the Reset. The Reset forgot
+// the first decision's units, so its refund has nothing to give back: it
+// must not take back the units admitted after the Reset (a key with a
+// limit of its own keeps its record through a Reset, and is checked too).
+func TestSettleAfterResetNeverOverAdmits(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		for _, own := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%v/own=%v", alg, own), func(t *testing.T) {
+				l := newReserveLimiter(t, Config{Algorithm: alg, Limit: 3, Window: time.Second, Buckets: 4})
+				if own {
+					if err := l.SetLimit("k", 3); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if !l.AllowN("k", ms(100), 3).Allowed {
+					t.Fatal("3 units at 100ms denied")
+				}
+				if err := l.Reset("k"); err != nil {
+					t.Fatal(err)
+				}
+				if r := l.AllowN("k", ms(200), 3); !r.Allowed {
+					t.Fatalf("3 units at 200ms after the Reset denied: %+v", r)
+				}
+				if err := l.Settle("k", ms(100), -3); err != nil { // the decision before the Reset
+					t.Fatal(err)
+				}
+				if r := l.AllowN("k", ms(300), 1); r.Allowed {
+					t.Errorf("a unit at 300ms admitted beside the 3 admitted at 200ms (limit 3 per second): %+v", r)
+				}
+			})
+		}
+	}
+}

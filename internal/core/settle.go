@@ -35,7 +35,15 @@ func (l *limiter[E]) SettleAt(key string, h uint64, t int64, delta int) error {
 // decision's own frees less room, never more. GCRA takes back at most
 // what the bucket cannot have drained since t. A unit already expired, or
 // no longer told apart from later ones, is not given back: when in doubt,
-// a refund gives back less.
+// a refund gives back less. A key's usage forgotten (Reset, or the
+// eviction of a key in use when the table is full) takes its decisions'
+// units with it: a refund of a decision at an instant not after the
+// latest instant of a key of the shard whose usage was forgotten gives
+// nothing back (shard.forgot), as the units the key holds now may all be
+// later decisions'. Forgetting is rare (an administrator's Reset, a full
+// table), and the rule is per shard: a decision of another key of the
+// shard made before it gives back nothing either, which is less, never
+// more.
 func (l *limiter[E]) settle(key string, h uint64, t int64, delta int) error {
 	switch {
 	case l.closed.Load():
@@ -52,7 +60,7 @@ func (l *limiter[E]) settle(key string, h uint64, t int64, delta int) error {
 	s := l.tab.shardFor(h)
 	s.mu.Lock()
 	slot, ok := findHome(s, h, key)
-	if !ok {
+	if !ok || delta < 0 && t < s.forgot {
 		if delta < 0 {
 			s.mu.Unlock()
 			return nil
