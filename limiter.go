@@ -413,10 +413,11 @@ type Limiter interface {
 	// unit whose window or bucket has passed is not given back. GCRA also
 	// keeps the places of decisions queued after the settled one
 	// (x/time/rate's restoreTokens). A SlidingLog key holds at most twice
-	// its limit of stamps in its window: a charge beyond that is not
-	// recorded (the key already denies everything until stamps expire,
-	// but a later refund can then give back units the excess would have
-	// held). A rate whose limit is 0 (a ban) is not settled by GCRA and
+	// its limit of stamps: a charge beyond that moves every stamp of the
+	// key to just after its newest, so each counts at least as long as
+	// before and the excess counts as long as its own stamps would have,
+	// and no refund or cancel gives any of them back any more (less,
+	// never more). A rate whose limit is 0 (a ban) is not settled by GCRA and
 	// SlidingLog. A refund for a key not stored does nothing; a charge
 	// stores it. A Reset, or the eviction of a key still in use from a
 	// full table (EvictLeastRecent), forgets its decisions' units: a
