@@ -60,7 +60,7 @@ func (m *fixedModel) settle(key string, op settleOp) {
 func (m *logModel) room(key string, last int64, lim int) int {
 	live := 0
 	for _, s := range m.units[key] {
-		if s <= last && last < s+m.w {
+		if last < s+m.w {
 			live++
 		}
 	}
@@ -68,12 +68,18 @@ func (m *logModel) room(key string, last int64, lim int) int {
 }
 
 // settle: a charge adds op.room units at most at the key's latest
-// instant; a refund removes units of the caller's instant exactly.
+// instant (the harness moves them all if it has more: see
+// harness.overdraw); a refund removes units of the caller's instant
+// exactly.
 func (m *logModel) settle(key string, op settleOp) {
 	u := m.units[key]
 	if op.delta > 0 {
+		at := op.last // stamped as the newest, if later (see decide)
+		if len(u) > 0 {
+			at = max(at, u[len(u)-1])
+		}
 		for range min(op.delta, op.room) {
-			u = append(u, op.last)
+			u = append(u, at)
 		}
 		m.units[key] = u
 		return
@@ -191,9 +197,13 @@ type logModel struct {
 func (m *logModel) decide(key string, t int64, n int, consume bool, lim, _ int) Result {
 	var live []int64
 	for _, s := range m.units[key] {
-		if s <= t && t < s+m.w {
+		if t < s+m.w { // a unit stamped after t (see overdraw) counts too
 			live = append(live, s)
 		}
+	}
+	at := t // the instant the units are stamped at: the newest, if later
+	if len(live) > 0 {
+		at = max(at, live[len(live)-1])
 	}
 
 	r := Result{Limit: lim}
@@ -207,7 +217,7 @@ func (m *logModel) decide(key string, t int64, n int, consume bool, lim, _ int) 
 		r.Allowed = true
 		used += n
 		for range n {
-			live = append(live, t)
+			live = append(live, at)
 		}
 		if consume {
 			m.units[key] = live
