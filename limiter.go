@@ -407,12 +407,15 @@ type Limiter interface {
 	// one), bucket (SlidingCounter), stamp (SlidingLog: the stamps of at;
 	// with at before the key's latest instant then, the decision's stamps
 	// are later and fewer are found) or GCRA's theoretical arrival time
-	// (less the units the bucket may have drained since at): as far as the
-	// decisions made since allow, never units newer than the decision's
-	// own, so a refund never frees room that a window does not have; a
-	// unit whose window or bucket has passed is not given back. GCRA also
-	// keeps the places of decisions queued after the settled one
-	// (x/time/rate's restoreTokens). A SlidingLog key holds at most twice
+	// (moved back by the units less the time from at to the key's latest
+	// instant or its latest reservation's, whichever is later: the units
+	// drained since and the places of the decisions queued behind stay
+	// taken, as x/time/rate's restoreTokens does with its lastEvent): as
+	// far as the decisions made since allow, never units newer than the
+	// decision's own, so a refund never frees room that a window does not
+	// have; a unit whose window or bucket has passed is not given back.
+	// Pass the instant the decision was made with (an earlier one gives
+	// back less; a later one is not the decision's). A SlidingLog key holds at most twice
 	// its limit of stamps: a charge beyond that moves every stamp of the
 	// key to just after its newest, so each counts at least as long as
 	// before and the excess counts as long as its own stamps would have,

@@ -47,14 +47,8 @@ func TestSettleReserveNeverOverAdmits(t *testing.T) {
 	}
 }
 
-// A known defect is kept out of the random runs, shown by tests of its
-// own (skipped until fixed): a GCRA refund of a decision made before a reservation frees room
-// the reservation holds (TestSettleGCRACancelAfterPartialRefundNeverOverAdmits,
-// TestSettleGCRARefundBeforeReservationTwoRates).
-var (
-	noGCRARefundBeforeReserve = true // on GCRA, refunds of the latest decision only
-	checkSeeds                = uint64(40)
-)
+// checkSeeds is the number of random runs per algorithm and rates.
+var checkSeeds = uint64(40)
 
 // randomSettles is one run of TestSettleReserveNeverOverAdmits.
 func randomSettles(t *testing.T, alg Algorithm, rates []Rate, seed uint64) {
@@ -71,12 +65,6 @@ func randomSettles(t *testing.T, alg Algorithm, rates []Rate, seed uint64) {
 		}
 	}()
 	clock, latest := int64(0), int64(-1<<40)
-	var lastRes *unitEvent // the latest admission or reservation
-	// gcraSkip reports whether giving back e's units is kept out of the
-	// run (see noGCRARefundBeforeReserve): any but the latest decision's.
-	gcraSkip := func(e *unitEvent) bool {
-		return alg == GCRA && noGCRARefundBeforeReserve && e != lastRes
-	}
 	minLim := rates[0].Limit
 	for _, r := range rates {
 		minLim = min(minLim, r.Limit)
@@ -101,7 +89,6 @@ func randomSettles(t *testing.T, alg Algorithm, rates []Rate, seed uint64) {
 			latest = max(latest, nowMs*1e6)
 			if res := l.AllowN("k", now, n); res.Allowed {
 				evs = append(evs, &unitEvent{idx: i, at: latest, units: n, now: now})
-				lastRes = evs[len(evs)-1]
 				log = append(log, fmt.Sprintf("#%d allow now=%d n=%d -> at %d (ev %d)", i, nowMs, n, latest, len(evs)-1))
 			} else {
 				log = append(log, fmt.Sprintf("#%d allow now=%d n=%d denied", i, nowMs, n))
@@ -119,11 +106,10 @@ func randomSettles(t *testing.T, alg Algorithm, rates []Rate, seed uint64) {
 				t.Fatalf("#%d: reservation admitted at once counts at %d, the key's latest is %d", i, at, latest)
 			}
 			evs = append(evs, &unitEvent{idx: i, at: at, units: n, now: now, res: r, held: true})
-			lastRes = evs[len(evs)-1]
 			log = append(log, fmt.Sprintf("#%d reserve now=%d n=%d -> at %d delay %v (ev %d)", i, nowMs, n, at, r.Delay(), len(evs)-1))
 		case op < 8 && len(evs) > 0:
 			e := evs[rng.IntN(len(evs))]
-			if !e.held || e.units != e.res.n || gcraSkip(e) {
+			if !e.held || e.units != e.res.n {
 				break
 			}
 			e.res.CancelAt(now)
@@ -136,7 +122,7 @@ func randomSettles(t *testing.T, alg Algorithm, rates []Rate, seed uint64) {
 			}
 		case op < 10 && len(evs) > 0:
 			e := evs[rng.IntN(len(evs))]
-			if e.charge || e.units == 0 || gcraSkip(e) {
+			if e.charge || e.units == 0 {
 				break
 			}
 			m := 1 + rng.IntN(e.units)
@@ -267,9 +253,6 @@ func TestSettleLogChargeThenCancelNeverOverAdmits(t *testing.T) {
 // 4 units must not be placed there too: 6 units at one instant is more
 // than a burst of 4.
 func TestSettleGCRACancelAfterPartialRefundNeverOverAdmits(t *testing.T) {
-	if noGCRARefundBeforeReserve {
-		t.Skip("known defect: GCRA's refund rule assumes later reservations were not settled")
-	}
 	l := newReserveLimiter(t, Config{Algorithm: GCRA, Limit: 4, Window: time.Second})
 	if !l.AllowN("k", ms(0), 4).Allowed {
 		t.Fatal("4 units at 0 denied")
@@ -321,9 +304,6 @@ func TestWaitEndsAtClose(t *testing.T) {
 // [3.1833s, 3.85s], more than GCRA's 5 + 666ms/400ms = 6: the last one
 // must be at 3.9833s or later.
 func TestSettleGCRARefundBeforeReservationTwoRates(t *testing.T) {
-	if noGCRARefundBeforeReserve {
-		t.Skip("known defect: GCRA's refund measures the drain up to the key's latest instant, not up to later reservations")
-	}
 	l := newReserveLimiter(t, Config{Algorithm: GCRA, Rates: []Rate{{Limit: 3, Window: 400 * time.Millisecond}, {Limit: 5, Window: 2 * time.Second}}})
 	l.AllowN("k", ms(87), 3)
 	l.AllowN("k", ms(415), 1)

@@ -113,9 +113,9 @@ func (m *counterModel) settle(key string, op settleOp) {
 }
 
 // settle: a charge moves the TAT by delta emission intervals from the
-// latest instant at least; a refund takes back the units less those the
-// bucket drained since the caller's instant and those queued beyond it
-// plus W, never below the latest.
+// latest instant at least; a refund moves it back by the units less the
+// time the bucket drained since the caller's instant, never below the
+// latest.
 func (m *gcraModel) settle(key string, op settleOp) {
 	if op.enc == 0 {
 		return
@@ -129,23 +129,17 @@ func (m *gcraModel) settle(key string, op settleOp) {
 		m.tat[key] = new(big.Rat).Add(tat, big.NewRat(int64(op.delta)*m.w, int64(op.enc)))
 		return
 	}
-	n := int64(-op.delta)
-	if op.at < op.last {
-		if op.last-op.at >= m.w {
-			return
-		}
-		n -= ceilRat(big.NewRat((op.last-op.at)*int64(op.enc), m.w))
-	}
-	if tat != nil {
-		ahead := new(big.Rat).Sub(tat, big.NewRat(op.at+m.w, 1))
-		if ahead.Sign() > 0 {
-			n -= ceilRat(ahead.Mul(ahead, big.NewRat(int64(op.enc), m.w)))
-		}
-	}
-	if n <= 0 || tat == nil || tat.Cmp(last) <= 0 {
+	// A refund (the harness makes no reservations: the latest units count
+	// at the key's latest instant): the TAT moves back by the units less
+	// the time from the caller's instant to the latest, never before it.
+	if tat == nil || tat.Cmp(last) <= 0 {
 		return
 	}
-	nt := new(big.Rat).Sub(tat, big.NewRat(n*m.w, int64(op.enc)))
+	back := new(big.Rat).Sub(big.NewRat(-int64(op.delta)*m.w, int64(op.enc)), big.NewRat(op.last-min(op.at, op.last), 1))
+	if back.Sign() <= 0 {
+		return
+	}
+	nt := new(big.Rat).Sub(tat, back)
 	if nt.Cmp(last) < 0 {
 		nt = last
 	}

@@ -13,13 +13,27 @@ import (
 // MaxLimit), ErrInvalidTime, ErrTooManyKeys (a charge for a new key in a
 // full table) or ErrClosed.
 func (l *limiter[E]) Settle(key string, at time.Time, delta int) error {
-	return l.settle(key, l.tab.hash(key), l.tl.instant(at), delta)
+	return l.settle(key, l.tab.hash(key), l.tl.instant(at), delta, noEvent)
 }
 
 // SettleAt is Settle at instant t, Unix ns on the limiter's timeline.
 func (l *limiter[E]) SettleAt(key string, h uint64, t int64, delta int) error {
-	return l.settle(key, h, t, delta)
+	return l.settle(key, h, t, delta, noEvent)
 }
+
+// Cancel gives back the n units of a reservation of key that count at
+// at, as Settle(key, at, -n) does; prev is the Reserved's Prev. If the
+// reservation is the key's latest held one (GCRA: its instant is the
+// key's latest reservation instant), the key's latest reservation instant
+// goes back to prev, the one before it (x/time/rate's lastEvent), so
+// the reservations made before it can be given back as exactly. A
+// reservation must be cancelled at most once, and not also settled.
+func (l *limiter[E]) Cancel(key string, at time.Time, n int, prev int64) error {
+	return l.settle(key, l.tab.hash(key), l.tl.instant(at), -n, prev)
+}
+
+// noEvent is the prev of a settle that is not a reservation's cancel.
+const noEvent = math.MinInt64
 
 // settle is Settle for key, whose hash is h, at instant t. One lock, one
 // lookup; a refund for a key not stored does nothing, a charge stores it.
@@ -44,7 +58,7 @@ func (l *limiter[E]) SettleAt(key string, h uint64, t int64, delta int) error {
 // table), and the rule is per shard: a decision of another key of the
 // shard made before it gives back nothing either, which is less, never
 // more.
-func (l *limiter[E]) settle(key string, h uint64, t int64, delta int) error {
+func (l *limiter[E]) settle(key string, h uint64, t int64, delta int, prev int64) error {
 	switch {
 	case l.closed.Load():
 		return ErrClosed
@@ -83,6 +97,9 @@ func (l *limiter[E]) settle(key string, h uint64, t int64, delta int) error {
 		for k := range extra {
 			l.alg.settle(s, &extra[k], slot, t, delta, k+1)
 		}
+	}
+	if e := l.events; e != nil && prev != noEvent && e.event(rec) == t {
+		e.setEvent(rec, prev) // the latest reservation is cancelled
 	}
 	if y := l.tab.sync; y != nil {
 		side, _ := l.tab.sideOf(s, slot)
