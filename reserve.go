@@ -34,10 +34,13 @@ var (
 //
 // A reservation holds its limiter, key, cost and instants, so it can be
 // cancelled. It is safe for concurrent use (it never changes). Cancel it
-// at most once, and do not also settle its units: a value cannot remember
-// that it was cancelled, and a second cancel gives back units again, which
-// by then are other decisions' (TestReserveRandomNeverOverAdmits found
-// this).
+// at most once, counting every copy of the value (copies are the same
+// reservation), and do not also Settle a refund of its units: a value
+// cannot remember that it was cancelled (it would need memory shared by
+// its copies, an allocation per reservation), and a second cancel gives
+// back units again, which by then are other decisions'
+// (TestReserveRandomNeverOverAdmits found this). A charge (Settle with a
+// positive delta) of a reservation's units is always safe.
 type Reservation struct {
 	lim   Limiter
 	core  reserver // nil for a Limiter that holds no units for later

@@ -119,7 +119,7 @@ func (l *limiter[E]) reserve(key string, h uint64, t int64, n int, maxWait time.
 	var r Reserved
 	switch {
 	case v.allowed():
-		r = Reserved{At: te, OK: true}
+		r = Reserved{At: te, OK: true, Prev: noEvent}
 	case v.err() != nil:
 		r = Reserved{Delay: Never, Err: v.err()}
 	case v.retry == Never:
