@@ -179,9 +179,8 @@ func (t *table[E]) makeRoom(s *shard[E], now int64) bool {
 			t.prefetchState(s, keys[1:k], now)
 		}
 		if t.idleAt(s, slot, now) {
-			// Idle at now, but its decisions may still be settled: their
-			// refunds must not reach a new key's units (see shard.forgot).
-			s.forget(t.alg.lastSeen(s.rec(slot)))
+			// Idle: its state is a fresh key's, so a refund of its
+			// decisions finds nothing in the new key's either.
 			t.evictAt(s, slot, now)
 			return true
 		}

@@ -29,7 +29,6 @@ type harness struct {
 	enc    map[string][]int // the limit each stored key's state is encoded for, per rate
 	last   map[string]int64 // each stored key's latest instant
 	floor  []int64          // per shard: no new key decides earlier (see shard.floor)
-	forgot []int64          // per shard: no refund of a decision before it gives back (see shard.forgot)
 	unit   int64            // instants are multiples of unit
 	window int64            // the shortest window: the pace of the clock in step
 	calls  int              // consuming calls so far: they rotate through the API's forms
@@ -62,7 +61,7 @@ func newRatesHarness(tb testing.TB, alg Algorithm, rates []Rate, buckets int, as
 	}
 	l := mustNew(tb, cfg)
 	h := &harness{t: tb, alg: alg, l: l, rates: slices.Clone(rates), own: map[string][]int{}, enc: map[string][]int{},
-		last: map[string]int64{}, floor: make([]int64, 4), forgot: make([]int64, 4), unit: 1, window: math.MaxInt64, now: math.MaxInt64}
+		last: map[string]int64{}, floor: make([]int64, 4), unit: 1, window: math.MaxInt64, now: math.MaxInt64}
 	longest := int64(0)
 	for _, r := range rates {
 		h.def = append(h.def, r.Limit)
@@ -121,7 +120,6 @@ func (h *harness) capTable(policy FullPolicy, large, clocked bool) {
 	h.l.Close()
 	h.l = mustNew(h.t, cfg)
 	h.floor = make([]int64, 1)
-	h.forgot = make([]int64, 1)
 	h.capped, h.policy = true, policy
 }
 
@@ -284,7 +282,6 @@ func (h *harness) checkEvictions(key string, sh int, t int64, inserts bool) {
 		// latest instant, nor than the new key's, both capped by the
 		// clock.
 		h.floor[sh] = max(h.floor[sh], min(max(t, evictedLast), h.now))
-		h.forgot[sh] = max(h.forgot[sh], evictedLast+1)
 	}
 }
 
@@ -328,8 +325,8 @@ func (h *harness) settle(key string, at int64, delta int) {
 		h.t.Fatalf("%v %v: Settle(%q, %d, %d): %v", h.alg, h.rates, key, at, delta, err)
 	}
 	sh, ok := keyShard(h.l, key)
-	if delta < 0 && at < h.forgot[sh] {
-		return // a decision the shard may have forgotten gives nothing back
+	if delta < 0 && at < shardForgot(h.l, key) {
+		return // the shard forgot a key in use since: nothing given back
 	}
 	if !stored {
 		if ok != (delta > 0) {

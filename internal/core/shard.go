@@ -165,8 +165,8 @@ type shard[E any] struct {
 	// move the floor of the others.
 	floor int64
 	// forgot is one past the latest instant of a key of this shard whose
-	// usage was forgotten while it may still count or be settled (Reset,
-	// or eviction to make room for a new key), 0 if none: a refund of a decision at
+	// usage was forgotten while it still counted (Reset, or eviction of
+	// the least recently used key), 0 if none: a refund of a decision at
 	// an instant before it gives nothing back (see limiter.settle), as the
 	// decision's units may have been forgotten with it, and what the key
 	// holds now was admitted after.
