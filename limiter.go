@@ -425,7 +425,8 @@ type Limiter interface {
 	// stores it. A Reset, or the eviction of a key still in use from a
 	// full table (EvictLeastRecent), forgets its decisions' units: a
 	// refund of a decision made no later than that key's latest instant
-	// then gives nothing back, for every key of its shard (the rule is
+	// (or its latest reservation's, or the end of the window or bucket
+	// that one lies in) then gives nothing back, for every key of its shard (the rule is
 	// kept per shard, so it costs no memory per key; it gives back less,
 	// never units admitted after the Reset). It returns an error wrapping ErrInvalidKey, ErrInvalidCost
 	// (|delta| above MaxLimit), ErrInvalidTime, ErrTooManyKeys (a charge

@@ -20,10 +20,13 @@ type unitEvent struct {
 	now    time.Time
 	res    Reservation // held, if a reservation
 	held   bool
+	forgot bool // made before a Reset: no window counts it any more
 }
 
-// TestSettleReserveNeverOverAdmits runs random AllowN, ReserveN, CancelAt
-// and Settle (refunds of a decision's own units, charges) with instants
+// TestSettleReserveNeverOverAdmits runs random AllowN, ReserveN, CancelAt,
+// Settle (refunds of a decision's own units, charges) and, rarely, Reset
+// (whose forgotten units no window counts, while their refunds and cancels
+// still come) with instants
 // that sometimes run behind, on every algorithm with one and with two
 // rates, against a model of what was really admitted, and checks every
 // rate's promise on it: no fixed window, no interval of one window's
@@ -83,6 +86,18 @@ func randomSettles(t *testing.T, alg Algorithm, rates []Rate, seed uint64) {
 			}
 		}
 		now := ms(int(nowMs))
+		if rng.IntN(60) == 0 {
+			// Reset forgets every unit so far; their refunds and cancels
+			// still come, and must not take back later decisions' units.
+			if err := l.Reset("k"); err != nil {
+				t.Fatalf("#%d: Reset: %v", i, err)
+			}
+			for _, e := range evs {
+				e.forgot = true
+			}
+			log = append(log, fmt.Sprintf("#%d reset", i))
+			continue
+		}
 		switch op := rng.IntN(12); {
 		case op < 4:
 			n := 1 + rng.IntN(minLim)
@@ -166,13 +181,13 @@ func checkRate(t *testing.T, alg Algorithm, r Rate, buckets int, evs []*unitEven
 	count := func(from, to int64) int {
 		last := -1
 		for _, e := range evs {
-			if !e.charge && e.units > 0 && e.at >= from && e.at < to {
+			if !e.charge && !e.forgot && e.units > 0 && e.at >= from && e.at < to {
 				last = max(last, e.idx)
 			}
 		}
 		n := 0
 		for _, e := range evs {
-			if e.idx <= last && e.at >= from && e.at < to {
+			if !e.forgot && e.idx <= last && e.at >= from && e.at < to {
 				n += e.units
 			}
 		}
@@ -188,7 +203,7 @@ func checkRate(t *testing.T, alg Algorithm, r Rate, buckets int, evs []*unitEven
 		return s
 	}
 	for _, e := range evs {
-		if e.units == 0 || e.charge {
+		if e.units == 0 || e.charge || e.forgot {
 			continue
 		}
 		switch alg {
@@ -199,7 +214,7 @@ func checkRate(t *testing.T, alg Algorithm, r Rate, buckets int, evs []*unitEven
 			}
 		case SlidingLog:
 			for _, f := range evs {
-				if f.at <= e.at && f.units > 0 {
+				if f.at <= e.at && f.units > 0 && !f.forgot {
 					if n := count(f.at, f.at+w); n > r.Limit {
 						t.Fatalf("rate %v: %d units in [%d, %d):%s", r, n, f.at, f.at+w, in(f.at, f.at+w))
 					}
@@ -212,7 +227,7 @@ func checkRate(t *testing.T, alg Algorithm, r Rate, buckets int, evs []*unitEven
 			}
 		case GCRA:
 			for _, f := range evs {
-				if f.at <= e.at && f.units > 0 {
+				if f.at <= e.at && f.units > 0 && !f.forgot {
 					d := e.at - f.at
 					if n, most := count(f.at, e.at+1), r.Limit+int(d*int64(r.Limit)/w); n > most {
 						t.Fatalf("rate %v: %d units in [%d, %d], at most %d", r, n, f.at, e.at, most)

@@ -322,7 +322,8 @@ func (a *gcra) rescale(p *gcraRec, last int64, old, lim uint32) {
 	p.tat, p.rem = last+int64(q), uint32(rr)
 }
 
-func (a *gcra) event(r *gcraRec) int64       { return r.event }
-func (a *gcra) setEvent(r *gcraRec, t int64) { r.event = t }
-func (a *gcra) limitWord(r *gcraRec) *uint32 { return &r.lim }
-func (a *gcra) lastSeen(r *gcraRec) int64    { return r.last }
+func (a *gcra) latest(_ *shard[gcraRec], r *gcraRec, _ uint32) int64 { return max(r.last, r.event) }
+func (a *gcra) event(r *gcraRec) int64                               { return r.event }
+func (a *gcra) setEvent(r *gcraRec, t int64)                         { r.event = t }
+func (a *gcra) limitWord(r *gcraRec) *uint32                         { return &r.lim }
+func (a *gcra) lastSeen(r *gcraRec) int64                            { return r.last }

@@ -52,8 +52,9 @@ const noEvent = math.MinInt64
 // a refund gives back less. A key's usage forgotten (Reset, or the
 // eviction of a key in use when the table is full) takes its decisions'
 // units with it: a refund of a decision at an instant not after the
-// latest instant of a key of the shard whose usage was forgotten gives
-// nothing back (shard.forgot), as the units the key holds now may all be
+// latest instant a settle of a forgotten key of the shard could name (its
+// latest instant, or a reservation's after it) gives nothing back
+// (shard.forgot), as the units the key holds now may all be
 // later decisions'. Forgetting is rare (an administrator's Reset, a full
 // table), and the rule is per shard: a decision of another key of the
 // shard made before it gives back nothing either, which is less, never

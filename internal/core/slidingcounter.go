@@ -437,6 +437,23 @@ func (a *slidingCounter) idle(s *shard[counterRec], r *counterRec, slot uint32, 
 	return s.peers == nil || !s.peers.holds(side, t)
 }
 
+// latest is the key's latest instant, or the last instant of a bucket a
+// reservation moved a rate to after it.
+func (a *slidingCounter) latest(s *shard[counterRec], r *counterRec, slot uint32) int64 {
+	t := r.last
+	_, extra := s.keyState(slot, r.side)
+	for k := range a.rates {
+		p := r
+		if k > 0 {
+			p = &extra[k-1]
+		}
+		if end := (p.head+1)*a.bucket[k] - 1; end > r.last {
+			t = max(t, end)
+		}
+	}
+	return t
+}
+
 func (a *slidingCounter) limitWord(r *counterRec) *uint32 { return &r.lim }
 func (a *slidingCounter) lastSeen(r *counterRec) int64    { return r.last }
 func (a *slidingCounter) sideRef(r *counterRec) *uint32   { return &r.side }

@@ -616,6 +616,15 @@ func (a *slidingLog) relimit(s *shard[logRec], r *logRec, _ uint32, k int, _, li
 	}
 }
 
+// latest is the key's latest instant, or its newest stamp's if later (a
+// reservation's).
+func (a *slidingLog) latest(s *shard[logRec], r *logRec, _ uint32) int64 {
+	if r.count == 0 {
+		return r.last
+	}
+	return max(r.last, a.newestAt(s, r))
+}
+
 func (a *slidingLog) limitWord(r *logRec) *uint32 { return &r.lim }
 func (a *slidingLog) lastSeen(r *logRec) int64    { return r.last }
 func (a *slidingLog) sideRef(r *logRec) *uint32   { return &r.side }
