@@ -683,3 +683,37 @@ func TestSettleAfterResetNeverOverAdmits(t *testing.T) {
 		}
 	}
 }
+
+// TestReserveGCRACancelOrder: GCRA reservations cancelled newest first
+// all come back whole (each cancel makes the one before it the latest, as
+// x/time/rate's lastEvent); cancelled oldest first, the older one gives
+// back only what the newer one, queued behind it, leaves (as x/time/rate:
+// 2 of its 4 units), and the newer one then all of its own.
+func TestReserveGCRACancelOrder(t *testing.T) {
+	for _, newestFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("newestFirst=%v", newestFirst), func(t *testing.T) {
+			l := newReserveLimiter(t, Config{Algorithm: GCRA, Limit: 4, Window: time.Second})
+			if !l.AllowN("k", ms(0), 4).Allowed {
+				t.Fatal("4 units at 0 denied")
+			}
+			r1 := l.ReserveN("k", ms(0), 4)
+			r2 := l.ReserveN("k", ms(0), 2)
+			if !r1.at.Equal(ms(1000)) || !r2.at.Equal(ms(1500)) {
+				t.Fatalf("reservations at %v and %v, want 1s and 1.5s", r1.at.Sub(rt0), r2.at.Sub(rt0))
+			}
+			want := ms(1000) // every reserved unit back: 4 units fit at 1s again
+			if newestFirst {
+				r2.CancelAt(ms(100))
+				r1.CancelAt(ms(100))
+			} else {
+				r1.CancelAt(ms(100))
+				r2.CancelAt(ms(100))
+				want = ms(1500) // r1's 2 units under r2's place stay taken
+			}
+			r3 := l.ReserveN("k", ms(100), 4)
+			if !r3.OK() || !r3.at.Equal(want) {
+				t.Fatalf("4 units reserved after the cancels at %v (ok %v), want %v", r3.at.Sub(rt0), r3.OK(), want.Sub(rt0))
+			}
+		})
+	}
+}
