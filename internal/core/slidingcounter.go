@@ -437,8 +437,10 @@ func (a *slidingCounter) idle(s *shard[counterRec], r *counterRec, slot uint32, 
 	return s.peers == nil || !s.peers.holds(side, t)
 }
 
-// latest is the key's latest instant, or the last instant of a bucket a
-// reservation moved a rate to after it.
+// latest is the last instant of each rate's newest bucket: a
+// reservation may lie there after the key's latest instant, even in the
+// latest instant's own bucket (the estimate drops as the oldest bucket
+// slides out, so a request denied now may fit later in the same bucket).
 func (a *slidingCounter) latest(s *shard[counterRec], r *counterRec, slot uint32) int64 {
 	t := r.last
 	_, extra := s.keyState(slot, r.side)
