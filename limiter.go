@@ -379,7 +379,8 @@ type Limiter interface {
 	// latest instant): its next request is decided as a new key's, at
 	// that request's instant or the key's latest (up to the limiter's
 	// Clock), whichever is later, so a request read before the Reset
-	// cannot spend a window twice. It
+	// cannot spend a window twice. A later Settle refund of a decision
+	// made before the Reset gives nothing back (see Settle). It
 	// returns ErrInvalidKey for an empty or too long key, ErrClosed after
 	// Close.
 	Reset(key string) error
@@ -409,18 +410,28 @@ type Limiter interface {
 	// one), bucket (SlidingCounter), stamp (SlidingLog: the stamps of at;
 	// with at before the key's latest instant then, the decision's stamps
 	// are later and fewer are found) or GCRA's theoretical arrival time
-	// (less the units the bucket may have drained since at): as far as the
-	// decisions made since allow, never units newer than the decision's
-	// own, so a refund never frees room that a window does not have; a
-	// unit whose window or bucket has passed is not given back. GCRA also
-	// keeps the places of decisions queued after the settled one
-	// (x/time/rate's restoreTokens). A SlidingLog key holds at most twice
-	// its limit of stamps in its window: a charge beyond that is not
-	// recorded (the key already denies everything until stamps expire,
-	// but a later refund can then give back units the excess would have
-	// held). A rate whose limit is 0 (a ban) is not settled by GCRA and
+	// (moved back by the units less the time from at to the key's latest
+	// instant or its latest reservation's, whichever is later: the units
+	// drained since and the places of the decisions queued behind stay
+	// taken, as x/time/rate's restoreTokens does with its lastEvent): as
+	// far as the decisions made since allow, never units newer than the
+	// decision's own, so a refund never frees room that a window does not
+	// have; a unit whose window or bucket has passed is not given back.
+	// Pass the instant the decision was made with (an earlier one gives
+	// back less; a later one is not the decision's). A SlidingLog key holds at most twice
+	// its limit of stamps: a charge beyond that moves every stamp of the
+	// key to just after its newest, so each counts at least as long as
+	// before and the excess counts as long as its own stamps would have,
+	// and no refund or cancel gives any of them back any more (less,
+	// never more). A rate whose limit is 0 (a ban) is not settled by GCRA and
 	// SlidingLog. A refund for a key not stored does nothing; a charge
-	// stores it. It returns an error wrapping ErrInvalidKey, ErrInvalidCost
+	// stores it. A Reset, or the eviction of a key still in use from a
+	// full table (EvictLeastRecent), forgets its decisions' units: a
+	// refund of a decision made no later than that key's latest instant
+	// (or its latest reservation's, or the end of the window or bucket
+	// that one lies in) then gives nothing back, for every key of its shard (the rule is
+	// kept per shard, so it costs no memory per key; it gives back less,
+	// never units admitted after the Reset). It returns an error wrapping ErrInvalidKey, ErrInvalidCost
 	// (|delta| above MaxLimit), ErrInvalidTime, ErrTooManyKeys (a charge
 	// for a new key in a full table) or ErrClosed. It allocates nothing
 	// but its errors and costs at most AllowN (BenchmarkSettle).

@@ -34,12 +34,17 @@ var (
 //
 // A reservation holds its limiter, key, cost and instants, so it can be
 // cancelled. It is safe for concurrent use (it never changes). Cancel it
-// at most once, and do not also settle its units: a value cannot remember
-// that it was cancelled, and a second cancel gives back units again, which
-// by then are other decisions' (TestReserveRandomNeverOverAdmits found
-// this).
+// at most once, counting every copy of the value (copies are the same
+// reservation), and do not also Settle a refund of its units: a value
+// cannot remember that it was cancelled (it would need memory shared by
+// its copies, an allocation per reservation), and a second cancel gives
+// back units again, which by then are other decisions'
+// (TestReserveRandomNeverOverAdmits found this). A charge (Settle with a
+// positive delta) of a reservation's units is always safe.
 type Reservation struct {
 	lim   Limiter
+	core  reserver // nil for a Limiter that holds no units for later
+	prev  int64    // core's Reserved.Prev, for Cancel
 	clock Clock
 	key   string
 	now   time.Time     // ReserveN's now
@@ -87,13 +92,20 @@ func (r Reservation) Cancel() {
 // at the instant they count at, Limiter.Settle(key, at, -n), so each
 // algorithm gives back exactly what that documents: the fixed window the
 // units of its window while current, the counter those of their bucket,
-// the sliding log their stamps, GCRA the TAT (less what the bucket may
-// have drained since). A fixed window or counter reservation moved the
+// the sliding log their stamps, GCRA the TAT (less what the bucket has
+// drained since and what the reservations after it hold; cancelling the
+// key's latest reservation restores the one before it as the latest, as
+// x/time/rate does, so reservations cancelled newest first all come back
+// whole). A fixed window or counter reservation moved the
 // key to a later window or bucket; after a cancel the key stays there (the
 // windows before it still deny), so a cancel never frees room a window
 // does not have.
 func (r Reservation) CancelAt(now time.Time) {
 	if !r.ok || r.n == 0 || now.After(r.now.Add(r.delay)) {
+		return
+	}
+	if r.core != nil {
+		_ = r.core.Cancel(r.key, r.at, r.n, r.prev)
 		return
 	}
 	_ = r.lim.Settle(r.key, r.at, -r.n)
@@ -125,6 +137,7 @@ type reserver interface {
 	Clock() core.Clock
 	Instant(now time.Time) int64
 	Closing() context.Context
+	Cancel(key string, at time.Time, n int, prev int64) error
 }
 
 // reserveN is Limiter.ReserveN of l, whose core limiter is c.
@@ -134,7 +147,7 @@ func reserveN(l Limiter, c reserver, key string, now time.Time, n int) Reservati
 
 // reservation returns the Reservation of l that core's r describes.
 func reservation(l Limiter, c reserver, key string, now time.Time, n int, r core.Reserved) Reservation {
-	res := Reservation{lim: l, clock: c.Clock(), key: key, now: now, delay: r.Delay, n: n, err: r.Err, ok: r.OK}
+	res := Reservation{lim: l, core: c, prev: r.Prev, clock: c.Clock(), key: key, now: now, delay: r.Delay, n: n, err: r.Err, ok: r.OK}
 	if r.OK {
 		res.at = now.Add(time.Duration(r.At - c.Instant(now)))
 	}

@@ -20,10 +20,13 @@ type unitEvent struct {
 	now    time.Time
 	res    Reservation // held, if a reservation
 	held   bool
+	forgot bool // made before a Reset: no window counts it any more
 }
 
-// TestSettleReserveNeverOverAdmits runs random AllowN, ReserveN, CancelAt
-// and Settle (refunds of a decision's own units, charges) with instants
+// TestSettleReserveNeverOverAdmits runs random AllowN, ReserveN, CancelAt,
+// Settle (refunds of a decision's own units, charges) and, rarely, Reset
+// (whose forgotten units no window counts, while their refunds and cancels
+// still come) with instants
 // that sometimes run behind, on every algorithm with one and with two
 // rates, against a model of what was really admitted, and checks every
 // rate's promise on it: no fixed window, no interval of one window's
@@ -47,17 +50,8 @@ func TestSettleReserveNeverOverAdmits(t *testing.T) {
 	}
 }
 
-// Two known defects are kept out of the random runs, each shown by a
-// test of its own (skipped until fixed): a SlidingLog charge the ring
-// has no room for is dropped (TestSettleLogChargeThenCancelNeverOverAdmits),
-// and a GCRA refund of a decision made before a reservation frees room
-// the reservation holds (TestSettleGCRACancelAfterPartialRefundNeverOverAdmits,
-// TestSettleGCRARefundBeforeReservationTwoRates).
-var (
-	noLogCharge               = true // no charges on SlidingLog
-	noGCRARefundBeforeReserve = true // on GCRA, refunds of the latest decision only
-	checkSeeds                = uint64(40)
-)
+// checkSeeds is the number of random runs per algorithm and rates.
+var checkSeeds = uint64(40)
 
 // randomSettles is one run of TestSettleReserveNeverOverAdmits.
 func randomSettles(t *testing.T, alg Algorithm, rates []Rate, seed uint64) {
@@ -74,12 +68,6 @@ func randomSettles(t *testing.T, alg Algorithm, rates []Rate, seed uint64) {
 		}
 	}()
 	clock, latest := int64(0), int64(-1<<40)
-	var lastRes *unitEvent // the latest admission or reservation
-	// gcraSkip reports whether giving back e's units is kept out of the
-	// run (see noGCRARefundBeforeReserve): any but the latest decision's.
-	gcraSkip := func(e *unitEvent) bool {
-		return alg == GCRA && noGCRARefundBeforeReserve && e != lastRes
-	}
 	minLim := rates[0].Limit
 	for _, r := range rates {
 		minLim = min(minLim, r.Limit)
@@ -98,13 +86,24 @@ func randomSettles(t *testing.T, alg Algorithm, rates []Rate, seed uint64) {
 			}
 		}
 		now := ms(int(nowMs))
+		if rng.IntN(60) == 0 {
+			// Reset forgets every unit so far; their refunds and cancels
+			// still come, and must not take back later decisions' units.
+			if err := l.Reset("k"); err != nil {
+				t.Fatalf("#%d: Reset: %v", i, err)
+			}
+			for _, e := range evs {
+				e.forgot = true
+			}
+			log = append(log, fmt.Sprintf("#%d reset", i))
+			continue
+		}
 		switch op := rng.IntN(12); {
 		case op < 4:
 			n := 1 + rng.IntN(minLim)
 			latest = max(latest, nowMs*1e6)
 			if res := l.AllowN("k", now, n); res.Allowed {
 				evs = append(evs, &unitEvent{idx: i, at: latest, units: n, now: now})
-				lastRes = evs[len(evs)-1]
 				log = append(log, fmt.Sprintf("#%d allow now=%d n=%d -> at %d (ev %d)", i, nowMs, n, latest, len(evs)-1))
 			} else {
 				log = append(log, fmt.Sprintf("#%d allow now=%d n=%d denied", i, nowMs, n))
@@ -122,11 +121,10 @@ func randomSettles(t *testing.T, alg Algorithm, rates []Rate, seed uint64) {
 				t.Fatalf("#%d: reservation admitted at once counts at %d, the key's latest is %d", i, at, latest)
 			}
 			evs = append(evs, &unitEvent{idx: i, at: at, units: n, now: now, res: r, held: true})
-			lastRes = evs[len(evs)-1]
 			log = append(log, fmt.Sprintf("#%d reserve now=%d n=%d -> at %d delay %v (ev %d)", i, nowMs, n, at, r.Delay(), len(evs)-1))
 		case op < 8 && len(evs) > 0:
 			e := evs[rng.IntN(len(evs))]
-			if !e.held || e.units != e.res.n || gcraSkip(e) {
+			if !e.held || e.units != e.res.n {
 				break
 			}
 			e.res.CancelAt(now)
@@ -139,7 +137,7 @@ func randomSettles(t *testing.T, alg Algorithm, rates []Rate, seed uint64) {
 			}
 		case op < 10 && len(evs) > 0:
 			e := evs[rng.IntN(len(evs))]
-			if e.charge || e.units == 0 || gcraSkip(e) {
+			if e.charge || e.units == 0 {
 				break
 			}
 			m := 1 + rng.IntN(e.units)
@@ -153,7 +151,7 @@ func randomSettles(t *testing.T, alg Algorithm, rates []Rate, seed uint64) {
 			e.units -= m
 			e.held = false // settled: no cancel any more
 			log = append(log, fmt.Sprintf("#%d refund %d of ev@%d at=%d", i, m, e.at, int64(at.Sub(rt0))))
-		case op < 11 && len(evs) > 0 && !(alg == SlidingLog && noLogCharge):
+		case op < 11 && len(evs) > 0:
 			e := evs[rng.IntN(len(evs))]
 			if e.charge {
 				break
@@ -183,13 +181,13 @@ func checkRate(t *testing.T, alg Algorithm, r Rate, buckets int, evs []*unitEven
 	count := func(from, to int64) int {
 		last := -1
 		for _, e := range evs {
-			if !e.charge && e.units > 0 && e.at >= from && e.at < to {
+			if !e.charge && !e.forgot && e.units > 0 && e.at >= from && e.at < to {
 				last = max(last, e.idx)
 			}
 		}
 		n := 0
 		for _, e := range evs {
-			if e.idx <= last && e.at >= from && e.at < to {
+			if !e.forgot && e.idx <= last && e.at >= from && e.at < to {
 				n += e.units
 			}
 		}
@@ -205,7 +203,7 @@ func checkRate(t *testing.T, alg Algorithm, r Rate, buckets int, evs []*unitEven
 		return s
 	}
 	for _, e := range evs {
-		if e.units == 0 || e.charge {
+		if e.units == 0 || e.charge || e.forgot {
 			continue
 		}
 		switch alg {
@@ -216,7 +214,7 @@ func checkRate(t *testing.T, alg Algorithm, r Rate, buckets int, evs []*unitEven
 			}
 		case SlidingLog:
 			for _, f := range evs {
-				if f.at <= e.at && f.units > 0 {
+				if f.at <= e.at && f.units > 0 && !f.forgot {
 					if n := count(f.at, f.at+w); n > r.Limit {
 						t.Fatalf("rate %v: %d units in [%d, %d):%s", r, n, f.at, f.at+w, in(f.at, f.at+w))
 					}
@@ -229,7 +227,7 @@ func checkRate(t *testing.T, alg Algorithm, r Rate, buckets int, evs []*unitEven
 			}
 		case GCRA:
 			for _, f := range evs {
-				if f.at <= e.at && f.units > 0 {
+				if f.at <= e.at && f.units > 0 && !f.forgot {
 					d := e.at - f.at
 					if n, most := count(f.at, e.at+1), r.Limit+int(d*int64(r.Limit)/w); n > most {
 						t.Fatalf("rate %v: %d units in [%d, %d], at most %d", r, n, f.at, e.at, most)
@@ -246,9 +244,6 @@ func checkRate(t *testing.T, alg Algorithm, r Rate, buckets int, evs []*unitEven
 // decisions must count; admitting 4 more units while it is in the window
 // puts 6 in [100ms, 1.1s) of a 4 per second limit.
 func TestSettleLogChargeThenCancelNeverOverAdmits(t *testing.T) {
-	if noLogCharge {
-		t.Skip("known defect: a SlidingLog charge beyond twice the limit of stamps is dropped")
-	}
 	l := newReserveLimiter(t, Config{Algorithm: SlidingLog, Limit: 4, Window: time.Second})
 	if !l.AllowN("k", ms(0), 4).Allowed {
 		t.Fatal("4 units at 0 denied")
@@ -273,9 +268,6 @@ func TestSettleLogChargeThenCancelNeverOverAdmits(t *testing.T) {
 // 4 units must not be placed there too: 6 units at one instant is more
 // than a burst of 4.
 func TestSettleGCRACancelAfterPartialRefundNeverOverAdmits(t *testing.T) {
-	if noGCRARefundBeforeReserve {
-		t.Skip("known defect: GCRA's refund rule assumes later reservations were not settled")
-	}
 	l := newReserveLimiter(t, Config{Algorithm: GCRA, Limit: 4, Window: time.Second})
 	if !l.AllowN("k", ms(0), 4).Allowed {
 		t.Fatal("4 units at 0 denied")
@@ -327,9 +319,6 @@ func TestWaitEndsAtClose(t *testing.T) {
 // [3.1833s, 3.85s], more than GCRA's 5 + 666ms/400ms = 6: the last one
 // must be at 3.9833s or later.
 func TestSettleGCRARefundBeforeReservationTwoRates(t *testing.T) {
-	if noGCRARefundBeforeReserve {
-		t.Skip("known defect: GCRA's refund measures the drain up to the key's latest instant, not up to later reservations")
-	}
 	l := newReserveLimiter(t, Config{Algorithm: GCRA, Rates: []Rate{{Limit: 3, Window: 400 * time.Millisecond}, {Limit: 5, Window: 2 * time.Second}}})
 	l.AllowN("k", ms(87), 3)
 	l.AllowN("k", ms(415), 1)

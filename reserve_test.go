@@ -648,3 +648,72 @@ func randomReserves(t *testing.T, alg Algorithm, seed uint64) {
 	slices.SortFunc(acts, func(a, b time.Time) int { return a.Compare(b) })
 	checkWindows(t, alg, acts, lim, w)
 }
+
+// TestSettleAfterResetNeverOverAdmits: a decision made before its key was
+// Reset is settled after a decision made after the Reset. The Reset forgot
+// the first decision's units, so its refund has nothing to give back: it
+// must not take back the units admitted after the Reset (a key with a
+// limit of its own keeps its record through a Reset, and is checked too).
+func TestSettleAfterResetNeverOverAdmits(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		for _, own := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%v/own=%v", alg, own), func(t *testing.T) {
+				l := newReserveLimiter(t, Config{Algorithm: alg, Limit: 3, Window: time.Second, Buckets: 4})
+				if own {
+					if err := l.SetLimit("k", 3); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if !l.AllowN("k", ms(100), 3).Allowed {
+					t.Fatal("3 units at 100ms denied")
+				}
+				if err := l.Reset("k"); err != nil {
+					t.Fatal(err)
+				}
+				if r := l.AllowN("k", ms(200), 3); !r.Allowed {
+					t.Fatalf("3 units at 200ms after the Reset denied: %+v", r)
+				}
+				if err := l.Settle("k", ms(100), -3); err != nil { // the decision before the Reset
+					t.Fatal(err)
+				}
+				if r := l.AllowN("k", ms(300), 1); r.Allowed {
+					t.Errorf("a unit at 300ms admitted beside the 3 admitted at 200ms (limit 3 per second): %+v", r)
+				}
+			})
+		}
+	}
+}
+
+// TestReserveGCRACancelOrder: GCRA reservations cancelled newest first
+// all come back whole (each cancel makes the one before it the latest, as
+// x/time/rate's lastEvent); cancelled oldest first, the older one gives
+// back only what the newer one, queued behind it, leaves (as x/time/rate:
+// 2 of its 4 units), and the newer one then all of its own.
+func TestReserveGCRACancelOrder(t *testing.T) {
+	for _, newestFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("newestFirst=%v", newestFirst), func(t *testing.T) {
+			l := newReserveLimiter(t, Config{Algorithm: GCRA, Limit: 4, Window: time.Second})
+			if !l.AllowN("k", ms(0), 4).Allowed {
+				t.Fatal("4 units at 0 denied")
+			}
+			r1 := l.ReserveN("k", ms(0), 4)
+			r2 := l.ReserveN("k", ms(0), 2)
+			if !r1.at.Equal(ms(1000)) || !r2.at.Equal(ms(1500)) {
+				t.Fatalf("reservations at %v and %v, want 1s and 1.5s", r1.at.Sub(rt0), r2.at.Sub(rt0))
+			}
+			want := ms(1000) // every reserved unit back: 4 units fit at 1s again
+			if newestFirst {
+				r2.CancelAt(ms(100))
+				r1.CancelAt(ms(100))
+			} else {
+				r1.CancelAt(ms(100))
+				r2.CancelAt(ms(100))
+				want = ms(1500) // r1's 2 units under r2's place stay taken
+			}
+			r3 := l.ReserveN("k", ms(100), 4)
+			if !r3.OK() || !r3.at.Equal(want) {
+				t.Fatalf("4 units reserved after the cancels at %v (ok %v), want %v", r3.at.Sub(rt0), r3.OK(), want.Sub(rt0))
+			}
+		})
+	}
+}

@@ -59,6 +59,11 @@ type algorithm[E any] interface {
 	limitWord(rec *E) *uint32
 	// lastSeen returns the latest instant of the key whose record is rec.
 	lastSeen(rec *E) int64
+	// latest returns the latest instant a settle of one of the key's
+	// decisions could name, at least its latest instant: that of a
+	// reservation held after it, or the end of the window or bucket one
+	// lies in (the key in slot, record rec).
+	latest(s *shard[E], rec *E, slot uint32) int64
 }
 
 // decideMode says what a decision computes and keeps, and for which rate.

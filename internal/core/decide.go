@@ -14,8 +14,9 @@ import (
 type limiter[E any] struct {
 	tab     table[E]
 	alg     algorithm[E]
-	relimit relimiter[E] // nil if the algorithm's state is not encoded for a limit
-	cfg     Config       // immutable but for the limits, which are defaults
+	relimit relimiter[E]   // nil if the algorithm's state is not encoded for a limit
+	events  eventKeeper[E] // nil if the algorithm keeps no latest reservation instant
+	cfg     Config         // immutable but for the limits, which are defaults
 	rates   rateSet
 	clock   Clock
 	nano    nanoClock // the clock's allocation-free form, if it has one
@@ -44,6 +45,7 @@ func (l *limiter[E]) init(cfg Config, rs *rateSet, alg algorithm[E], stride, ext
 		l.defaults = append(l.defaults, r.Limit)
 	}
 	l.relimit, _ = alg.(relimiter[E])
+	l.events, _ = alg.(eventKeeper[E])
 	l.nano, _ = cfg.Clock.(nanoClock)
 	l.tl = newTimeline()
 	l.horizon = maxDebt / 2 // GCRA's TAT, the windows and buckets: far

@@ -34,6 +34,13 @@ func (t *table[E]) evictAt(s *shard[E], slot uint32, at int64) {
 	s.floor = max(s.floor, at)
 }
 
+// forget records that the usage of a key was forgotten while it may
+// still count, latest being the algorithm's latest for it (see
+// shard.forgot). Requires s.mu held.
+func (s *shard[E]) forget(latest int64) {
+	s.forgot = max(s.forgot, latest+1)
+}
+
 // evict removes the key in slot and closes the gap (keys after it in its
 // probe run may move back, slot among them). Requires s.mu held.
 func (t *table[E]) evict(s *shard[E], slot uint32) {
@@ -172,6 +179,8 @@ func (t *table[E]) makeRoom(s *shard[E], now int64) bool {
 			t.prefetchState(s, keys[1:k], now)
 		}
 		if t.idleAt(s, slot, now) {
+			// Idle: its state is a fresh key's, so a refund of its
+			// decisions finds nothing in the new key's either.
 			t.evictAt(s, slot, now)
 			return true
 		}
@@ -187,6 +196,7 @@ func (t *table[E]) makeRoom(s *shard[E], now int64) bool {
 		// request is a new key's, decided no earlier than its latest
 		// instant (capped by the clock, so that one key's far-future
 		// instant cannot move the floor of the others) and now.
+		s.forget(t.alg.latest(s, s.rec(victim), victim))
 		t.evictAt(s, victim, max(now, min(oldest, clock)))
 		return true
 	}

@@ -191,5 +191,23 @@ func (a *fixedWindow) idle(s *shard[fixedRec], r *fixedRec, slot uint32, t int64
 	}
 }
 
+// latest is the key's latest instant, or the last instant of a window a
+// reservation moved a rate to after it.
+func (a *fixedWindow) latest(s *shard[fixedRec], r *fixedRec, slot uint32) int64 {
+	t := r.last
+	var extra []fixedRec
+	if a.rates > 1 {
+		_, extra = s.keyState(slot, 0)
+	}
+	for k, p := 0, r; ; p = &extra[k-1] {
+		if p.start > r.last {
+			t = max(t, p.start+a.window[k]-1)
+		}
+		if k++; k == a.rates {
+			return t
+		}
+	}
+}
+
 func (a *fixedWindow) limitWord(r *fixedRec) *uint32 { return &r.lim }
 func (a *fixedWindow) lastSeen(r *fixedRec) int64    { return r.last }

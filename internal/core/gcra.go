@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// gcraRec is a GCRA key's state: 24 bytes. The theoretical arrival time
+// gcraRec is a GCRA key's state: 32 bytes. The theoretical arrival time
 // (TAT) is tat + rem/L nanoseconds, L the limit the state is encoded for, so
 // the emission interval W/L is kept exactly even when L does not divide W.
 type gcraRec struct {
@@ -13,6 +13,12 @@ type gcraRec struct {
 	rem  uint32 // TAT's fraction of a nanosecond, in units of 1/L ns
 	last int64  // latest instant seen, Unix ns
 	tat  int64  // TAT's whole nanoseconds, Unix ns
+	// event is the instant of the key's latest reservation, Unix ns
+	// (x/time/rate's lastEvent): no unit of the key counts after
+	// max(last, event). Only the key's record (its first rate's) keeps
+	// it. A refund needs it (see settle): 8 bytes per key, the price of
+	// never over-admitting after a refund while reservations wait.
+	event int64
 }
 
 // gcra is the generic cell rate algorithm with emission interval T = W/L
@@ -49,7 +55,7 @@ func (l *GCRALimiter) Init(cfg Config) error {
 }
 
 func (a *gcra) init(s *shard[gcraRec], r *gcraRec, slot uint32, t int64) {
-	r.rem, r.last, r.tat = 0, t, t
+	r.rem, r.last, r.tat, r.event = 0, t, t, t
 	if a.rates > 1 {
 		_, extra := s.keyState(slot, 0)
 		for k := range extra {
@@ -165,16 +171,20 @@ func (a *gcra) refund(s *shard[gcraRec], r *gcraRec, _ uint32, n int, k int) {
 
 // settle moves the TAT by delta emission intervals, in the limit its
 // state is encoded for. A charge starts from the key's latest instant if
-// the bucket is full then and stops at maxDebt ahead of it. A refund
-// gives back what neither the time since at nor later decisions took
-// (x/time/rate's restoreTokens): a decision at at left the TAT at least
-// n intervals after at, and the bucket empties (a later decision then
-// starts from its own instant, and the decision's units are gone) only
-// once the key's latest instant reaches that TAT, so the intervals
-// elapsed from at to the key's latest instant are not given back; and it
-// left the TAT at most W after at, so the intervals beyond at+W are
-// later decisions' (their places in the queue stay theirs). A TAT in the
-// past holds nothing to take back.
+// the bucket is full then and stops at maxDebt ahead of it.
+//
+// A refund of n units of a decision at at gives back what the decisions
+// after it leave (x/time/rate's restoreTokens, with its lastEvent): the
+// TAT moves back by n intervals less the time from at to le, the latest
+// instant at which any of the key's units count (the key's latest
+// instant, or its latest reservation's if later), and never before the
+// key's latest instant. This never frees room a later decision holds:
+// every unit at an instant f keeps TAT >= f + (units at f or after)*T
+// (T = W/L), so the decision's n units at at and the units after at
+// leave, once the n are gone, TAT - n*T + (f - at) >= f + (units at f or
+// after)*T for every later f <= le. The units drained since at, and the
+// places of the decisions queued behind, are so kept. A TAT not after the
+// key's latest instant holds nothing to take back.
 func (a *gcra) settle(s *shard[gcraRec], r *gcraRec, slot uint32, at int64, delta int, k int) {
 	key := r // the key's record; r is that of its rate k
 	if k > 0 {
@@ -202,47 +212,47 @@ func (a *gcra) settle(s *shard[gcraRec], r *gcraRec, slot uint32, at int64, delt
 		r.tat, r.rem = addTAT(r.tat, r.rem, q, rr, lim)
 		return
 	}
-	n := uint64(-delta)
-	if at < last {
-		if last-at >= w { // the whole bucket may have drained since
-			return
-		}
-		n -= min(n, mulDivCeil(uint64(last-at), uint64(lim), uint64(w)))
-	}
-	if d := r.tat - at - w; d >= 0 {
-		// The decision left the TAT at most W after at: what lies beyond
-		// was queued by later decisions, whose places stay theirs.
-		if uint64(d/w) >= n { // at least a unit per window: n or more
-			return
-		}
-		q, rr := mulDiv(uint64(d), uint64(lim), uint64(w)) // below n*lim
-		rr += uint64(r.rem)
-		q += rr / uint64(w)
-		if rr%uint64(w) != 0 {
-			q++
-		}
-		n -= min(n, q)
-	}
-	if n == 0 || r.refilled(last) {
+	if r.refilled(last) {
 		return
 	}
-	q, rr := a.intervals(s, k, int(n), lim)
-	tat, rem := r.tat-int64(q), r.rem
+	le := max(last, key.event)
+	gap := uint64(le - min(at, le))
+	// In units of 1/lim ns: the n intervals, the gap, and the TAT's lead
+	// over the key's latest instant plus the gap (below 2^63 ns each).
+	nHi, nLo := bits.Mul64(uint64(-delta), uint64(w))
+	gHi, gLo := bits.Mul64(gap, uint64(lim))
+	if !less128(gHi, gLo, nHi, nLo) {
+		return // the gap takes every unit
+	}
+	dHi, dLo := bits.Mul64(uint64(r.tat-last)+gap, uint64(lim))
+	var c uint64
+	dLo, c = bits.Add64(dLo, uint64(r.rem), 0)
+	dHi += c
+	if !less128(nHi, nLo, dHi, dLo) {
+		r.tat, r.rem = last, 0 // back to a full bucket
+		return
+	}
+	q, rr := bits.Div64(nHi, nLo, uint64(lim)) // below the lead: fits
+	tat, rem := r.tat-int64(q)+int64(gap), r.rem
 	if uint64(rem) < rr {
 		tat--
 		rem += lim
 	}
-	rem -= uint32(rr)
-	if tat < last || tat == last && rem == 0 {
-		tat, rem = last, 0
-	}
-	r.tat, r.rem = tat, rem
+	r.tat, r.rem = tat, rem-uint32(rr)
+}
+
+// less128 reports whether the 128-bit number aHi:aLo is below bHi:bLo.
+func less128(aHi, aLo, bHi, bLo uint64) bool {
+	return aHi < bHi || aHi == bHi && aLo < bLo
 }
 
 // reserve adds n emission intervals to the TAT: the units are the
 // caller's once t (their TAT less W) is reached, and every later decision
 // queues behind them.
 func (a *gcra) reserve(s *shard[gcraRec], r *gcraRec, _ uint32, t int64, n int, k int) bool {
+	if k == 0 {
+		r.event = max(r.event, t) // the key's record: its latest reservation
+	}
 	lim := r.lim & limitMask // the decision at the key's latest instant encoded it
 	if r.refilled(t) {
 		r.tat, r.rem = t, 0
@@ -312,5 +322,8 @@ func (a *gcra) rescale(p *gcraRec, last int64, old, lim uint32) {
 	p.tat, p.rem = last+int64(q), uint32(rr)
 }
 
-func (a *gcra) limitWord(r *gcraRec) *uint32 { return &r.lim }
-func (a *gcra) lastSeen(r *gcraRec) int64    { return r.last }
+func (a *gcra) latest(_ *shard[gcraRec], r *gcraRec, _ uint32) int64 { return max(r.last, r.event) }
+func (a *gcra) event(r *gcraRec) int64                               { return r.event }
+func (a *gcra) setEvent(r *gcraRec, t int64)                         { r.event = t }
+func (a *gcra) limitWord(r *gcraRec) *uint32                         { return &r.lim }
+func (a *gcra) lastSeen(r *gcraRec) int64                            { return r.last }

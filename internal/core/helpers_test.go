@@ -165,6 +165,29 @@ func keyShard(l Limiter, key string) (int, bool) {
 	panic("no table")
 }
 
+// shardForgot returns the forgot instant of key's shard (see
+// shard.forgot).
+func shardForgot(l Limiter, key string) int64 {
+	switch l := l.(type) {
+	case *FixedLimiter:
+		return forgotOf(&l.tab, key)
+	case *LogLimiter:
+		return forgotOf(&l.tab, key)
+	case *CounterLimiter:
+		return forgotOf(&l.tab, key)
+	case *GCRALimiter:
+		return forgotOf(&l.tab, key)
+	}
+	panic("no table")
+}
+
+func forgotOf[E any](tab *table[E], key string) int64 {
+	s := tab.shardFor(tab.hash(key))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.forgot
+}
+
 func lookupKey[E any](tab *table[E], key string) (int, bool) {
 	h := tab.hash(key)
 	s := tab.shardFor(h)

@@ -145,6 +145,7 @@ func (l *limiter[E]) Reset(key string) error {
 	}
 	rec := s.rec(slot)
 	last := l.alg.lastSeen(rec)
+	s.forget(l.alg.latest(s, rec, slot)) // a refund of a decision before the Reset gives nothing
 	if *l.alg.limitWord(rec)&ownLimit == 0 {
 		// Forgotten: its next request is a new key's, decided no earlier
 		// than its latest instant (capped by the clock, as every

@@ -325,6 +325,9 @@ func (h *harness) settle(key string, at int64, delta int) {
 		h.t.Fatalf("%v %v: Settle(%q, %d, %d): %v", h.alg, h.rates, key, at, delta, err)
 	}
 	sh, ok := keyShard(h.l, key)
+	if delta < 0 && at < shardForgot(h.l, key) {
+		return // the shard forgot a key in use since: nothing given back
+	}
 	if !stored {
 		if ok != (delta > 0) {
 			h.t.Fatalf("%v %v: Settle(%q, %d, %d) of a key not stored: stored %v", h.alg, h.rates, key, at, delta, ok)
@@ -357,6 +360,35 @@ func (h *harness) settle(key string, at int64, delta int) {
 			enc[k] = e
 		}
 		h.m[k].settle(key, settleOp{at: at, last: h.last[key], delta: delta, enc: e, room: room})
+	}
+	if lm, ok := h.m[longest].(*logModel); ok && delta > room && lims[longest] > 0 {
+		h.overdraw(lm, key)
+	}
+}
+
+// overdraw is the log's charge beyond its ring's room (slidingLog.overdraw):
+// every unit the ring holds, those of the longest window at the key's
+// latest instant, moves to one stamp after the newest of them or of that
+// instant, in every rate's model.
+func (h *harness) overdraw(lm *logModel, key string) {
+	last := h.last[key]
+	var live []int64
+	for _, s := range lm.units[key] {
+		if last < s+lm.w {
+			live = append(live, s)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	ceil := func(t int64) int64 { return (t + h.unit - 1) / h.unit * h.unit }
+	e := max(ceil(live[len(live)-1]), ceil(last)) + h.unit
+	for _, m := range h.m {
+		units := make([]int64, len(live))
+		for i := range units {
+			units[i] = e
+		}
+		m.(*logModel).units[key] = units
 	}
 }
 

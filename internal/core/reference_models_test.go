@@ -60,7 +60,7 @@ func (m *fixedModel) settle(key string, op settleOp) {
 func (m *logModel) room(key string, last int64, lim int) int {
 	live := 0
 	for _, s := range m.units[key] {
-		if s <= last && last < s+m.w {
+		if last < s+m.w {
 			live++
 		}
 	}
@@ -68,12 +68,18 @@ func (m *logModel) room(key string, last int64, lim int) int {
 }
 
 // settle: a charge adds op.room units at most at the key's latest
-// instant; a refund removes units of the caller's instant exactly.
+// instant (the harness moves them all if it has more: see
+// harness.overdraw); a refund removes units of the caller's instant
+// exactly.
 func (m *logModel) settle(key string, op settleOp) {
 	u := m.units[key]
 	if op.delta > 0 {
+		at := op.last // stamped as the newest, if later (see decide)
+		if len(u) > 0 {
+			at = max(at, u[len(u)-1])
+		}
 		for range min(op.delta, op.room) {
-			u = append(u, op.last)
+			u = append(u, at)
 		}
 		m.units[key] = u
 		return
@@ -107,9 +113,9 @@ func (m *counterModel) settle(key string, op settleOp) {
 }
 
 // settle: a charge moves the TAT by delta emission intervals from the
-// latest instant at least; a refund takes back the units less those the
-// bucket drained since the caller's instant and those queued beyond it
-// plus W, never below the latest.
+// latest instant at least; a refund moves it back by the units less the
+// time the bucket drained since the caller's instant, never below the
+// latest.
 func (m *gcraModel) settle(key string, op settleOp) {
 	if op.enc == 0 {
 		return
@@ -123,23 +129,17 @@ func (m *gcraModel) settle(key string, op settleOp) {
 		m.tat[key] = new(big.Rat).Add(tat, big.NewRat(int64(op.delta)*m.w, int64(op.enc)))
 		return
 	}
-	n := int64(-op.delta)
-	if op.at < op.last {
-		if op.last-op.at >= m.w {
-			return
-		}
-		n -= ceilRat(big.NewRat((op.last-op.at)*int64(op.enc), m.w))
-	}
-	if tat != nil {
-		ahead := new(big.Rat).Sub(tat, big.NewRat(op.at+m.w, 1))
-		if ahead.Sign() > 0 {
-			n -= ceilRat(ahead.Mul(ahead, big.NewRat(int64(op.enc), m.w)))
-		}
-	}
-	if n <= 0 || tat == nil || tat.Cmp(last) <= 0 {
+	// A refund (the harness makes no reservations: the latest units count
+	// at the key's latest instant): the TAT moves back by the units less
+	// the time from the caller's instant to the latest, never before it.
+	if tat == nil || tat.Cmp(last) <= 0 {
 		return
 	}
-	nt := new(big.Rat).Sub(tat, big.NewRat(n*m.w, int64(op.enc)))
+	back := new(big.Rat).Sub(big.NewRat(-int64(op.delta)*m.w, int64(op.enc)), big.NewRat(op.last-min(op.at, op.last), 1))
+	if back.Sign() <= 0 {
+		return
+	}
+	nt := new(big.Rat).Sub(tat, back)
 	if nt.Cmp(last) < 0 {
 		nt = last
 	}
@@ -191,9 +191,13 @@ type logModel struct {
 func (m *logModel) decide(key string, t int64, n int, consume bool, lim, _ int) Result {
 	var live []int64
 	for _, s := range m.units[key] {
-		if s <= t && t < s+m.w {
+		if t < s+m.w { // a unit stamped after t (see overdraw) counts too
 			live = append(live, s)
 		}
+	}
+	at := t // the instant the units are stamped at: the newest, if later
+	if len(live) > 0 {
+		at = max(at, live[len(live)-1])
 	}
 
 	r := Result{Limit: lim}
@@ -207,7 +211,7 @@ func (m *logModel) decide(key string, t int64, n int, consume bool, lim, _ int) 
 		r.Allowed = true
 		used += n
 		for range n {
-			live = append(live, t)
+			live = append(live, at)
 		}
 		if consume {
 			m.units[key] = live

@@ -34,6 +34,23 @@ type Reserved struct {
 	Err error
 	// OK reports whether the units are held for the caller.
 	OK bool
+	// Prev is, for a reservation held for later by an algorithm that
+	// keeps the key's latest reservation instant (GCRA), that instant
+	// before this reservation: Cancel restores it.
+	Prev int64
+}
+
+// eventKeeper is implemented by algorithms that keep a key's latest
+// reservation instant (x/time/rate's lastEvent): GCRA, whose refund of
+// a decision may give back only what the reservations after it leave
+// (see gcra.settle).
+type eventKeeper[E any] interface {
+	// event returns the instant of the latest reservation of the key
+	// whose record is rec (not after its latest instant if none holds
+	// units after it).
+	event(rec *E) int64
+	// setEvent sets it.
+	setEvent(rec *E, t int64)
 }
 
 // Reserve reserves n units of key at now, waiting at most maxWait (see
@@ -102,7 +119,7 @@ func (l *limiter[E]) reserve(key string, h uint64, t int64, n int, maxWait time.
 	var r Reserved
 	switch {
 	case v.allowed():
-		r = Reserved{At: te, OK: true}
+		r = Reserved{At: te, OK: true, Prev: noEvent}
 	case v.err() != nil:
 		r = Reserved{Delay: Never, Err: v.err()}
 	case v.retry == Never:
@@ -120,6 +137,13 @@ func (l *limiter[E]) reserve(key string, h uint64, t int64, n int, maxWait time.
 // te, its latest instant), whose RetryAfter was retry. Requires s.mu held.
 func (l *limiter[E]) reserveLater(s *shard[E], slot uint32, t, te int64, n int, retry, maxWait time.Duration) Reserved {
 	at := t + int64(retry)
+	prev := int64(noEvent)
+	if e := l.events; e != nil {
+		// After the key's latest reservation, never at its instant: the
+		// latest is then the one whose instant is the key's (see Cancel).
+		prev = e.event(s.rec(slot))
+		at = max(at, prev+1)
+	}
 	for range 2 * MaxRates { // each step passes one rate's wait: bounded
 		v := l.peekAt(s, slot, at, n)
 		if v.allowed() {
@@ -148,7 +172,7 @@ func (l *limiter[E]) reserveLater(s *shard[E], slot uint32, t, te int64, n int, 
 	}
 	s.denied-- // the decision counted a denial: it is an admission, later
 	s.allowed++
-	return Reserved{At: at, Delay: delay, OK: true}
+	return Reserved{At: at, Delay: delay, OK: true, Prev: prev}
 }
 
 // peekAt returns the verdict of n units at t for the key in slot, as a

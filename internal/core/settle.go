@@ -13,13 +13,27 @@ import (
 // MaxLimit), ErrInvalidTime, ErrTooManyKeys (a charge for a new key in a
 // full table) or ErrClosed.
 func (l *limiter[E]) Settle(key string, at time.Time, delta int) error {
-	return l.settle(key, l.tab.hash(key), l.tl.instant(at), delta)
+	return l.settle(key, l.tab.hash(key), l.tl.instant(at), delta, noEvent)
 }
 
 // SettleAt is Settle at instant t, Unix ns on the limiter's timeline.
 func (l *limiter[E]) SettleAt(key string, h uint64, t int64, delta int) error {
-	return l.settle(key, h, t, delta)
+	return l.settle(key, h, t, delta, noEvent)
 }
+
+// Cancel gives back the n units of a reservation of key that count at
+// at, as Settle(key, at, -n) does; prev is the Reserved's Prev. If the
+// reservation is the key's latest held one (GCRA: its instant is the
+// key's latest reservation instant), the key's latest reservation instant
+// goes back to prev, the one before it (x/time/rate's lastEvent), so
+// the reservations made before it can be given back as exactly. A
+// reservation must be cancelled at most once, and not also settled.
+func (l *limiter[E]) Cancel(key string, at time.Time, n int, prev int64) error {
+	return l.settle(key, l.tab.hash(key), l.tl.instant(at), -n, prev)
+}
+
+// noEvent is the prev of a settle that is not a reservation's cancel.
+const noEvent = math.MinInt64
 
 // settle is Settle for key, whose hash is h, at instant t. One lock, one
 // lookup; a refund for a key not stored does nothing, a charge stores it.
@@ -35,8 +49,17 @@ func (l *limiter[E]) SettleAt(key string, h uint64, t int64, delta int) error {
 // decision's own frees less room, never more. GCRA takes back at most
 // what the bucket cannot have drained since t. A unit already expired, or
 // no longer told apart from later ones, is not given back: when in doubt,
-// a refund gives back less.
-func (l *limiter[E]) settle(key string, h uint64, t int64, delta int) error {
+// a refund gives back less. A key's usage forgotten (Reset, or the
+// eviction of a key in use when the table is full) takes its decisions'
+// units with it: a refund of a decision at an instant not after the
+// latest instant a settle of a forgotten key of the shard could name (its
+// latest instant, or a reservation's after it) gives nothing back
+// (shard.forgot), as the units the key holds now may all be
+// later decisions'. Forgetting is rare (an administrator's Reset, a full
+// table), and the rule is per shard: a decision of another key of the
+// shard made before it gives back nothing either, which is less, never
+// more.
+func (l *limiter[E]) settle(key string, h uint64, t int64, delta int, prev int64) error {
 	switch {
 	case l.closed.Load():
 		return ErrClosed
@@ -52,7 +75,7 @@ func (l *limiter[E]) settle(key string, h uint64, t int64, delta int) error {
 	s := l.tab.shardFor(h)
 	s.mu.Lock()
 	slot, ok := findHome(s, h, key)
-	if !ok {
+	if !ok || delta < 0 && t < s.forgot {
 		if delta < 0 {
 			s.mu.Unlock()
 			return nil
@@ -75,6 +98,9 @@ func (l *limiter[E]) settle(key string, h uint64, t int64, delta int) error {
 		for k := range extra {
 			l.alg.settle(s, &extra[k], slot, t, delta, k+1)
 		}
+	}
+	if e := l.events; e != nil && prev != noEvent && e.event(rec) == t {
+		e.setEvent(rec, prev) // the latest reservation is cancelled
 	}
 	if y := l.tab.sync; y != nil {
 		side, _ := l.tab.sideOf(s, slot)

@@ -173,6 +173,15 @@ type shard[E any] struct {
 	// or a request's if earlier), so one key's far-future instant cannot
 	// move the floor of the others.
 	floor int64
+	// forgot is one past the latest instant that a settle of a decision
+	// of a key of this shard whose usage was forgotten while it still
+	// counted (Reset, or eviction of the least recently used key) could
+	// name (algorithm.latest: a reservation's may lie after the key's
+	// latest instant), 0 if none: a refund of a decision at an instant
+	// before it gives nothing back (see limiter.settle), as the
+	// decision's units may have been forgotten with it, and what the key
+	// holds now was admitted after.
+	forgot int64
 
 	evicted     atomic.Uint64
 	keys        atomic.Int64

@@ -437,6 +437,25 @@ func (a *slidingCounter) idle(s *shard[counterRec], r *counterRec, slot uint32, 
 	return s.peers == nil || !s.peers.holds(side, t)
 }
 
+// latest is the last instant of each rate's newest bucket: a
+// reservation may lie there after the key's latest instant, even in the
+// latest instant's own bucket (the estimate drops as the oldest bucket
+// slides out, so a request denied now may fit later in the same bucket).
+func (a *slidingCounter) latest(s *shard[counterRec], r *counterRec, slot uint32) int64 {
+	t := r.last
+	_, extra := s.keyState(slot, r.side)
+	for k := range a.rates {
+		p := r
+		if k > 0 {
+			p = &extra[k-1]
+		}
+		if end := (p.head+1)*a.bucket[k] - 1; end > r.last {
+			t = max(t, end)
+		}
+	}
+	return t
+}
+
 func (a *slidingCounter) limitWord(r *counterRec) *uint32 { return &r.lim }
 func (a *slidingCounter) lastSeen(r *counterRec) int64    { return r.last }
 func (a *slidingCounter) sideRef(r *counterRec) *uint32   { return &r.side }

@@ -285,8 +285,8 @@ func (a *slidingLog) room(r *logRec, n, lim uint32) uint32 {
 }
 
 // settle, for the ring's rate (k = 0, which settles every rate's shared
-// units too), stamps a charge at the key's latest instant (as far as the
-// ring has room: see room), or refunds up to |delta| stamps of at's
+// units too), stamps a charge at the key's latest instant (what the ring
+// has no room for, see room, is an overdraft: see overdraw), or refunds up to |delta| stamps of at's
 // own stamp: a decision at at or later stamped its units there or later,
 // so these are the decision's own or older ones, never newer. A refund of
 // a decision whose instant was after at (a stale at) finds fewer, and
@@ -302,8 +302,9 @@ func (a *slidingLog) settle(s *shard[logRec], r *logRec, slot uint32, at int64, 
 	r.lim = r.lim&^limitMask | lim
 	var n uint32
 	if delta > 0 {
-		if n = a.room(r, uint32(delta), lim); n == 0 || !a.push(s, r, r.last, n, 2*lim) {
-			return // the ring is full, or no memory for the stamps
+		n = uint32(delta)
+		if room := a.room(r, n, lim); room == 0 || !a.push(s, r, r.last, room, 2*lim) || room < n {
+			a.overdraw(s, r, slot) // the ring is full, or no memory for the stamps
 		}
 	} else if n = a.unstamp(s, r, slot, a.stamp(at), uint32(-delta)); n == 0 {
 		return
@@ -316,6 +317,35 @@ func (a *slidingLog) settle(s *shard[logRec], r *logRec, slot uint32, at int64, 
 			} else {
 				p.takeBackAt(side, j, at, n)
 			}
+		}
+	}
+}
+
+// overdraw records a charge the key's ring (record r, in slot) has no
+// room or memory for: every stamp moves to one step after the newest, or
+// after the key's latest instant if later. Each then counts no shorter
+// than before, the charge's units are counted as long as the stamps it
+// could not add (until the newest stamp plus the window, at least), and
+// no refund or cancel can take any of them back: they are no decision's
+// stamps any more. A refund then gives back less, never units that the
+// missing stamps held. Every rate counts them all (no skip).
+func (a *slidingLog) overdraw(s *shard[logRec], r *logRec, slot uint32) {
+	if r.count == 0 {
+		return
+	}
+	buf := s.rings.ring(r.ref, r.cap)
+	e := a.newest(s, r)
+	if lq := a.stamp(r.last); int32(lq-e) > 0 {
+		e = lq
+	}
+	e++
+	for i := range r.count {
+		buf[wrap(r.head+i, r.cap)] = e
+	}
+	if a.rates > 1 {
+		_, extra := s.keyState(slot, r.side)
+		for k := range extra {
+			extra[k].head = 0
 		}
 	}
 }
@@ -584,6 +614,15 @@ func (a *slidingLog) relimit(s *shard[logRec], r *logRec, _ uint32, k int, _, li
 	if k == 0 && r.cap > lim && r.count <= lim {
 		a.resize(s, r, max(lim, r.count))
 	}
+}
+
+// latest is the key's latest instant, or its newest stamp's if later (a
+// reservation's).
+func (a *slidingLog) latest(s *shard[logRec], r *logRec, _ uint32) int64 {
+	if r.count == 0 {
+		return r.last
+	}
+	return max(r.last, a.newestAt(s, r))
 }
 
 func (a *slidingLog) limitWord(r *logRec) *uint32 { return &r.lim }
