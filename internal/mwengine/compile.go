@@ -186,12 +186,6 @@ func lookupID[S byteseq](set *ruleSet, id S) (*tier, bool) {
 	return t, ok
 }
 
-// matchFrom returns the rule for a request whose identity's tier is idTier
-// (nil if none), or nil.
-func matchFrom[S byteseq](set *ruleSet, idTier *tier, client netip.Addr, method, path S) *rule {
-	return matchIn(set, tierOf(set, idTier, client), method, path)
-}
-
 // tierOf returns the tier of a request whose identity's tier is idTier (nil
 // if none): idTier, else the first tier whose networks hold client, else
 // the default tier.
@@ -210,15 +204,6 @@ func tierOf(set *ruleSet, idTier *tier, client netip.Addr) *tier {
 		t = set.def
 	}
 	return t
-}
-
-// matchIn returns the enforced rule for a request of tier t: t's match,
-// else the default tier's, or nil.
-func matchIn[S byteseq](set *ruleSet, t *tier, method, path S) *rule {
-	if r := matchTier(t, method, path); r != nil || t == set.def {
-		return r
-	}
-	return matchTier(set.def, method, path)
 }
 
 // compileTier indexes rules (already validated) of the tier named name,

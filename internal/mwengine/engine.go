@@ -227,6 +227,15 @@ func Decide[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) {
 	l := e.gate.rlock(sc.stripe)
 	decideLocked(e, sc, q, o)
 	l.RUnlock()
+	if o.Action != httplimit.ActionAllow { // the allowed path counts nothing here
+		e.count(sc, o)
+	}
+}
+
+// count counts the decision o of Decide, whose client key is sc.Key, in
+// the engine's counters and summary of the most-denied keys, and hands a
+// denial to Options.OnDenied.
+func (e *Engine) count(sc *Scratch, o *Outcome) {
 	switch o.Action {
 	case httplimit.ActionBadCost:
 		e.badCost.Add(1)

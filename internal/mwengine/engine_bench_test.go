@@ -11,8 +11,9 @@ import (
 
 // BenchmarkDecide is one decision for a known client on a matched rule,
 // the engine's share of the allowed path, from one goroutine (on a rule of
-// one limit and of two) and from GOMAXPROCS goroutines (each its own
-// client) taking the gate's read locks side by side.
+// one limit and of two; string and []byte requests) and from GOMAXPROCS
+// goroutines (each its own client) taking the gate's read locks side by
+// side.
 func BenchmarkDecide(b *testing.B) {
 	rules, err := httplimit.ParseRules([]byte(`{"rules": [
 		{"name": "open", "prefix": "/", "limit": 1000000000, "window": "1h"},
@@ -70,6 +71,21 @@ func BenchmarkDecide(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			decide(&q)
+		}
+	})
+	// The []byte form fasthttpmw decides with, for an IPv6 client (its
+	// key built from a /64 prefix).
+	b.Run("bytes-ipv6", func(b *testing.B) {
+		q := Request[[]byte]{Method: []byte("GET"), Path: []byte("/x"), Client: netip.MustParseAddr("2001:db8::1"), Now: now, Cost: 1}
+		b.ReportAllocs()
+		for b.Loop() {
+			sc := e.GetScratch()
+			var o Outcome
+			Decide(e, sc, &q, &o)
+			if o.Action != httplimit.ActionAllow {
+				b.Fatalf("action %v", o.Action)
+			}
+			e.PutScratch(sc)
 		}
 	})
 	b.Run("parallel", func(b *testing.B) {

@@ -296,31 +296,41 @@ type Reply struct {
 // the error hook) gives back its in-flight slot (Outcome.InFlight).
 func (e *Engine) Reply(sc *Scratch, o *Outcome, hook bool) Reply {
 	sc.Fields.reset()
-	if o.Action == httplimit.ActionFailClosed {
-		e.Release(o.InFlight)
-		o.InFlight = InFlight{}
-	}
-	switch o.Action {
-	case httplimit.ActionBadCost:
-		return Reply{Status: StatusInternalServerError, Body: bodyBadCost}
-	case httplimit.ActionNoIdentity:
-		return Reply{Status: StatusBadRequest, Body: bodyNoIdentity}
-	case httplimit.ActionFailClosed:
-		return failReply(sc, o)
-	case httplimit.ActionDenyListed:
-		return Reply{Status: StatusForbidden, Body: bodyDenyListed}
-	case httplimit.ActionDeny:
-		e.formatFields(&sc.Fields, o)
-		if hook {
-			return Reply{Hook: true}
+	if o.Action != httplimit.ActionAllow { // the allowed path skips the switch
+		if rp, ok := e.answer(sc, o, hook); ok {
+			return rp
 		}
-		sc.Body = AppendDenyBody(sc.Body[:0], o)
-		return Reply{Status: StatusTooManyRequests, Body: sc.Body}
-	case httplimit.ActionBanned, httplimit.ActionTooManyInFlight:
-		return e.policyReply(sc, o, hook)
 	}
 	e.formatFields(&sc.Fields, o) // nothing without a rule
 	return Reply{Next: true}
+}
+
+// answer returns Reply's answer to a request o decided that does not go
+// to the next handler (ok), formatting its fields and body into sc; ok is
+// false for a request that does.
+func (e *Engine) answer(sc *Scratch, o *Outcome, hook bool) (rp Reply, ok bool) {
+	switch o.Action {
+	case httplimit.ActionBadCost:
+		return Reply{Status: StatusInternalServerError, Body: bodyBadCost}, true
+	case httplimit.ActionNoIdentity:
+		return Reply{Status: StatusBadRequest, Body: bodyNoIdentity}, true
+	case httplimit.ActionFailClosed:
+		e.Release(o.InFlight)
+		o.InFlight = InFlight{}
+		return failReply(sc, o), true
+	case httplimit.ActionDenyListed:
+		return Reply{Status: StatusForbidden, Body: bodyDenyListed}, true
+	case httplimit.ActionDeny:
+		e.formatFields(&sc.Fields, o)
+		if hook {
+			return Reply{Hook: true}, true
+		}
+		sc.Body = AppendDenyBody(sc.Body[:0], o)
+		return Reply{Status: StatusTooManyRequests, Body: sc.Body}, true
+	case httplimit.ActionBanned, httplimit.ActionTooManyInFlight:
+		return e.policyReply(sc, o, hook), true
+	}
+	return Reply{}, false
 }
 
 // AppendDenyBody appends the text/plain body of a 429 for d to dst, e.g.

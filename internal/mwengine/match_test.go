@@ -141,8 +141,8 @@ func TestMatchExactPaths(t *testing.T) {
 	}
 }
 
-// match returns the rule for a request with identity id, or nil.
+// match returns the enforced rule for a request with identity id, or nil.
 func match[S byteseq](set *ruleSet, id S, client netip.Addr, method, path S) *rule {
-	t, _ := lookupID(set, id)
-	return matchFrom(set, t, client, method, path)
+	_, r, _ := matchRules(&Engine{}, set, &Request[S]{Identity: id, Client: client, Method: method, Path: path})
+	return r
 }

@@ -4,7 +4,7 @@ import "github.com/shardlimit/shardlimit/httplimit"
 
 // shadowOf returns the shadow rule for a request in tier t (resolved by
 // tierOf) of method and path, or nil: t's best match among its shadow
-// rules, else the default tier's, as for enforced rules (matchIn).
+// rules, else the default tier's, as for enforced rules (matchRules).
 func shadowOf[S byteseq](set *ruleSet, t *tier, method, path S) *rule {
 	if t.shadow != nil {
 		if r := matchTier(t.shadow, method, path); r != nil {
@@ -20,9 +20,29 @@ func shadowOf[S byteseq](set *ruleSet, t *tier, method, path S) *rule {
 // matchRules returns the identity q is keyed by (empty for one ignored,
 // see KeyConfig.UnknownIdentity), the enforced rule q matches and the
 // shadow rule (nil if none), in the tier the tier hook (q.Tier), else the
-// identity, else the network gives.
+// identity, else the network gives. A request with neither identity nor
+// tier hook, under rules without networks, is in the default tier: it
+// skips the lookups (the allowed path's common case). A tier without a
+// rule for the request leaves it to the default tier's rules.
 func matchRules[S byteseq](e *Engine, set *ruleSet, q *Request[S]) (id S, r, sh *rule) {
-	id = q.Identity
+	id, t := q.Identity, set.def
+	if len(id) > 0 || q.Tier != "" || len(set.nets) > 0 {
+		id, t = requestTier(e, set, q)
+	}
+	r = matchTier(t, q.Method, q.Path)
+	if r == nil && t != set.def {
+		r = matchTier(set.def, q.Method, q.Path)
+	}
+	if set.shadows {
+		sh = shadowOf(set, t, q.Method, q.Path)
+	}
+	return id, r, sh
+}
+
+// requestTier returns the identity q is keyed by and q's tier (see
+// matchRules).
+func requestTier[S byteseq](e *Engine, set *ruleSet, q *Request[S]) (S, *tier) {
+	id := q.Identity
 	idTier, known := lookupID(set, id)
 	if !known && e.keys.unknownID == httplimit.UnknownIdentityAnonymous {
 		id = id[:0] // keyed as a request without identity
@@ -30,12 +50,7 @@ func matchRules[S byteseq](e *Engine, set *ruleSet, q *Request[S]) (id S, r, sh 
 	if q.Tier != "" {
 		idTier = e.tierNamed(set, q.Tier, idTier)
 	}
-	t := tierOf(set, idTier, q.Client)
-	r = matchIn(set, t, q.Method, q.Path)
-	if set.shadows {
-		sh = shadowOf(set, t, q.Method, q.Path)
-	}
-	return id, r, sh
+	return id, tierOf(set, idTier, q.Client)
 }
 
 // decideShadow decides request q, of key identity id, on shadow rule s:
