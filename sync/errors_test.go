@@ -140,7 +140,7 @@ func TestExactErrorsKeepCause(t *testing.T) {
 		{"+OK\r\n", func(err error) bool { return errors.Is(err, ErrBadReply) }},
 		{":-5\r\n", func(err error) bool { return errors.Is(err, ErrBadReply) }},
 		{"*3\r\n:1\r\n:1\r\n:1\r\n", func(err error) bool { return errors.Is(err, ErrBadReply) }},
-		{"*4\r\n:1\r\n:1\r\n:-5\r\n:0\r\n", func(err error) bool { return errors.Is(err, ErrBadReply) }},
+		{"*5\r\n:1\r\n:1\r\n:-5\r\n:0\r\n:1\r\n", func(err error) bool { return errors.Is(err, ErrBadReply) }},
 	}
 	for _, tc := range cases {
 		t.Run(strings.TrimSpace(tc.reply), func(t *testing.T) {

@@ -272,10 +272,10 @@ func TestExactPolicies(t *testing.T) {
 func TestExactGarbageReplies(t *testing.T) {
 	replies := []string{
 		"+OK\r\n", ":1\r\n", "$-1\r\n", "*-1\r\n", "*3\r\n:1\r\n:1\r\n:1\r\n",
-		"*4\r\n:1\r\n:1\r\n:1\r\n$1\r\n0\r\n", "*4\r\n:2\r\n:0\r\n:0\r\n:0\r\n",
-		"*4\r\n:1\r\n:99\r\n:0\r\n:0\r\n", "*4\r\n:0\r\n:0\r\n:-5\r\n:0\r\n",
-		"*4\r\n:1\r\n:0\r\n:0\r\n:7\r\n", "*4\r\n:0\r\n:0\r\n:0\r\n:-2\r\n",
-		"*4\r\n*1\r\n:1\r\n:0\r\n:0\r\n:0\r\n", "-ERR boom\r\n", "-NOSCRIPT x\r\n",
+		"*5\r\n:1\r\n:1\r\n:1\r\n$1\r\n0\r\n:1\r\n", "*5\r\n:2\r\n:0\r\n:0\r\n:0\r\n:1\r\n",
+		"*5\r\n:1\r\n:99\r\n:0\r\n:0\r\n:1\r\n", "*5\r\n:0\r\n:0\r\n:-5\r\n:0\r\n:1\r\n",
+		"*5\r\n:1\r\n:0\r\n:0\r\n:7\r\n:1\r\n", "*5\r\n:0\r\n:0\r\n:0\r\n:-2\r\n:1\r\n",
+		"*5\r\n*1\r\n:1\r\n:0\r\n:0\r\n:0\r\n:1\r\n", "-ERR boom\r\n", "-NOSCRIPT x\r\n",
 	}
 	var next atomic.Int64
 	f := redistest.StartFake(t, func(args []string) []byte {

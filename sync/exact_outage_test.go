@@ -405,14 +405,66 @@ func runUneven(t *testing.T, f outageFault, cfg shardlimit.Config, L int, half [
 		fsum += got
 	}
 	f.end(t)
-	after := 0
+	// Every node replays before any decides by Redis again: a node that
+	// decides while another has not replayed may be granted the other's
+	// units (see the package doc on processes that recover one by one).
 	for _, n := range nodes {
 		n.ch.wait(t, Healthy, 30*time.Second)
+	}
+	after := 0
+	for _, n := range nodes {
 		after += send(t, n.e, key, now, 25)
 	}
 	total := U + fsum + after
 	t.Logf("U = %d, by the fallbacks %d, after %d: %d admitted (L = %d, F = %d)", U, fsum, after, total, L, half[0])
 	if total > L {
 		t.Errorf("%d admitted in the window, more than L = %d", total, L)
+	}
+}
+
+// TestExactShortRestart: the store is killed and restarted empty before
+// the failures last DegradeAfter (a minute here), so the limiter does not
+// turn Degraded by an outage. Redis granted the whole limit L before the
+// kill; one call fails; the store comes back empty. The window must hold
+// L whenever the background goroutine reads INFO; today the first calls
+// to reach the restarted store are decided from empty state (L + 2 and
+// more). Deciding by the policy from the first failed call until INFO is
+// read fixes it, but made every transport error (an EOF storm through a
+// proxy) stop the calls until the background goroutine's next check:
+// TestExactHealthShare then never saw the limiter recover. Every
+// algorithm, one rate and two.
+func TestExactShortRestart(t *testing.T) {
+	if skipExactLoss {
+		t.Skip("known defect: calls reach a store restarted empty before INFO shows the restart")
+	}
+	for _, c := range outageConfigs {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each has its own redis-server; the verdicts are counts
+			srv := redistest.StartServer(t)
+			e := newExact(t, newClient(t, srv.Addr), ExactConfig{
+				Config: c.cfg, Prefix: redistest.Prefix(t),
+				Timeout: 300 * time.Millisecond, DegradeAfter: time.Minute, HealthInterval: time.Hour,
+				ProbeInterval: 10 * time.Millisecond, MaxProbeInterval: 100 * time.Millisecond,
+			})
+			e.callerTime = true
+			const key = "user"
+			now := at(time.Second)
+			L := c.lims[0]
+			if got := send(t, e, key, now, L); got != L {
+				t.Fatalf("Redis admitted %d of %d", got, L)
+			}
+			srv.Stop()
+			got := send(t, e, key, now, 1)
+			if st := e.ExactStats(); st.Errors != 1 || st.State != Healthy {
+				t.Fatalf("after the kill: want one failed call and Healthy: %+v", st)
+			}
+			srv.Start()
+			got += send(t, e, key, now, 25)
+			st := e.ExactStats()
+			t.Logf("%d admitted after the kill; %+v", got, st)
+			if got != 0 {
+				t.Errorf("%d admitted after a restart, the window held L = %d already", got, L)
+			}
+		})
 	}
 }
