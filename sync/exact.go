@@ -76,11 +76,13 @@ import (
 // and processes that recover at different times). A timed-out call may
 // still have consumed its units in Redis; if the policy admits the
 // request too, its units
-// count twice once replayed (the stricter side). Units that calls failing
-// now and then (not an outage) leave to the policy are sent by the
-// background goroutine at its next round, without degrading the limiter,
-// and the first call that succeeds after failed ones makes it check
-// Redis's INFO for a restart. With a Cluster client the limiter is degraded as a whole while any master is
+// count twice once replayed (the stricter side). From a call that fails
+// with a transport error on, the limiter decides by the policy until the
+// background goroutine has checked Redis's INFO for a restart and sent the
+// units the policy granted (all of the journal's after a restart), so a
+// Redis restarted empty never decides before it counts them; a failure
+// now and then costs one such check (an INFO and a replay, milliseconds)
+// and does not degrade the limiter. With a Cluster client the limiter is degraded as a whole while any master is
 // unreachable, and a transport error also asks the client to reload its
 // slot map. Errors that Redis answers (a key holding foreign data, a script
 // denied by an ACL, OOM) and unreadable replies are decided by the policy
