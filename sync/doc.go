@@ -394,11 +394,17 @@
 //     episode brings the store's count back above them.
 //
 //   - A restart shorter than an outage (Redis back before DegradeAfter):
-//     the first call that succeeds after failed ones makes the background
-//     goroutine read INFO at once, and Redis decides from empty state
-//     until it has (one round of it, milliseconds). A restart that no
-//     call saw fail is found by the next eviction check (EvictionCheck):
-//     until then Redis decides from empty state.
+//     from the first call that fails with a transport error (a timeout, a
+//     refused or broken connection), the limiter decides by its policy
+//     until its background goroutine has read INFO (run_id, uptime) and
+//     sent the store the units its policy granted (every unit of its
+//     journal if INFO shows a restart or cannot tell); a check that fails
+//     counts as a failed call toward DegradeAfter and is tried again after
+//     the probe's back-off. So no call reaches a store restarted empty
+//     before it counts this process's units, whenever the background
+//     goroutine runs; only calls already in flight when the first failed
+//     may. A restart that no call saw fail is found by the next eviction
+//     check: until then Redis decides from empty state.
 //
 //   - GCRA has no windows: read L and F as its bucket (the burst), which
 //     refills at L (Redis) or F (each fallback) per W. The bounds above

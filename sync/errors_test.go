@@ -140,7 +140,7 @@ func TestExactErrorsKeepCause(t *testing.T) {
 		{"+OK\r\n", func(err error) bool { return errors.Is(err, ErrBadReply) }},
 		{":-5\r\n", func(err error) bool { return errors.Is(err, ErrBadReply) }},
 		{"*3\r\n:1\r\n:1\r\n:1\r\n", func(err error) bool { return errors.Is(err, ErrBadReply) }},
-		{"*4\r\n:1\r\n:1\r\n:-5\r\n:0\r\n", func(err error) bool { return errors.Is(err, ErrBadReply) }},
+		{"*5\r\n:1\r\n:1\r\n:-5\r\n:0\r\n:1\r\n", func(err error) bool { return errors.Is(err, ErrBadReply) }},
 	}
 	for _, tc := range cases {
 		t.Run(strings.TrimSpace(tc.reply), func(t *testing.T) {
@@ -171,7 +171,7 @@ func TestExactErrorsKeepCause(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
 		ch := newChanges()
 		e := newExact(t, newClient(t, "127.0.0.1:1"), ExactConfig{Config: fixedCfg(1, time.Minute),
-			Timeout: time.Second, DegradeAfter: time.Nanosecond, ProbeInterval: time.Hour, OnStateChange: ch.record})
+			Timeout: time.Second, DegradeAfter: time.Nanosecond, ProbeInterval: 10 * time.Millisecond, OnStateChange: ch.record})
 		for range 3 {
 			e.AllowN("k", time.Now(), 1)
 		}

@@ -46,7 +46,8 @@ import (
 // the client's options (see the package doc). A call that fails is decided
 // by the FailurePolicy. When calls keep failing with transport errors
 // (timeout, refused or broken connection) for ExactConfig.DegradeAfter, at
-// least three in a row, the limiter becomes Degraded: every call is then
+// least three in a row (a call and the background goroutine's checks of
+// the store after it count alike), the limiter becomes Degraded: every call is then
 // decided by the policy without touching Redis, until the probe (PING with
 // exponential back-off, sent by the background goroutine of the client's
 // limiters, see the package doc) reaches Redis again. One slow call on a
@@ -75,11 +76,13 @@ import (
 // and processes that recover at different times). A timed-out call may
 // still have consumed its units in Redis; if the policy admits the
 // request too, its units
-// count twice once replayed (the stricter side). Units that calls failing
-// now and then (not an outage) leave to the policy are sent by the
-// background goroutine at its next round, without degrading the limiter,
-// and the first call that succeeds after failed ones makes it check
-// Redis's INFO for a restart. With a Cluster client the limiter is degraded as a whole while any master is
+// count twice once replayed (the stricter side). From a call that fails
+// with a transport error on, the limiter decides by the policy until the
+// background goroutine has checked Redis's INFO for a restart and sent the
+// units the policy granted (all of the journal's after a restart), so a
+// Redis restarted empty never decides before it counts them; a failure
+// now and then costs one such check (an INFO and a replay, milliseconds)
+// and does not degrade the limiter. With a Cluster client the limiter is degraded as a whole while any master is
 // unreachable, and a transport error also asks the client to reload its
 // slot map. Errors that Redis answers (a key holding foreign data, a script
 // denied by an ACL, OOM) and unreadable replies are decided by the policy
@@ -295,23 +298,13 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 	}
 	if !e.bypass.Load() {
 		start := time.Now()
-		r, err := e.remote(ctx, key, now, n, &lims, consume)
+		d, err := e.remote(ctx, key, now, n, &lims, consume)
 		if errors.Is(err, shardlimit.ErrClosed) {
 			return shardlimit.Result{Err: shardlimit.ErrClosed}
 		}
 		if err == nil {
-			if e.failing.Load() {
-				e.endRun()
-				e.verifyStore() // it may have restarted while calls failed
-			}
-			if consume && r.Allowed && n > 0 {
-				e.journal.record(key, at, n, false)
-			}
-			if consume && n > 0 && e.fallback != nil {
-				e.shareFallback(key, now, n, r)
-			}
-			e.tally(consume, n, r)
-			return r
+			e.byStore(key, now, n, consume, &d)
+			return d.res
 		}
 		if cerr := callerErr(ctx); cerr != nil {
 			// The caller gave up; not a sign of Redis's health.
@@ -328,6 +321,23 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 	}
 	e.tally(consume, n, r)
 	return r
+}
+
+// byStore completes a decision d the store made for n units of key at
+// now: it records the grant (in the journal, with the store's instant of
+// it, and in the fallback).
+func (e *Exact) byStore(key string, now time.Time, n int, consume bool, d *storeDecision) {
+	if e.failing.Load() {
+		e.endRun()
+		e.verifyStore() // it may have restarted while calls failed
+	}
+	if consume && d.res.Allowed && n > 0 && e.journal.record(key, d.at, n, false) {
+		e.journal.stamp(key, e.instant(now), d.at)
+	}
+	if consume && n > 0 && e.fallback != nil {
+		e.shareFallback(key, now, n, d.res)
+	}
+	e.tally(consume, n, d.res)
 }
 
 // instant returns now in Unix microseconds, the journal's instant of a
@@ -371,7 +381,7 @@ func callerErr(ctx context.Context) error {
 
 // remote runs the algorithm's script for one decision: one call that
 // decides every rate of key under the limits lims.
-func (e *Exact) remote(ctx context.Context, key string, now time.Time, n int, lims *limitSet, consume bool) (shardlimit.Result, error) {
+func (e *Exact) remote(ctx context.Context, key string, now time.Time, n int, lims *limitSet, consume bool) (storeDecision, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
 	at := int64(-1) // Redis TIME
@@ -390,7 +400,7 @@ func (e *Exact) remote(ctx context.Context, key string, now time.Time, n int, li
 		args = append(args, r.params...)
 	}
 	if !e.begin() {
-		return shardlimit.Result{}, shardlimit.ErrClosed
+		return storeDecision{}, shardlimit.ErrClosed
 	}
 	e.calls.Add(1)
 	v, err := call(ctx, func() (any, error) {
@@ -400,7 +410,7 @@ func (e *Exact) remote(ctx context.Context, key string, now time.Time, n int, li
 		err = fmt.Errorf("%w: got nil, want an array", ErrBadReply)
 	}
 	if err != nil {
-		return shardlimit.Result{}, err
+		return storeDecision{}, err
 	}
 	return decodeDecision(v, n, lims[:len(e.rates)], e.rates)
 }

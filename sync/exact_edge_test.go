@@ -98,8 +98,8 @@ func TestDecodeNeverPanics(t *testing.T) {
 			_, _ = decodeTotals(v, n, nil)
 		}
 	}
-	if r, err := decodeDecision([]any{int64(0), int64(0), int64(5), int64(0)}, 1, []int{3}, one); err != nil || r.RetryAfter != time.Microsecond {
-		t.Fatalf("denied with retry 0: %+v, %v; want RetryAfter 1us", r, err)
+	if d, err := decodeDecision([]any{int64(0), int64(0), int64(5), int64(0), int64(1)}, 1, []int{3}, one); err != nil || d.res.RetryAfter != time.Microsecond {
+		t.Fatalf("denied with retry 0: %+v, %v; want RetryAfter 1us", d.res, err)
 	}
 }
 

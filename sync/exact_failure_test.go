@@ -19,7 +19,9 @@ import (
 // local fallback, so losing Redis does not hand out a fresh budget.
 func TestExactFallbackRecordsUsage(t *testing.T) {
 	p := redistest.StartProxy(t, redistest.RequireRedis(t))
-	e := newExact(t, newClient(t, p.Addr), ExactConfig{Config: fixedCfg(5, time.Minute), ProbeInterval: time.Hour, DegradeAfter: time.Nanosecond})
+	ch := newChanges()
+	e := newExact(t, newClient(t, p.Addr), ExactConfig{Config: fixedCfg(5, time.Minute),
+		ProbeInterval: 10 * time.Millisecond, DegradeAfter: time.Nanosecond, OnStateChange: ch.record})
 	now := time.Now()
 	for range 3 {
 		if !e.AllowN("k", now, 1).Allowed {
@@ -33,16 +35,19 @@ func TestExactFallbackRecordsUsage(t *testing.T) {
 			got++
 		}
 	}
-	if got != 2 || e.State() != Degraded {
+	if got != 2 {
 		t.Fatalf("fallback admitted %d (state %v), want 2 (5 - 3 already used)", got, e.State())
 	}
+	ch.wait(t, Degraded, 30*time.Second) // the background goroutine's checks fail too
 }
 
 // TestRedisDownExact: with nothing listening or a black hole,
 // NewExact returns at once, every call returns within the timeout (not
 // the client's own), three failures in a row degrade the limiter
-// (DegradeAfter 1ns), later calls never touch Redis (none is sent, all are
-// decided by the policy), and the local fallback still enforces the limit.
+// (DegradeAfter 1ns; the first is a call, the others the background
+// goroutine's checks of the store), calls after the first failed one never
+// touch Redis (none is sent, all are decided by the policy), and the local
+// fallback still enforces the limit.
 func TestRedisDownExact(t *testing.T) {
 	const timeout = 500 * time.Millisecond
 	hole := redistest.StartProxy(t, "127.0.0.1:1")
@@ -71,10 +76,10 @@ func TestRedisDownExact(t *testing.T) {
 					t.Fatalf("call %d: %v", i, r.Err)
 				}
 			}
-			// The calls that failed before the limiter degraded.
+			// The call that failed: from it on, the policy decides.
 			sent := int(e.ExactStats().Calls)
-			if sent != degradeCount {
-				t.Fatalf("%d calls sent to Redis, want %d", sent, degradeCount)
+			if sent != 1 {
+				t.Fatalf("%d calls sent to Redis, want 1", sent)
 			}
 			for i, d := range lat[:sent] {
 				if d >= 10*time.Second { // newClient's ReadTimeout: the Timeout was not applied
@@ -101,11 +106,12 @@ func TestRedisDownExact(t *testing.T) {
 				t.Errorf("fallback admitted %d of 6, want 5", got)
 			}
 			st := e.ExactStats()
-			if st.State != Degraded || st.Trips != 1 || st.Calls != degradeCount || st.PolicyDecisions != 10_006 {
+			if st.Calls != 1 || st.PolicyDecisions != 10_006 {
 				t.Errorf("stats %+v", st)
 			}
-			// The change is reported by the background goroutine before it
-			// starts probing; wait for it, and for probes that failed.
+			// The background goroutine's checks fail, the limiter degrades
+			// and the change is reported before it starts probing; wait for
+			// it, and for probes that failed.
 			eventually(t, 30*time.Second, func() string {
 				mu.Lock()
 				defer mu.Unlock()
@@ -114,6 +120,9 @@ func TestRedisDownExact(t *testing.T) {
 				}
 				return ""
 			})
+			if st := e.ExactStats(); st.State != Degraded || st.Trips != 1 {
+				t.Errorf("stats %+v", st)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if len(changes) != 1 || changes[0].From != Healthy || changes[0].To != Degraded || changes[0].Err == nil {
@@ -188,7 +197,7 @@ func TestExactRecovery(t *testing.T) {
 	}
 
 	p.SetMode(redistest.Blackhole)
-	for i := range degradeCount {
+	for i := range 1 { // the first failed call; the policy decides after it
 		before := e.ExactStats()
 		start := time.Now()
 		r := e.AllowN("k", time.Now(), 1)
@@ -201,11 +210,13 @@ func TestExactRecovery(t *testing.T) {
 			t.Fatalf("call %d to a black hole took %v: the Timeout %v was not applied", i, d, timeout)
 		}
 	}
-	if st := e.ExactStats(); st.State != Degraded || st.Trips != base.Trips+1 || st.Timeouts != base.Timeouts+degradeCount {
-		t.Fatalf("after %d timeouts in a row: stats %+v, from %+v", degradeCount, st, base)
-	}
+	// The background goroutine's checks of the store time out too: the
+	// third failure in a row degrades the limiter.
 	if c := change("to degraded"); c.From != Healthy || c.To != Degraded || !isTimeout(c.Err) || !errors.Is(c.Err, ErrUnavailable) {
 		t.Fatalf("change %+v, want to degraded by a timeout", c)
+	}
+	if st := e.ExactStats(); st.State != Degraded || st.Trips != base.Trips+1 || st.Timeouts != base.Timeouts+1 {
+		t.Fatalf("after a timeout and failed checks: stats %+v, from %+v", st, base)
 	}
 	eventually(t, 30*time.Second, func() string { // a probe failed in the black hole
 		if e.ExactStats().ProbeFailures == base.ProbeFailures {
@@ -272,10 +283,10 @@ func TestExactPolicies(t *testing.T) {
 func TestExactGarbageReplies(t *testing.T) {
 	replies := []string{
 		"+OK\r\n", ":1\r\n", "$-1\r\n", "*-1\r\n", "*3\r\n:1\r\n:1\r\n:1\r\n",
-		"*4\r\n:1\r\n:1\r\n:1\r\n$1\r\n0\r\n", "*4\r\n:2\r\n:0\r\n:0\r\n:0\r\n",
-		"*4\r\n:1\r\n:99\r\n:0\r\n:0\r\n", "*4\r\n:0\r\n:0\r\n:-5\r\n:0\r\n",
-		"*4\r\n:1\r\n:0\r\n:0\r\n:7\r\n", "*4\r\n:0\r\n:0\r\n:0\r\n:-2\r\n",
-		"*4\r\n*1\r\n:1\r\n:0\r\n:0\r\n:0\r\n", "-ERR boom\r\n", "-NOSCRIPT x\r\n",
+		"*5\r\n:1\r\n:1\r\n:1\r\n$1\r\n0\r\n:1\r\n", "*5\r\n:2\r\n:0\r\n:0\r\n:0\r\n:1\r\n",
+		"*5\r\n:1\r\n:99\r\n:0\r\n:0\r\n:1\r\n", "*5\r\n:0\r\n:0\r\n:-5\r\n:0\r\n:1\r\n",
+		"*5\r\n:1\r\n:0\r\n:0\r\n:7\r\n:1\r\n", "*5\r\n:0\r\n:0\r\n:0\r\n:-2\r\n:1\r\n",
+		"*5\r\n*1\r\n:1\r\n:0\r\n:0\r\n:0\r\n:1\r\n", "-ERR boom\r\n", "-NOSCRIPT x\r\n",
 	}
 	var next atomic.Int64
 	f := redistest.StartFake(t, func(args []string) []byte {

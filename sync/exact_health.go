@@ -29,9 +29,17 @@ func (e *Exact) failed(err error, start time.Time) {
 		e.endRun() // Redis answered: it is reachable
 		return
 	}
-	if !e.sustained(start) {
-		return
+	// From the first failed call on, the store may restart empty at any
+	// moment: decide by the policy until the hub has checked it.
+	e.verifyStore()
+	if e.sustained(start) {
+		e.enterOutage(err)
 	}
+}
+
+// enterOutage makes the limiter Degraded by an outage whose last failure
+// is err: it decides by its policy and the hub probes the store.
+func (e *Exact) enterOutage(err error) {
 	if r, ok := e.client.(topologyReloader); ok {
 		r.ReloadState(context.Background()) // a failed-over Cluster master
 	}
@@ -83,7 +91,7 @@ func isTimeout(err error) bool {
 // the error that made it Degraded. Requires e.hmu held.
 func (e *Exact) settle(cause error) {
 	down := e.outage || e.evicting != nil || e.replaying
-	e.bypass.Store(down)
+	e.bypass.Store(down || e.checking)
 	defer func() { e.busy.Store(e.outage || e.replaying || e.checking || len(e.events) > 0) }()
 	want := Healthy
 	if down || e.share.high {
@@ -119,14 +127,15 @@ func (e *Exact) setEvicting(err error) {
 	e.settle(err)
 }
 
-// verifyStore asks the hub to read the store's INFO and send the units
-// the policy granted at once: calls failed with transport errors and one
-// succeeds again, so the store may have restarted meanwhile (before the
-// failures lasted long enough to be an outage). If it did, e decides by
-// its policy until it has replayed its journal (see storeLost); until the
-// hub has looked, e decides by Redis, so a store restarted empty may
-// grant what e's calls ask for during one round of the hub (the
-// decisions of a few milliseconds) from empty state.
+// verifyStore makes e decide by its policy until the hub has read the
+// store's INFO and sent it the units the policy granted: a call failed
+// with a transport error (or one succeeded after failed ones), so the
+// store may have restarted empty meanwhile, before the failures lasted
+// long enough to be an outage. If INFO shows a restart, or cannot tell,
+// the hub sends every unit of the journal (see storeLost). A check that
+// fails counts as a failed call (see sustained) and is tried again after
+// the probe's back-off; e decides by its policy until one succeeds, so no
+// call reaches a store that restarted empty before it counts e's units.
 func (e *Exact) verifyStore() {
 	e.hmu.Lock()
 	if !e.outage && !e.replaying && !e.checking {

@@ -60,10 +60,24 @@ type journalShard struct {
 	_     [40]byte
 }
 
-// journalKey holds one key's entries, oldest first.
+// journalKey holds one key's entries, oldest first, and the instants of
+// its last grants (see stamp).
 type journalKey struct {
-	e   [journalSlots]journalEntry
-	len int
+	e      [journalSlots]journalEntry
+	len    int
+	stamps [journalStamps]stamp // a ring; next is the oldest
+	next   int
+}
+
+// journalStamps is how many of a key's last grants the journal keeps the
+// store's instant of (see Exact.Settle).
+const journalStamps = 8
+
+// stamp pairs the instant a caller gave a decision (Unix µs) with the
+// instant the store decided it at.
+type stamp struct {
+	caller, store int64
+	set           bool
 }
 
 // journalEntry is the units of one cell.
@@ -124,6 +138,47 @@ func (j *journal) record(key string, at int64, n int, pend bool) bool {
 	}
 	j.add(k, journalEntry{at: at, n: int64(n), pend: p})
 	return true
+}
+
+// stamp records that the store decided a grant of key, given at the
+// caller's instant caller, at its instant store (key's entry must exist:
+// after record).
+func (j *journal) stamp(key string, caller, store int64) {
+	s := j.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if k := s.m[key]; k != nil {
+		k.stamps[k.next] = stamp{caller: caller, store: store, set: true}
+		k.next = (k.next + 1) % journalStamps
+	}
+}
+
+// storeInstant returns the store's instant of key's last grants given at
+// the caller's instant caller: the latest of them, whether any is known,
+// and whether they all fall in one cell of every rate (a refund of one
+// of them then has one window, bucket or TAT to go to).
+func (j *journal) storeInstant(key string, caller int64) (at int64, found, one bool) {
+	s := j.shard(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := s.m[key]
+	if k == nil {
+		return 0, false, false
+	}
+	one = true
+	for _, st := range k.stamps {
+		if !st.set || st.caller != caller {
+			continue
+		}
+		if found && !j.sameCell(at, st.store) {
+			one = false
+		}
+		if !found || st.store > at {
+			at = st.store
+		}
+		found = true
+	}
+	return at, found, found && one
 }
 
 // add puts x into k: coalesced into the newest entry if of its cell, else

@@ -107,15 +107,17 @@ func send(t *testing.T, e *Exact, key string, now time.Time, count int) int {
 	return got
 }
 
-// untilDegraded makes decisions of key at now on n until n reports
-// Degraded (at most limit of them, and 30 s) and returns how many it made
-// and admitted.
+// untilDegraded makes decisions of key at now on n until one of them
+// fails (at most limit of them, and 30 s), then waits for n to report
+// Degraded: from its first failed call on, n decides by its policy, and
+// the hub's checks of the store, failing too, degrade it. It returns how
+// many decisions it made and admitted.
 func untilDegraded(t *testing.T, n *outageNode, key string, now time.Time, limit int) (sent, admitted int) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for n.e.State() != Degraded {
+	for errs := n.e.ExactStats().Errors; n.e.ExactStats().Errors == errs; {
 		if sent == limit || time.Now().After(deadline) {
-			t.Fatalf("not Degraded after %d decisions: %+v", sent, n.e.ExactStats())
+			t.Fatalf("no failed call after %d decisions: %+v", sent, n.e.ExactStats())
 		}
 		admitted += send(t, n.e, key, now, 1)
 		sent++
@@ -405,14 +407,62 @@ func runUneven(t *testing.T, f outageFault, cfg shardlimit.Config, L int, half [
 		fsum += got
 	}
 	f.end(t)
-	after := 0
+	// Every node replays before any decides by Redis again: a node that
+	// decides while another has not replayed may be granted the other's
+	// units (see the package doc on processes that recover one by one).
 	for _, n := range nodes {
 		n.ch.wait(t, Healthy, 30*time.Second)
+	}
+	after := 0
+	for _, n := range nodes {
 		after += send(t, n.e, key, now, 25)
 	}
 	total := U + fsum + after
 	t.Logf("U = %d, by the fallbacks %d, after %d: %d admitted (L = %d, F = %d)", U, fsum, after, total, L, half[0])
 	if total > L {
 		t.Errorf("%d admitted in the window, more than L = %d", total, L)
+	}
+}
+
+// TestExactShortRestart: the store is killed and restarted empty before
+// the failures last DegradeAfter (a minute here), so the limiter does not
+// turn Degraded by an outage. Redis granted the whole limit L before the
+// kill; one call fails; from it on the limiter decides by its fallback
+// until its background goroutine has read INFO (a new run_id) and
+// replayed the journal, so no call reaches the empty store before it
+// counts those units: the window holds L, whenever the background
+// goroutine runs. (Before, the first calls to reach the restarted store
+// were decided from empty state: L + 2 and more.) Every algorithm, one
+// rate and two.
+func TestExactShortRestart(t *testing.T) {
+	for _, c := range outageConfigs {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each has its own redis-server; the verdicts are counts
+			srv := redistest.StartServer(t)
+			e := newExact(t, newClient(t, srv.Addr), ExactConfig{
+				Config: c.cfg, Prefix: redistest.Prefix(t),
+				Timeout: 300 * time.Millisecond, DegradeAfter: time.Minute, HealthInterval: time.Hour,
+				ProbeInterval: 10 * time.Millisecond, MaxProbeInterval: 100 * time.Millisecond,
+			})
+			e.callerTime = true
+			const key = "user"
+			now := at(time.Second)
+			L := c.lims[0]
+			if got := send(t, e, key, now, L); got != L {
+				t.Fatalf("Redis admitted %d of %d", got, L)
+			}
+			srv.Stop()
+			got := send(t, e, key, now, 1)
+			if st := e.ExactStats(); st.Errors != 1 || st.State != Healthy {
+				t.Fatalf("after the kill: want one failed call and Healthy: %+v", st)
+			}
+			srv.Start()
+			got += send(t, e, key, now, 25)
+			st := e.ExactStats()
+			t.Logf("%d admitted after the kill; %+v", got, st)
+			if got != 0 {
+				t.Errorf("%d admitted after a restart, the window held L = %d already", got, L)
+			}
+		})
 	}
 }

@@ -34,6 +34,12 @@ const replayBatch = 256
 // ErrBadReply (then whether the units were applied is unknown if the call
 // timed out). Safe for concurrent use.
 func (e *Exact) charge(ctx context.Context, key string, at time.Time, n int) error {
+	return e.chargeAt(ctx, key, max(0, at.UnixMicro()), n)
+}
+
+// chargeAt is charge at the instant at (Unix µs), or at the store's now
+// (the instant its scripts decide at) if at is -1.
+func (e *Exact) chargeAt(ctx context.Context, key string, at int64, n int) error {
 	switch {
 	case n < -maxCharge || n > maxCharge:
 		return fmt.Errorf("%w: charge of %d units outside [-2^30, 2^30]", shardlimit.ErrInvalidCost, n)
@@ -47,7 +53,7 @@ func (e *Exact) charge(ctx context.Context, key string, at time.Time, n int) err
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	keys, args := e.chargeArgs(key, at.UnixMicro(), int64(n), e.replayNow())
+	keys, args := e.chargeArgs(key, at, int64(n), e.replayNow())
 	v, err := call(ctx, func() (any, error) {
 		return e.charger.Run(ctx, e.client, keys, args...).Result()
 	}, e.end)
@@ -63,11 +69,12 @@ func (e *Exact) charge(ctx context.Context, key string, at time.Time, n int) err
 }
 
 // chargeArgs returns the keys and arguments of a charge of n units of key
-// at at (Unix µs), decided at now (Unix µs; -1: Redis TIME).
+// at at (Unix µs; -1: the script's now), decided at now (Unix µs; -1:
+// Redis TIME).
 func (e *Exact) chargeArgs(key string, at, n, now int64) ([]string, []any) {
 	lims := e.limitsFor(key)
 	args := make([]any, 3, 3+3*len(e.rates))
-	args[0], args[1], args[2] = n, max(0, at), now
+	args[0], args[1], args[2] = n, max(-1, at), now
 	for i, r := range e.rates {
 		args = append(args, lims[i])
 		args = append(args, r.params...)

@@ -7,33 +7,46 @@ import (
 	"github.com/shardlimit/shardlimit"
 )
 
+// storeDecision is a decision script's reply, decoded.
+type storeDecision struct {
+	res   shardlimit.Result
+	at    int64 // the instant the store decided at, Unix µs
+	rates [shardlimit.MaxRates]rateOutcome
+}
+
 // decodeDecision checks the reply of a decision script for cost n under
 // limits lims, one per rate of rates: {allowed, then per rate: remaining,
-// reset_us, retry_us}, every number in range and consistent with n and the
-// rate's limit. It converts the reply to a Result (see bind).
-func decodeDecision(v any, n int, lims []int, rates []exactRate) (shardlimit.Result, error) {
-	arr, x, err := replyInts(v, 1+3*len(rates))
+// reset_us, retry_us, then now_us}, every number in range and consistent
+// with n and the rate's limit. It converts the reply to a Result (see
+// bind) and keeps each rate's outcome and the instant the store decided
+// at.
+func decodeDecision(v any, n int, lims []int, rates []exactRate) (storeDecision, error) {
+	var d storeDecision
+	arr, x, err := replyInts(v, 2+3*len(rates))
 	if err != nil {
-		return shardlimit.Result{}, err
+		return d, err
 	}
-	allowed := x[0]
-	if allowed != 0 && allowed != 1 || n == 0 && allowed == 0 {
-		return shardlimit.Result{}, fmt.Errorf("%w: inconsistent decision %v", ErrBadReply, arr)
+	allowed, at := x[0], x[1+3*len(rates)]
+	if allowed != 0 && allowed != 1 || n == 0 && allowed == 0 || at < 0 || at > maxInstant {
+		return d, fmt.Errorf("%w: inconsistent decision %v", ErrBadReply, arr)
 	}
-	var out [shardlimit.MaxRates]rateOutcome
 	for k, rt := range rates {
 		o, ok := decodeRate([3]int64(x[1+3*k:4+3*k]), allowed == 1, n, lims[k], rt.window)
 		if !ok {
-			return shardlimit.Result{}, fmt.Errorf("%w: inconsistent decision %v (rate %d, limit %d, cost %d)", ErrBadReply, arr, k, lims[k], n)
+			return d, fmt.Errorf("%w: inconsistent decision %v (rate %d, limit %d, cost %d)", ErrBadReply, arr, k, lims[k], n)
 		}
-		out[k] = o
+		d.rates[k] = o
 	}
-	return bind(allowed == 1, out[:len(rates)]), nil
+	d.res, d.at = bind(allowed == 1, d.rates[:len(rates)]), at
+	return d, nil
 }
+
+// maxInstant is the latest instant the scripts take, Unix µs (2^52 - 1).
+const maxInstant = 1<<52 - 1
 
 // replyInts checks that v is an array of want integers and returns it,
 // and its integers in the first want elements of x.
-func replyInts(v any, want int) (arr []any, x [1 + 3*shardlimit.MaxRates]int64, err error) {
+func replyInts(v any, want int) (arr []any, x [2 + 3*shardlimit.MaxRates]int64, err error) {
 	arr, ok := v.([]any)
 	if !ok || len(arr) != want {
 		return nil, x, fmt.Errorf("%w: got %T %v, want an array of %d integers", ErrBadReply, v, v, want)

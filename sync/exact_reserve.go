@@ -12,10 +12,19 @@ import (
 // Settle settles a decision made for key at at to its final cost, as
 // shardlimit.Limiter.Settle says, in Redis: one call of the algorithm's
 // charge script for every rate of the key (an overdraft for delta > 0,
-// never refused; a refund for delta < 0, never below zero, of at's
-// window or bucket, GCRA's theoretical arrival time never behind the
-// later of at and the store's now). The local fallback, which records
-// this process's usage, is settled too.
+// never refused; a refund for delta < 0, never below zero), in the window
+// or bucket the store decided in (GCRA: its theoretical arrival time
+// never behind the later of that instant and the store's now). The store
+// decides at its own clock (Redis TIME), not at the caller's, so Settle
+// finds the store's instant of the decision that at names among the last
+// grants of key (the last 8; ExactStats.JournalKeys keys): a charge of a
+// decision no longer known goes to the store's current window or bucket
+// (later: it counts at least as long), and a refund of one, or of several
+// decisions given at the same instant that the store decided in
+// different windows, is given back only locally (the store keeps
+// counting the units: the strict side, never a unit taken from another
+// decision's window). The local fallback, which records this process's
+// usage at the caller's instants, is settled too.
 //
 // While the limiter is Degraded, or when the call fails, a charge is
 // kept: the fallback counts it and the journal sends it to Redis when
@@ -36,9 +45,11 @@ func (e *Exact) Settle(key string, at time.Time, delta int) error {
 	case delta == 0:
 		return nil
 	}
+	target, found, one := e.storeInstant(key, at)
 	var err error
-	if !e.bypass.Load() {
-		err = e.charge(context.Background(), key, at, delta)
+	sent := !e.bypass.Load() && (delta > 0 || one)
+	if sent {
+		err = e.chargeAt(context.Background(), key, target, delta)
 		if errors.Is(err, shardlimit.ErrClosed) {
 			return err
 		}
@@ -49,16 +60,36 @@ func (e *Exact) Settle(key string, at time.Time, delta int) error {
 	if delta < 0 {
 		return err
 	}
+	if !found {
+		target = e.journalNow()
+	}
 	// A charge the store did not take (Degraded, or the call failed) waits
 	// in the journal for the store to answer again; one it took is
 	// recorded as granted, to be restored should the store lose it.
-	if !e.journal.record(key, e.instant(at), delta, e.bypass.Load() || err != nil) {
+	if !e.journal.record(key, target, delta, !sent || err != nil) {
 		if err == nil {
 			return nil // applied in the store; only its restoration is lost (JournalFull counts it)
 		}
 		return err
 	}
 	return nil
+}
+
+// storeInstant returns the store's instant (Unix µs) of the decision of
+// key given at at: with callerTime, at itself; else the latest of key's
+// last grants given at at (see journal.storeInstant), or -1 (the store's
+// now) if none is known; found says whether one is, one whether all of
+// them fall in one window or bucket of every rate.
+func (e *Exact) storeInstant(key string, at time.Time) (target int64, found, one bool) {
+	caller := e.instant(at)
+	if e.callerTime {
+		return caller, true, true
+	}
+	target, found, one = e.journal.storeInstant(key, caller)
+	if !found {
+		target = -1
+	}
+	return target, found, one
 }
 
 // ReserveN decides n units of key now, as AllowN does (in Redis), and

@@ -48,7 +48,8 @@ const (
 	// a share of the limiter's work (see the package doc on health); the
 	// FailurePolicy decides. Exact becomes Degraded by an outage when its
 	// calls keep failing with transport errors (timeout, refused or broken
-	// connection): at least three in a row, the first started
+	// connection; a failed call's checks of the store count too): at
+	// least three in a row, the first started
 	// ExactConfig.DegradeAfter or more before the last ended. It then
 	// stays so, without touching Redis, until the reconnect probe
 	// succeeds. Degraded by its failure share it keeps calling Redis, each

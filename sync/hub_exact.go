@@ -2,6 +2,7 @@ package sync
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -73,21 +74,37 @@ func (h *hub) replayExact(ctx context.Context, e *Exact, next *time.Time) {
 	}
 	check := e.checking
 	e.hmu.Unlock()
-	if check && h.restartSeen(ctx) {
-		h.storeLost() // e's and the others' units may be gone
+	start := time.Now()
+	var err error
+	if check {
+		var lost bool
+		lost, err = h.checkStore(ctx)
+		if h.watch.takeRestart() {
+			h.storeLost() // e's and the others' units may be gone
+		}
+		e.hmu.Lock()
+		e.lost = e.lost || lost
+		e.hmu.Unlock()
 	}
 	e.hmu.Lock()
 	all := e.lost
-	e.lost = false
+	if err == nil {
+		e.lost = false
+	}
 	e.hmu.Unlock()
-	e.replays.Add(1)
-	err := e.replay(ctx, all)
+	if err == nil {
+		e.replays.Add(1)
+		err = e.replay(ctx, all)
+	}
 	// Units the policy granted meanwhile, while it still decides: a few
 	// more tries before Redis decides again.
 	for try := 0; err == nil && try < 3 && e.journal.pending.Load(); try++ {
 		err = e.replay(ctx, false)
 	}
 	*next = minTime(*next, e.replayOutcome(err, all))
+	if err != nil && transportError(err) && e.sustained(start) {
+		e.enterOutage(err) // the check's failures count as the calls'
+	}
 	e.report()
 }
 
@@ -103,10 +120,8 @@ func (e *Exact) replayOutcome(err error, all bool) time.Time {
 		e.lastErr.set(err)
 		e.replayAt = now.Add(e.probeDelay)
 		e.probeDelay = min(2*e.probeDelay, e.probeMax)
-		// The store fails again: its calls' failures degrade the limiter
-		// if they last, and the next call to succeed checks it again; the
-		// units stay pending.
-		e.checking = false
+		// The store fails again: the units stay pending, and e keeps
+		// deciding by its policy (checking) until a check succeeds.
 		return e.replayAt
 	}
 	e.probeDelay = e.probeMin
@@ -115,6 +130,7 @@ func (e *Exact) replayOutcome(err error, all bool) time.Time {
 	}
 	if e.replaying || e.checking {
 		e.replaying, e.checking = false, false
+		e.endRun()
 		e.settle(nil)
 	}
 	return now.Add(time.Hour)
@@ -134,21 +150,26 @@ func (h *hub) storeLost() {
 	}
 }
 
-// restartSeen reports whether the store's INFO shows it restarted since
-// the hub last read it; false if that cannot be told.
-func (h *hub) restartSeen(ctx context.Context) bool {
+// checkStore reads the store's INFO after a failed call: lost reports
+// whether it restarted since the hub last read it, or whether that cannot
+// be told (INFO is not watched, or no reading before to compare with); err
+// is the failure to read it (the store is still unreachable: nothing is
+// told, the check fails).
+func (h *hub) checkStore(ctx context.Context) (lost bool, err error) {
 	if h.read == nil || !h.watch.on() {
-		return false
+		return true, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, hubEvictionTimeout)
 	in, err := h.read(cctx)
 	cancel()
+	if err != nil && !transportError(err) {
+		return true, nil // refused (an ACL): it cannot be told
+	}
 	if err != nil {
-		return false
+		return false, fmt.Errorf("read INFO: %w", storeError(err))
 	}
 	restarted, known := h.watch.observe(in)
-	h.watch.takeRestart()
-	return restarted && known
+	return restarted || !known, nil
 }
 
 // lostState reports whether the store, answering again after an outage,

@@ -163,7 +163,8 @@ return out
 //	ARGV[3]    now (us; -1: Redis TIME); one instant for every rate
 //	ARGV[4..]  each rate's arguments in turn, its limit first
 //	returns    {allowed, then per rate k: remaining, reset after (us),
-//	           retry after (us; 0 if rate k admits n, -1 if it never can)}
+//	           retry after (us; 0 if rate k admits n, -1 if it never can),
+//	           then now (us): the instant decided at, Redis TIME or ARGV[3]}
 //
 // Remaining and reset after are the rate's after the decision (an admitted
 // cost counted even when not consumed; a denied one not at all); Go picks
@@ -210,7 +211,7 @@ local now = clock(ARGV[3])`
 //
 //	KEYS[k]  hash {w = window id, c = units admitted in window w}
 //	ARGV     n, consume, now; per rate: limit, window (us)
-//	returns  {allowed, per rate: remaining, reset (us), retry (us; -1 never)}
+//	returns  {allowed, per rate: remaining, reset (us), retry (us; -1 never), now (us)}
 var fixedScript = redis.NewScript(decisionLib + windowHead + `
 -- Every rate's window and usage at now; nothing is written before all fit.
 local id, used = {}, {}
@@ -251,6 +252,7 @@ for k = 1, R do
   if rem < 0 then rem = 0 end
   out[3 * k - 1], out[3 * k], out[3 * k + 1] = rem, reset, retry
 end
+out[3 * R + 2] = now
 return out
 `)
 
@@ -261,7 +263,7 @@ return out
 //
 //	KEYS[k]  hash {bucket id = units admitted in it}
 //	ARGV     n, consume, now; per rate: limit, G (us), nb
-//	returns  {allowed, per rate: remaining, reset (us), retry (us; -1 never)}
+//	returns  {allowed, per rate: remaining, reset (us), retry (us; -1 never), now (us)}
 var counterScript = redis.NewScript(decisionLib + `
 local n, consume = head(3)
 if not n then return badargs() end
@@ -374,6 +376,7 @@ for k = 1, R do
   if rem < 0 then rem = 0 end
   out[3 * k - 1], out[3 * k], out[3 * k + 1] = rem, ((s.oldest or s.j) + m + 1) * g - now, retry
 end
+out[3 * R + 2] = now
 return out
 `)
 
@@ -384,7 +387,7 @@ return out
 //
 //	KEYS[k]  hash {t = TAT (us), r = fraction in 1/l us, l = limit}
 //	ARGV     n, consume, now; per rate: limit, window (us)
-//	returns  {allowed, per rate: remaining, reset (us), retry (us; -1 never)}
+//	returns  {allowed, per rate: remaining, reset (us), retry (us; -1 never), now (us)}
 var gcraScript = redis.NewScript(decisionLib + windowHead + `
 -- Every rate's TAT at now, and after n more units if they fit; nothing is
 -- written before all fit.
@@ -457,5 +460,6 @@ for k = 1, R do
   if rem[k] > 0 then reset = reset + 1 end
   out[3 * k - 1], out[3 * k], out[3 * k + 1] = remaining, reset, retry
 end
+out[3 * R + 2] = now
 return out
 `)

@@ -20,7 +20,7 @@ import (
 //	KEYS[k]    state of rate k, k = 1..R, 1 <= R <= 4 (the decision
 //	           script's keys)
 //	ARGV[1]    n in [-2^30, 2^30]: units to add (negative: to take off)
-//	ARGV[2]    at (us >= 0): the instant the units belong to
+//	ARGV[2]    at (us >= 0): the instant the units belong to; -1: now
 //	ARGV[3]    now (us; -1: Redis TIME)
 //	ARGV[4..]  each rate's arguments as the decision script takes them,
 //	           its limit first
@@ -33,10 +33,11 @@ import (
 // per arguments each, or returns badargs().
 const chargeHead = `
 local n = arg(ARGV[1], -1073741824, 1073741824)
-local at = arg(ARGV[2], 0, 4503599627370495)
+local at = arg(ARGV[2], -1, 4503599627370495)
 local R = #KEYS
 if not n or not at or R < 1 or R > 4 or #ARGV ~= 3 + %d * R then return badargs() end
 local now = clock(ARGV[3])
+if at < 0 then at = now end
 local cap = 1125899906842624`
 
 // fixedChargeScript charges a fixed window counter: the window of at, only

@@ -187,6 +187,9 @@ func ReadReply(r *bufio.Reader, dst []byte) ([]byte, error) {
 	if len(line) < 3 {
 		return dst, fmt.Errorf("redistest: short reply line %q", line)
 	}
+	if !strings.ContainsRune("$!=*~>%|", rune(line[0])) {
+		return dst, nil // a line of its own: status, error, integer, double, ...
+	}
 	n, _ := strconv.Atoi(string(line[1 : len(line)-2]))
 	if n > maxBulk {
 		return dst, fmt.Errorf("redistest: reply length %d", n)
