@@ -58,9 +58,10 @@ type Config struct {
 
 	// MaxHolds caps the keys held at once, in [1, MaxMaxHolds]; default
 	// DefaultMaxHolds. A new hold in a full table first removes expired
-	// holds, then the hold that ends soonest (an O(MaxHolds) scan, only
-	// when full), so many keys never grow memory past the cap; a dropped
-	// hold's key is then paced by its limiter alone.
+	// holds, then the hold that ends soonest (the holds are a min-heap by
+	// their end: O(log MaxHolds) per hold removed), so many keys never
+	// grow memory past the cap; a dropped hold's key is then paced by its
+	// limiter alone.
 	MaxHolds int
 
 	// MaxHold is the longest hold honoured, in (0, shardlimit.MaxWindow];
