@@ -238,11 +238,15 @@ type coreHolder interface{ coreLimiter() reserver }
 // constructors), one wrapping ErrClosed when l is closed first, at once
 // if it already is. Other Limiters (package sync's) do not signal their
 // Close: with them it sleeps until t or until ctx ends. A ManualClock's
-// sleepers wake when it is advanced. Safe for concurrent use; it starts
-// no goroutine while it sleeps.
+// sleepers wake when it is advanced. A nil l returns an error wrapping
+// ErrInvalidConfig. Safe for concurrent use; it starts no goroutine
+// while it sleeps.
 func WaitUntil(ctx context.Context, l Limiter, t time.Time) error {
 	var closing context.Context
 	var clock Clock
+	if l == nil {
+		return fmt.Errorf("%w: WaitUntil of a nil Limiter", ErrInvalidConfig)
+	}
 	if c, ok := l.(coreHolder); ok {
 		r := c.coreLimiter()
 		clock, closing = r.Clock(), r.Closing()

@@ -52,3 +52,25 @@ func TestWaitUntil(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitUntilNilLimiter: a nil Limiter is an error, not a panic.
+func TestWaitUntilNilLimiter(t *testing.T) {
+	if err := WaitUntil(context.Background(), nil, time.Now()); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("WaitUntil of a nil Limiter = %v, want ErrInvalidConfig", err)
+	}
+}
+
+// TestWaitUntilOtherLimiter: a Limiter not of this package (here one
+// wrapping it, as package sync's are other types) is slept on through
+// its Config's Clock until the instant.
+func TestWaitUntilOtherLimiter(t *testing.T) {
+	c := waitClock()
+	l := struct{ Limiter }{newReserveLimiter(t, Config{Algorithm: GCRA, Limit: 2, Window: time.Second, Clock: c})}
+	done := make(chan error, 1)
+	go func() { done <- WaitUntil(context.Background(), l, c.Now().Add(time.Second)) }()
+	sleepers(t, c, 1)
+	c.Advance(time.Second)
+	if err := <-done; err != nil {
+		t.Fatalf("WaitUntil at its instant = %v, want nil", err)
+	}
+}
