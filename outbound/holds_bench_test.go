@@ -40,3 +40,27 @@ func BenchmarkHoldFullTable(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHoldLookup measures the lookup of Take's path in a table of
+// 4,096 live holds: a held key (its hold found) and a key not held (the
+// map misses), each under the read lock, with b.RunParallel readers.
+func BenchmarkHoldLookup(b *testing.B) {
+	h := newHoldTable(DefaultMaxHolds)
+	const now = int64(1_000)
+	for i := range DefaultMaxHolds {
+		h.set("k"+strconv.Itoa(i), now+int64(time.Hour)+int64(i), now)
+	}
+	clock := func() int64 { return now }
+	for _, bc := range []struct{ name, key string }{{"held", "k77"}, {"free", "api.example.com"}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if u, _ := h.until(bc.key, clock); (u != 0) != (bc.name == "held") {
+						b.Fatal("wrong hold")
+					}
+				}
+			})
+		})
+	}
+}
