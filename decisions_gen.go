@@ -128,6 +128,8 @@ func (l *fixedLimiter) Wait(ctx context.Context, key string) error {
 	return waitN(ctx, l, &l.c, key, 1)
 }
 
+func (l *fixedLimiter) coreLimiter() reserver { return &l.c }
+
 // logLimiter is core.LogLimiter with this package's Result, Stats
 // and Config. It holds the core limiter in a field, not embedded, so a
 // type assertion on a Limiter reaches the Limiter's methods only.
@@ -244,6 +246,8 @@ func (l *logLimiter) Wait(ctx context.Context, key string) error {
 	}
 	return waitN(ctx, l, &l.c, key, 1)
 }
+
+func (l *logLimiter) coreLimiter() reserver { return &l.c }
 
 // counterLimiter is core.CounterLimiter with this package's Result, Stats
 // and Config. It holds the core limiter in a field, not embedded, so a
@@ -366,6 +370,8 @@ func (l *counterLimiter) Wait(ctx context.Context, key string) error {
 	return waitN(ctx, l, &l.c, key, 1)
 }
 
+func (l *counterLimiter) coreLimiter() reserver { return &l.c }
+
 // gcraLimiter is core.GCRALimiter with this package's Result, Stats
 // and Config. It holds the core limiter in a field, not embedded, so a
 // type assertion on a Limiter reaches the Limiter's methods only.
@@ -484,3 +490,5 @@ func (l *gcraLimiter) Wait(ctx context.Context, key string) error {
 	}
 	return waitN(ctx, l, &l.c, key, 1)
 }
+
+func (l *gcraLimiter) coreLimiter() reserver { return &l.c }

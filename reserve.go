@@ -210,9 +210,6 @@ func waitLoop(ctx context.Context, clock Clock, closing context.Context, key str
 		}
 		if err := sleepUntil(ctx, closing, clock, now.Add(d)); err != nil {
 			r.CancelAt(clock.Now())
-			if ctx.Err() == nil && closing != nil && closing.Err() != nil {
-				err = ErrClosed
-			}
 			return fmt.Errorf("shardlimit: wait for %d units of %q: %w", n, key, err)
 		}
 		if r.ok {
@@ -222,18 +219,57 @@ func waitLoop(ctx context.Context, clock Clock, closing context.Context, key str
 	return fmt.Errorf("%w: %d units of %q after %d tries", ErrNotHeld, n, key, maxWaitRounds)
 }
 
-// sleepUntil is SleepUntil, ended early when closing is done too (nil:
-// never). It starts no goroutine while it sleeps.
+// sleepUntil is SleepUntil, ended early when closing (the limiter's,
+// nil if none) is done too: then, or at once if it already is, it
+// returns ErrClosed. It starts no goroutine while it sleeps.
 func sleepUntil(ctx, closing context.Context, clock Clock, t time.Time) error {
 	if closing == nil {
 		return SleepUntil(ctx, clock, t)
+	}
+	if closing.Err() != nil {
+		return ErrClosed
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(closing, cancel)
 	err := SleepUntil(sctx, clock, t)
 	stop()
 	cancel()
+	if err != nil && ctx.Err() == nil && closing.Err() != nil {
+		err = ErrClosed
+	}
 	return err
+}
+
+// coreHolder is a Limiter of this package: it reaches its core limiter.
+type coreHolder interface{ coreLimiter() reserver }
+
+// WaitUntil sleeps on l's Clock until it reads t or later, and returns
+// nil: a wait of your own on a limiter's time (until the instant a
+// server asked a client to wait for, say) that ends with the limiter as
+// WaitN's waits do. It returns an error wrapping ctx.Err() when ctx ends
+// first, and, when l is a limiter of this package (New and the
+// constructors), one wrapping ErrClosed when l is closed first, at once
+// if it already is. Other Limiters (package sync's) do not signal their
+// Close: with them it sleeps until t or until ctx ends. A ManualClock's
+// sleepers wake when it is advanced. A nil l returns an error wrapping
+// ErrInvalidConfig. Safe for concurrent use; it starts no goroutine
+// while it sleeps.
+func WaitUntil(ctx context.Context, l Limiter, t time.Time) error {
+	var closing context.Context
+	var clock Clock
+	if l == nil {
+		return fmt.Errorf("%w: WaitUntil of a nil Limiter", ErrInvalidConfig)
+	}
+	if c, ok := l.(coreHolder); ok {
+		r := c.coreLimiter()
+		clock, closing = r.Clock(), r.Closing()
+	} else if clock = l.Config().Clock; clock == nil {
+		clock = DefaultClock()
+	}
+	if err := sleepUntil(ctx, closing, clock, t); err != nil {
+		return fmt.Errorf("shardlimit: wait until %v: %w", t, err)
+	}
+	return nil
 }
 
 // SleepClock is a Clock that can sleep until it reads an instant.

@@ -58,9 +58,10 @@ type Config struct {
 
 	// MaxHolds caps the keys held at once, in [1, MaxMaxHolds]; default
 	// DefaultMaxHolds. A new hold in a full table first removes expired
-	// holds, then the hold that ends soonest (an O(MaxHolds) scan, only
-	// when full), so many keys never grow memory past the cap; a dropped
-	// hold's key is then paced by its limiter alone.
+	// holds, then the hold that ends soonest (the holds are a min-heap by
+	// their end: O(log MaxHolds) per hold removed), so many keys never
+	// grow memory past the cap; a dropped hold's key is then paced by its
+	// limiter alone.
 	MaxHolds int
 
 	// MaxHold is the longest hold honoured, in (0, shardlimit.MaxWindow];
@@ -129,13 +130,19 @@ func (p *Pacer) FailFast() bool { return p.failFast }
 // units taken first are spent: the promise wins). It returns an error
 // wrapping ErrHeld and shardlimit.ErrWouldExceedDeadline at once when a
 // hold ends after ctx's deadline, WaitN's errors (ErrExceedsLimit,
-// ErrWouldExceedDeadline, ctx.Err(), ErrClosed, ErrInvalidKey...), or
-// ctx.Err() if ctx ends while it waits for a hold.
+// ErrWouldExceedDeadline, ctx.Err(), ErrClosed, ErrInvalidKey...),
+// ctx.Err() if ctx ends while it waits for a hold, or
+// shardlimit.ErrClosed, at once, if the limiter is closed before it
+// waits for a hold or while it does (the latter for a limiter of package
+// shardlimit: package sync's do not signal their Close, see
+// shardlimit.WaitUntil).
 //
 // Failing fast (Config.FailFast), it returns at once nil or a *LimitError
 // wrapping ErrLimited (and ErrHeld if a hold covers key) that says when
-// to try again, the limiter's error (Result.Err), or, if ctx is already
-// done, an error wrapping ctx.Err(). It takes nothing when it fails. The allowed path allocates nothing.
+// to try again, the limiter's error (Result.Err: ErrClosed comes before
+// a hold's ErrHeld), or, if ctx is already done, an error wrapping
+// ctx.Err(). It takes nothing when it fails. The allowed path allocates
+// nothing.
 func (p *Pacer) Take(ctx context.Context, key string, n int) error {
 	if p.failFast {
 		if err := ctx.Err(); err != nil {
@@ -153,7 +160,9 @@ func (p *Pacer) nowNanos() int64 { return p.clock.Now().UnixNano() }
 // builds no Result; its denial (which consumed nothing) is described by
 // Peek, which consumes and counts nothing.
 func (p *Pacer) takeNow(key string, n int) error {
-	if u, at := p.holds.until(key, p.nowNanos); u != 0 {
+	if u, at, err := p.heldUntil(key); err != nil {
+		return fmt.Errorf("outbound: %d units of %q: %w", n, key, err)
+	} else if u != 0 {
 		return &LimitError{Key: key, RetryAfter: time.Duration(u - at), Held: true}
 	}
 	if n == 1 {
@@ -205,10 +214,29 @@ func (p *Pacer) held(key string) bool {
 	return u != 0
 }
 
-// waitHold sleeps on the Clock until no hold covers key.
+// heldUntil returns, as holdTable.until, the instant (Unix ns) until
+// which a hold covers key and the Clock's reading, or the limiter's error
+// if a hold covers key but the limiter can decide nothing for it (it is
+// closed): a hold never hides that error, which no wait ends.
+func (p *Pacer) heldUntil(key string) (until, at int64, err error) {
+	until, at = p.holds.until(key, p.nowNanos)
+	if until == 0 {
+		return 0, at, nil
+	}
+	if r := p.lim.Peek(key, time.Unix(0, at), 0); r.Err != nil {
+		return 0, at, r.Err
+	}
+	return until, at, nil
+}
+
+// waitHold sleeps on the Clock until no hold covers key. The limiter's
+// Close ends the sleep (shardlimit.WaitUntil) with ErrClosed.
 func (p *Pacer) waitHold(ctx context.Context, key string) error {
 	for {
-		u, at := p.holds.until(key, p.nowNanos)
+		u, at, err := p.heldUntil(key)
+		if err != nil {
+			return fmt.Errorf("outbound: wait for the hold of %q: %w", key, err)
+		}
 		if u == 0 {
 			return nil
 		}
@@ -216,7 +244,7 @@ func (p *Pacer) waitHold(ctx context.Context, key string) error {
 		if dl, ok := ctx.Deadline(); ok && dl.Before(until) {
 			return fmt.Errorf("%w: %w: %q is held for %v", shardlimit.ErrWouldExceedDeadline, ErrHeld, key, until.Sub(now))
 		}
-		if err := shardlimit.SleepUntil(ctx, p.clock, until); err != nil {
+		if err := shardlimit.WaitUntil(ctx, p.lim, until); err != nil {
 			return fmt.Errorf("outbound: wait for the hold of %q: %w", key, err)
 		}
 	}

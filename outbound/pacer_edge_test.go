@@ -14,7 +14,6 @@ import (
 // its own. A call waiting for a hold must end too, not sleep until the
 // hold ends (up to MaxHold, an hour by default) after its limiter is gone.
 func TestTakeOnHeldKeyEndsWhenLimiterCloses(t *testing.T) {
-	t.Skip("known defect: a wait for a hold sleeps on the Clock alone; shardlimit exports no signal of a limiter's Close for the Pacer to end it on")
 	p, clock := newPacer(t, shardlimit.GCRA, 10, time.Second, Config{})
 	if err := p.HoldFor("api", 10*time.Second); err != nil {
 		t.Fatal(err)
@@ -27,6 +26,26 @@ func TestTakeOnHeldKeyEndsWhenLimiterCloses(t *testing.T) {
 	awaitSleepers(t, clock, 0) // fails after 30 s of real time if the wait sleeps on
 	if err := <-done; !errors.Is(err, shardlimit.ErrClosed) {
 		t.Fatalf("Take waiting for a hold when its limiter closed = %v, want ErrClosed", err)
+	}
+}
+
+// A held key of a closed limiter: Take answers ErrClosed at once, failing
+// fast or waiting, never ErrHeld nor a sleep until the hold ends; the
+// hold hides no error of the limiter.
+func TestTakeOnHeldKeyOfClosedLimiter(t *testing.T) {
+	for _, failFast := range []bool{true, false} {
+		p, clock := newPacer(t, shardlimit.FixedWindow, 10, time.Second, Config{FailFast: failFast})
+		if err := p.HoldFor("api", 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		p.lim.Close()
+		err := p.Take(context.Background(), "api", 1)
+		if !errors.Is(err, shardlimit.ErrClosed) || errors.Is(err, ErrHeld) {
+			t.Fatalf("FailFast %v: Take on a held key of a closed limiter = %v, want ErrClosed (not ErrHeld)", failFast, err)
+		}
+		if n := clock.Sleepers(); n != 0 {
+			t.Fatalf("FailFast %v: %d goroutines sleep on the clock, want 0", failFast, n)
+		}
 	}
 }
 
