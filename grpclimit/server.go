@@ -103,7 +103,8 @@ type ServerConfig struct {
 	// the stream. The message itself is received (so the stream stays in
 	// step) but not delivered. The stream's opening is decided as always.
 	// A message is never settled (it counts at its cost whatever the
-	// rule's Count) and holds no Concurrency slot (its stream does).
+	// rule's Count) and neither takes nor is refused a Concurrency slot
+	// (its stream holds one).
 	// Unary calls are one message and are decided once. Default false.
 	PerMessage bool
 }
@@ -231,14 +232,14 @@ func (s *Server) InFlight(rule, key string) int { return s.e.InFlightCount(rule,
 // Options.OnError (codes.Unavailable by default). Idempotent; returns nil.
 func (s *Server) Close() error { return s.e.Close() }
 
-// decide decides one call (or, with PerMessage, one message) to
-// fullMethod into o with sc, and returns how to answer it: the reply, and
-// the code of a failed decision refused (ErrorCode's, else
-// codes.Unavailable). It does not allocate for a known client on the
-// allowed path.
-func (s *Server) decide(ctx context.Context, fullMethod string, sc *mwengine.Scratch, o *mwengine.Outcome) (mwengine.Reply, codes.Code) {
+// decide decides one call (or, with PerMessage, one message of a stream,
+// which holds the stream's in-flight slot: msg) to fullMethod into o with
+// sc, and returns how to answer it: the reply, and the code of a failed
+// decision refused (ErrorCode's, else codes.Unavailable). It does not
+// allocate for a known client on the allowed path.
+func (s *Server) decide(ctx context.Context, fullMethod string, msg bool, sc *mwengine.Scratch, o *mwengine.Outcome) (mwengine.Reply, codes.Code) {
 	var q mwengine.Request[string]
-	q.Method, q.Path, q.Cost = Method, fullMethod, 1
+	q.Method, q.Path, q.Cost, q.SlotHeld = Method, fullMethod, 1, msg
 	if p, ok := peer.FromContext(ctx); ok {
 		q.Client = peerAddr(p.Addr)
 	}
@@ -305,7 +306,7 @@ func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 		}
 		sc := s.e.GetScratch()
 		var o mwengine.Outcome
-		rp, fail := s.decide(ctx, info.FullMethod, sc, &o)
+		rp, fail := s.decide(ctx, info.FullMethod, false, sc, &o)
 		hs := grpc.ServerTransportStreamFromContext(ctx)
 		s.sendFields(hs, &sc.Fields)
 		if !rp.Next {
@@ -342,7 +343,7 @@ func (s *Server) StreamServerInterceptor() grpc.StreamServerInterceptor {
 		}
 		sc := s.e.GetScratch()
 		var o mwengine.Outcome
-		rp, fail := s.decide(ctx, info.FullMethod, sc, &o)
+		rp, fail := s.decide(ctx, info.FullMethod, false, sc, &o)
 		s.sendFields(ss, &sc.Fields)
 		if !rp.Next {
 			err := s.refuse(ctx, info.FullMethod, &o, sc, rp, fail)
@@ -396,8 +397,7 @@ func (m *messageStream) RecvMsg(msg any) error {
 	s := m.s
 	sc := s.e.GetScratch()
 	var o mwengine.Outcome
-	rp, fail := s.decide(m.ServerStream.Context(), m.method, sc, &o)
-	s.e.Release(o.InFlight) // a message holds no slot: its stream does
+	rp, fail := s.decide(m.ServerStream.Context(), m.method, true, sc, &o)
 	var err error
 	if !rp.Next {
 		err = s.refuse(m.ServerStream.Context(), m.method, &o, sc, rp, fail)
