@@ -5,6 +5,8 @@ package grpclimit
 import (
 	"testing"
 
+	"google.golang.org/grpc/metadata"
+
 	"github.com/shardlimit/shardlimit/httplimit"
 )
 
@@ -12,19 +14,25 @@ import (
 // path for a known client: nothing without fields; with them four
 // however many fields are sent: the metadata map (its header and its one
 // group of slots), one string holding every value and one array backing
-// every value's []string.
+// every value's []string; one more for a key read from request metadata
+// (grpc-go's copy of the values).
 func TestAllocs(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		hc   httplimit.HeaderConfig
+		kc   httplimit.KeyConfig
 		want float64
 	}{
-		{"no fields", httplimit.HeaderConfig{OmitXRateLimit: true}, 0},
-		{"default fields", httplimit.HeaderConfig{}, 4},
-		{"all fields", httplimit.HeaderConfig{IETF: true, Verbose: true}, 4},
+		{"no fields", httplimit.HeaderConfig{OmitXRateLimit: true}, httplimit.KeyConfig{}, 0},
+		{"default fields", httplimit.HeaderConfig{}, httplimit.KeyConfig{}, 4},
+		{"all fields", httplimit.HeaderConfig{IETF: true, Verbose: true}, httplimit.KeyConfig{}, 4},
+		{"identity key", httplimit.HeaderConfig{OmitXRateLimit: true},
+			httplimit.KeyConfig{Header: "x-api-key", UnknownIdentity: httplimit.UnknownIdentityOwnKey}, 1},
+		{"forwarded", httplimit.HeaderConfig{OmitXRateLimit: true}, httplimit.KeyConfig{TrustedProxies: []string{"192.0.2.0/24"}}, 1},
 	} {
-		in := benchServer(t, tc.hc).UnaryServerInterceptor()
+		in := benchServerKeys(t, tc.hc, tc.kc).UnaryServerInterceptor()
 		ctx, info := unaryCall()
+		ctx = metadata.NewIncomingContext(ctx, metadata.Pairs("x-api-key", "client-1", "x-forwarded-for", "198.51.100.1"))
 		_, _ = in(ctx, nil, info, okUnary)
 		if n := testing.AllocsPerRun(1000, func() { _, _ = in(ctx, nil, info, okUnary) }); n != tc.want {
 			t.Errorf("%s: %v allocations per allowed call, want %v", tc.name, n, tc.want)

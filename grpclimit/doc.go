@@ -39,7 +39,9 @@
 // each message the client sends is decided too. For a known client the
 // allowed path allocates only to send the fields: the metadata map and its
 // values, and gRPC's own copy when it merges them into the call's header
-// (see BenchmarkUnaryAllowed).
+// (see BenchmarkUnaryAllowed); and once more to read the client's key
+// from request metadata (Keys.Header, or a trusted proxy's
+// x-forwarded-for), which metadata.ValueFromIncomingContext copies.
 //
 // The limit is the promise: a call is never admitted beyond a rule's
 // limit to save time, and when a decision fails (a full key table, a

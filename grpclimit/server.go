@@ -235,8 +235,10 @@ func (s *Server) Close() error { return s.e.Close() }
 // decide decides one call (or, with PerMessage, one message of a stream,
 // which holds the stream's in-flight slot: msg) to fullMethod into o with
 // sc, and returns how to answer it: the reply, and the code of a failed
-// decision refused (ErrorCode's, else codes.Unavailable). It does not
-// allocate for a known client on the allowed path.
+// decision refused (ErrorCode's, else codes.Unavailable). For a known
+// client on the allowed path it allocates only the copy grpc-go makes of
+// a metadata key's values, when it reads one (the identity key, a trusted
+// proxy's forwarding key).
 func (s *Server) decide(ctx context.Context, fullMethod string, msg bool, sc *mwengine.Scratch, o *mwengine.Outcome) (mwengine.Reply, codes.Code) {
 	var q mwengine.Request[string]
 	q.Method, q.Path, q.Cost, q.SlotHeld = Method, fullMethod, 1, msg
