@@ -101,7 +101,9 @@ type ServerConfig struct {
 	// metadata: the stream's header is usually sent by then), which a
 	// handler that returns RecvMsg's errors passes to the client, ending
 	// the stream. The message itself is received (so the stream stays in
-	// step) but not delivered. The stream's opening is decided as always.
+	// step), into RecvMsg's argument, but RecvMsg returns the refusal, so
+	// a generated Recv returns no message. The stream's opening is
+	// decided as always.
 	// A message is never settled (it counts at its cost whatever the
 	// rule's Count) and neither takes nor is refused a Concurrency slot
 	// (its stream holds one).
@@ -390,8 +392,8 @@ type messageStream struct {
 	method string
 }
 
-// RecvMsg receives the next message and decides it: the refusal of a
-// denied message is returned in place of the message.
+// RecvMsg receives the next message into msg and decides it: a denied
+// message's refusal is returned (msg is filled all the same).
 func (m *messageStream) RecvMsg(msg any) error {
 	if err := m.ServerStream.RecvMsg(msg); err != nil {
 		return err
