@@ -4,6 +4,7 @@ package grpclimit
 
 import (
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/metadata"
 
@@ -37,5 +38,26 @@ func TestAllocs(t *testing.T) {
 		if n := testing.AllocsPerRun(1000, func() { _, _ = in(ctx, nil, info, okUnary) }); n != tc.want {
 			t.Errorf("%s: %v allocations per allowed call, want %v", tc.name, n, tc.want)
 		}
+	}
+}
+
+// TestAllocsSettled: a call its rule settles after the handler (Count
+// "failed") allocates once more than one it does not: the key's string
+// that shardlimit.Limiter's Settle takes.
+func TestAllocsSettled(t *testing.T) {
+	lim, err := NewServer(ServerConfig{Options: httplimit.Options{Headers: httplimit.HeaderConfig{OmitXRateLimit: true},
+		Rules: rules(httplimit.Rule{Name: "svc", Prefix: service, Limit: 1_000_000_000, Window: time.Hour, Count: httplimit.CountFailed})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	in := lim.UnaryServerInterceptor()
+	ctx, info := unaryCall()
+	_, _ = in(ctx, nil, info, okUnary)
+	if n := testing.AllocsPerRun(1000, func() { _, _ = in(ctx, nil, info, okUnary) }); n != 1 {
+		t.Errorf("%v allocations per settled call, want 1", n)
+	}
+	if st := lim.Stats().Settled; st.Refunded == 0 {
+		t.Errorf("nothing settled: %+v", st)
 	}
 }

@@ -41,7 +41,8 @@
 // values, and gRPC's own copy when it merges them into the call's header
 // (see BenchmarkUnaryAllowed); and once more to read the client's key
 // from request metadata (Keys.Header, or a trusted proxy's
-// x-forwarded-for), which metadata.ValueFromIncomingContext copies.
+// x-forwarded-for), which metadata.ValueFromIncomingContext copies, and
+// to settle a call after its handler (Rule.Count, FinalCost).
 //
 // The limit is the promise: a call is never admitted beyond a rule's
 // limit to save time, and when a decision fails (a full key table, a

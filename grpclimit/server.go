@@ -73,8 +73,9 @@ type ServerConfig struct {
 	// decided; return it to keep it). The difference is settled with the
 	// rule's limiter (see "Settling after the handler" in package
 	// httplimit). A result outside [0, shardlimit.MaxLimit] is ignored and
-	// counted in SettleStats.BadReports. Streams are settled by Rule.Count
-	// alone.
+	// counted in SettleStats.BadReports. It is not called for a handler
+	// that panicked, which is settled as a call that failed with
+	// codes.Internal. Streams are settled by Rule.Count alone.
 	FinalCost func(ctx context.Context, fullMethod string, err error, d httplimit.Decision) int
 
 	// Denied, if set, returns the error a call denied by its limit or a
@@ -318,12 +319,15 @@ func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 			s.e.PutScratch(sc)
 			return nil, err
 		}
-		defer s.e.Release(o.InFlight) // by a panic too
+		defer s.e.Release(o.InFlight) // by a panic too, after the settlement
 		if !s.e.Settles(&o) {
 			s.e.PutScratch(sc)
 			return handler(ctx, req)
 		}
+		returned := false
+		defer s.settlePanicked(sc, &o, &returned)
 		resp, err := handler(ctx, req)
+		returned = true
 		cost := mwengine.NoCost
 		if s.final != nil {
 			cost = mwengine.CheckCost(s.final(ctx, info.FullMethod, err, o.Decision))
@@ -331,6 +335,18 @@ func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 		s.e.Settle(sc, &o, HTTPStatus(err), cost)
 		s.e.PutScratch(sc)
 		return resp, err
+	}
+}
+
+// settlePanicked, deferred by an interceptor that settles the admitted
+// call o decided with sc, settles it as a failed call (codes.Internal,
+// without a final cost) if its handler panicked (returned still false),
+// as the HTTP middleware settles a panic as a 500; the panic goes on
+// untouched.
+func (s *Server) settlePanicked(sc *mwengine.Scratch, o *mwengine.Outcome, returned *bool) {
+	if !*returned {
+		s.e.Settle(sc, o, httpStatusOf(codes.Internal), mwengine.NoCost)
+		s.e.PutScratch(sc)
 	}
 }
 
@@ -354,19 +370,20 @@ func (s *Server) StreamServerInterceptor() grpc.StreamServerInterceptor {
 			s.e.PutScratch(sc)
 			return err
 		}
-		defer s.e.Release(o.InFlight)
-		settles := s.e.Settles(&o)
-		if !settles {
-			s.e.PutScratch(sc)
-		}
+		defer s.e.Release(o.InFlight) // by a panic too, after the settlement
 		if s.perMsg {
 			ss = &messageStream{ServerStream: ss, s: s, method: info.FullMethod}
 		}
-		err := handler(srv, ss)
-		if settles {
-			s.e.Settle(sc, &o, HTTPStatus(err), mwengine.NoCost)
+		if !s.e.Settles(&o) {
 			s.e.PutScratch(sc)
+			return handler(srv, ss)
 		}
+		returned := false
+		defer s.settlePanicked(sc, &o, &returned)
+		err := handler(srv, ss)
+		returned = true
+		s.e.Settle(sc, &o, HTTPStatus(err), mwengine.NoCost)
+		s.e.PutScratch(sc)
 		return err
 	}
 }

@@ -149,3 +149,46 @@ func TestCancelledStreamGivesSlotBackSettledOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestPanickedCallSettledAsFailed: under Count "successful" a handler
+// that panics, unary or stream, is settled once as a failed call
+// (codes.Internal, as the recovery interceptor outside answers it), so
+// its unit is refunded, as the HTTP middleware settles a panic as a 500;
+// the panic still reaches the recovery interceptor.
+func TestPanickedCallSettledAsFailed(t *testing.T) {
+	recoverU := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (_ any, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = status.Errorf(codes.Internal, "panic: %v", p)
+			}
+		}()
+		return h(ctx, req)
+	}
+	recoverS := func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = status.Errorf(codes.Internal, "panic: %v", p)
+			}
+		}()
+		return h(srv, ss)
+	}
+	panicU := func(context.Context, any, *grpc.UnaryServerInfo, grpc.UnaryHandler) (any, error) { panic("unary boom") }
+	panicS := func(any, grpc.ServerStream, *grpc.StreamServerInfo, grpc.StreamHandler) error { panic("stream boom") }
+	e := start(t, setup{opts: chain(recoverU, panicU, recoverS, panicS), cfg: ServerConfig{Options: httplimit.Options{Clock: manual(0),
+		Rules: rules(httplimit.Rule{Name: "svc", Prefix: service, Limit: 2, Window: time.Minute, Count: httplimit.CountSuccessful})}}})
+	for i := range 4 {
+		if a := e.do(t, call{}); a.code != codes.Internal || a.msg != "panic: unary boom" {
+			t.Fatalf("unary call %d: %v %q, want Internal from the recovered panic", i, a.code, a.msg)
+		}
+		st, err := e.client.FullDuplexCall(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := read(nil, echo(st)); a.code != codes.Internal || a.msg != "panic: stream boom" {
+			t.Fatalf("stream %d: %v %q, want Internal from the recovered panic", i, a.code, a.msg)
+		}
+	}
+	if s := e.lim.Stats().Settled; s.Refunded != 8 || s.Charged != 0 {
+		t.Errorf("settled %+v, want 8 refunded (each panicked call once)", s)
+	}
+}
