@@ -1,8 +1,6 @@
 package grpclimit
 
 import (
-	"net"
-	"net/netip"
 	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -93,20 +91,4 @@ func httpStatusOf(c codes.Code) int {
 		return 503
 	}
 	return 500 // Unknown, Internal, DataLoss and codes not defined
-}
-
-// peerAddr returns the address of a gRPC peer: a TCP or UDP address
-// without allocating, another net.Addr whose String is "ip:port" or an
-// address; the invalid Addr otherwise (a Unix socket, an in-memory
-// connection), which keys its calls in the shared bucket.
-func peerAddr(a net.Addr) netip.Addr {
-	switch a := a.(type) {
-	case *net.TCPAddr:
-		return a.AddrPort().Addr()
-	case *net.UDPAddr:
-		return a.AddrPort().Addr()
-	case nil:
-		return netip.Addr{}
-	}
-	return mwengine.ParseRemoteAddr(a.String())
 }

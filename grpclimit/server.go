@@ -3,6 +3,8 @@ package grpclimit
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -463,4 +465,20 @@ func first(vs []string) string {
 		return ""
 	}
 	return vs[0]
+}
+
+// peerAddr returns the address of a gRPC peer: a TCP or UDP address
+// without allocating, another net.Addr whose String is "ip:port" or an
+// address; the invalid Addr otherwise (a Unix socket, an in-memory
+// connection), which keys its calls in the shared bucket.
+func peerAddr(a net.Addr) netip.Addr {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		return a.AddrPort().Addr()
+	case *net.UDPAddr:
+		return a.AddrPort().Addr()
+	case nil:
+		return netip.Addr{}
+	}
+	return mwengine.ParseRemoteAddr(a.String())
 }
