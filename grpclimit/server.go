@@ -110,7 +110,9 @@ type ServerConfig struct {
 	// A message is never settled (it counts at its cost whatever the
 	// rule's Count) and neither takes nor is refused a Concurrency slot
 	// (its stream holds one).
-	// Unary calls are one message and are decided once. Default false.
+	// Unary calls are one message and are decided once; a
+	// server-streaming call, whose one request message is decided beside
+	// its opening, counts twice. Default false.
 	PerMessage bool
 }
 
