@@ -110,3 +110,24 @@ func TestUnixSocketPeerShared(t *testing.T) {
 		t.Errorf("TopDenied %+v, want the shared key", d)
 	}
 }
+
+// TestBinaryIdentityKeepsDetails: an identity that is not valid UTF-8 (a
+// "-bin" metadata key carries any bytes) still gets a denial's RetryInfo
+// and a QuotaFailure, whose subject (a proto string, valid UTF-8 only)
+// cannot hold the raw key.
+func TestBinaryIdentityKeepsDetails(t *testing.T) {
+	e := start(t, setup{cfg: ServerConfig{Options: httplimit.Options{Clock: manual(0),
+		Keys:  httplimit.KeyConfig{Header: "x-id-bin", UnknownIdentity: httplimit.UnknownIdentityOwnKey},
+		Rules: rules(httplimit.Rule{Name: "svc", Prefix: service, Limit: 1, Window: time.Minute})}}})
+	id := "\xff\xfeclient\x00"
+	e.run(t, []call{{kv: []string{"x-id-bin", id}, want: ok}})
+	a := e.do(t, call{kv: []string{"x-id-bin", id}})
+	if a.code != codes.ResourceExhausted || a.retry == nil || a.quota == nil {
+		t.Errorf("denied: %v %q, RetryInfo %v, QuotaFailure %v; want both details", a.code, a.msg, a.retry, a.quota)
+	} else if v := a.quota.GetViolations(); len(v) != 1 || v[0].GetSubject() != "id:\uFFFDclient\x00" {
+		t.Errorf("QuotaFailure %v, want the subject id:\uFFFDclient\x00", v)
+	}
+	if a := e.do(t, call{kv: []string{"x-id-bin", "\xff\xfeother"}}); a.code != codes.OK {
+		t.Errorf("another binary identity: %v, want OK (a key of its own)", a.code)
+	}
+}

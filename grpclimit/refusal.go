@@ -43,8 +43,10 @@ func refusal(o *mwengine.Outcome, sc *mwengine.Scratch, rp mwengine.Reply, fail 
 		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(d)})
 	}
 	_, desc, _ := strings.Cut(msg, ": ")
+	// A proto string must be UTF-8, or no detail is sent at all: a key
+	// from binary metadata has its invalid bytes replaced.
 	details = append(details, &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
-		Subject: string(sc.Key), Description: desc,
+		Subject: strings.ToValidUTF8(string(sc.Key), "\uFFFD"), Description: desc,
 	}}})
 	if withDetails, err := st.WithDetails(details...); err == nil {
 		st = withDetails

@@ -296,7 +296,8 @@ type headerSetter interface {
 //     until the same call would be admitted; absent when no wait can
 //     succeed, a limit of 0 or a cost above the limit) and
 //     google.rpc.QuotaFailure (one violation: subject the client key,
-//     description what happened);
+//     bytes that are not UTF-8 replaced by U+FFFD, description what
+//     happened);
 //   - over its rule's Concurrency: codes.ResourceExhausted, or
 //     codes.Unavailable for a Concurrency.Status of 503, with RetryInfo
 //     (the rule's RetryAfter) and QuotaFailure;
