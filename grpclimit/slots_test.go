@@ -192,3 +192,35 @@ func TestPanickedCallSettledAsFailed(t *testing.T) {
 		t.Errorf("settled %+v, want 8 refunded (each panicked call once)", s)
 	}
 }
+
+// TestCloseDuringCalls: a Server closed while a call (settled, holding a
+// Concurrency slot) and a stream are in their handlers lets them end
+// normally (their settlement counted as an error, their slots given back),
+// and refuses later calls Unavailable.
+func TestCloseDuringCalls(t *testing.T) {
+	svc := &testService{block: make(chan struct{}), entered: make(chan struct{})}
+	e := start(t, setup{svc: svc, cfg: ServerConfig{Options: httplimit.Options{Clock: manual(0),
+		Rules: rules(httplimit.Rule{Name: "svc", Prefix: service, Limit: 10, Window: time.Minute, Count: httplimit.CountFailed,
+			Concurrency: &httplimit.Concurrency{Limit: 5}})}}})
+	st, _, err := e.openDuplex(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan answer)
+	go func() { done <- e.do(t, call{}) }()
+	<-svc.entered
+	_ = e.lim.Close()
+	svc.block <- struct{}{}
+	if a := <-done; a.code != codes.OK {
+		t.Errorf("the call in flight at Close: %v %q, want OK", a.code, a.msg)
+	}
+	if err := echo(st); err != nil {
+		t.Errorf("the stream open at Close: %v", err)
+	}
+	_ = st.CloseSend()
+	_, _ = st.Recv()
+	waitInFlight(t, e.lim, "svc", "shared")
+	if a := e.do(t, call{}); a.code != codes.Unavailable {
+		t.Errorf("after Close: %v, want Unavailable", a.code)
+	}
+}
