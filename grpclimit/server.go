@@ -308,7 +308,7 @@ type headerSetter interface {
 //     code ServerConfig.ErrorCode chose.
 //
 // The message is the HTTP middleware's body, such as "Too Many Requests:
-// limit of 10 per 1 m reached; retry in 57 s.".
+// limit of 10 per 60 s reached; retry in 57 s.".
 func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if s.skip != nil && s.skip(ctx, info.FullMethod) {
