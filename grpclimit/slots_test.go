@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -50,28 +51,16 @@ func chain(outerU, innerU grpc.UnaryServerInterceptor, outerS, innerS grpc.Strea
 }
 
 // TestPanicGivesSlotBackAndPropagates: a handler that panics, unary or
-// stream, gives its Concurrency slot back, and the panic reaches the
-// interceptor outside the Server's (a recovery interceptor) unchanged.
+// stream, gives its Concurrency slot back, and the panic reaches
+// go-grpc-middleware's recovery interceptor outside the Server's
+// unchanged.
 func TestPanicGivesSlotBackAndPropagates(t *testing.T) {
 	recovered := make(chan any, 1)
-	recoverU := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (_ any, err error) {
-		defer func() {
-			if p := recover(); p != nil {
-				recovered <- p
-				err = status.Error(codes.Internal, "panic")
-			}
-		}()
-		return h(ctx, req)
-	}
-	recoverS := func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
-		defer func() {
-			if p := recover(); p != nil {
-				recovered <- p
-				err = status.Error(codes.Internal, "panic")
-			}
-		}()
-		return h(srv, ss)
-	}
+	rec := recovery.WithRecoveryHandler(func(p any) error {
+		recovered <- p
+		return status.Error(codes.Internal, "panic")
+	})
+	recoverU, recoverS := recovery.UnaryServerInterceptor(rec), recovery.StreamServerInterceptor(rec)
 	panicU := func(context.Context, any, *grpc.UnaryServerInfo, grpc.UnaryHandler) (any, error) { panic("unary boom") }
 	panicS := func(any, grpc.ServerStream, *grpc.StreamServerInfo, grpc.StreamHandler) error { panic("stream boom") }
 	e := start(t, setup{opts: chain(recoverU, panicU, recoverS, panicS), cfg: ServerConfig{Options: httplimit.Options{Clock: manual(0),
