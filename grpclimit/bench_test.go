@@ -43,7 +43,12 @@ func bareUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.Una
 // benchServer returns a Server whose rule on the test service never
 // denies, with headers hc.
 func benchServer(tb testing.TB, hc httplimit.HeaderConfig) *Server {
-	lim, err := NewServer(ServerConfig{Options: httplimit.Options{Headers: hc,
+	return benchServerKeys(tb, hc, httplimit.KeyConfig{})
+}
+
+// benchServerKeys is benchServer with keys kc.
+func benchServerKeys(tb testing.TB, hc httplimit.HeaderConfig, kc httplimit.KeyConfig) *Server {
+	lim, err := NewServer(ServerConfig{Options: httplimit.Options{Headers: hc, Keys: kc,
 		Rules: rules(httplimit.Rule{Name: "svc", Prefix: service, Limit: 1_000_000_000, Window: time.Hour})}})
 	if err != nil {
 		tb.Fatal(err)

@@ -37,9 +37,12 @@
 //
 // A stream is decided once when it opens; with ServerConfig.PerMessage
 // each message the client sends is decided too. For a known client the
-// allowed path allocates only to send the fields: the metadata map and its
-// values, and gRPC's own copy when it merges them into the call's header
-// (see BenchmarkUnaryAllowed).
+// allowed path allocates to send the fields (the metadata map and its
+// values, and gRPC's own copy when it merges them into the call's header;
+// see BenchmarkUnaryAllowed), once to read the client's key from request
+// metadata (Keys.Header, or a trusted proxy's x-forwarded-for: grpc-go's
+// metadata.ValueFromIncomingContext copies the values), once to settle a
+// call after its handler (Rule.Count, FinalCost), and for nothing else.
 //
 // The limit is the promise: a call is never admitted beyond a rule's
 // limit to save time, and when a decision fails (a full key table, a

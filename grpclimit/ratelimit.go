@@ -55,7 +55,7 @@ func (l *Limiter) Limit(ctx context.Context) error {
 	sc := s.e.GetScratch()
 	defer s.e.PutScratch(sc)
 	var o mwengine.Outcome
-	rp, fail := s.decide(ctx, method, sc, &o)
+	rp, fail := s.decide(ctx, method, false, sc, &o)
 	s.sendFields(grpc.ServerTransportStreamFromContext(ctx), &sc.Fields)
 	if !rp.Next {
 		return refusal(&o, sc, rp, fail)

@@ -2,6 +2,7 @@ package grpclimit
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +90,29 @@ func TestAdapterNoMethod(t *testing.T) {
 	defer lim.Close()
 	if err := lim.Limiter().Limit(context.Background()); err == nil {
 		t.Error("Limit(context.Background()) = nil")
+	}
+}
+
+// TestAdapterStreamFieldsAndSlot: through the adapter a stream gets the
+// fields in its header, holds its Concurrency slot while it is open and
+// gives it back when it ends, so that the client's next stream is
+// admitted.
+func TestAdapterStreamFieldsAndSlot(t *testing.T) {
+	e := start(t, setup{opts: chained, cfg: ServerConfig{Options: httplimit.Options{Clock: manual(0),
+		Rules: rules(httplimit.Rule{Name: "duplex", Path: mDuplex, Limit: 100, Window: time.Minute,
+			Concurrency: &httplimit.Concurrency{Limit: 1}})}}})
+	for i := range 3 {
+		st, h, err := e.openDuplex(t)
+		if err != nil || first(h.Get("x-ratelimit-remaining")) != strconv.Itoa(99-i) {
+			t.Fatalf("stream %d: %v, header %v; want x-ratelimit-remaining %d", i, err, h, 99-i)
+		}
+		if _, _, err := e.openDuplex(t); read(nil, err).code != codes.ResourceExhausted {
+			t.Errorf("stream %d: a second one while it is open: %v, want ResourceExhausted", i, err)
+		}
+		_ = st.CloseSend()
+		if _, err := st.Recv(); err == nil {
+			t.Fatal("a message after CloseSend")
+		}
+		waitInFlight(t, e.lim, "duplex", "shared")
 	}
 }

@@ -1,8 +1,6 @@
 package grpclimit
 
 import (
-	"net"
-	"net/netip"
 	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -45,8 +43,10 @@ func refusal(o *mwengine.Outcome, sc *mwengine.Scratch, rp mwengine.Reply, fail 
 		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(d)})
 	}
 	_, desc, _ := strings.Cut(msg, ": ")
+	// A proto string must be UTF-8, or no detail is sent at all: a key
+	// from binary metadata has its invalid bytes replaced.
 	details = append(details, &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
-		Subject: string(sc.Key), Description: desc,
+		Subject: strings.ToValidUTF8(string(sc.Key), "\uFFFD"), Description: desc,
 	}}})
 	if withDetails, err := st.WithDetails(details...); err == nil {
 		st = withDetails
@@ -93,20 +93,4 @@ func httpStatusOf(c codes.Code) int {
 		return 503
 	}
 	return 500 // Unknown, Internal, DataLoss and codes not defined
-}
-
-// peerAddr returns the address of a gRPC peer: a TCP or UDP address
-// without allocating, another net.Addr whose String is "ip:port" or an
-// address; the invalid Addr otherwise (a Unix socket, an in-memory
-// connection), which keys its calls in the shared bucket.
-func peerAddr(a net.Addr) netip.Addr {
-	switch a := a.(type) {
-	case *net.TCPAddr:
-		return a.AddrPort().Addr()
-	case *net.UDPAddr:
-		return a.AddrPort().Addr()
-	case nil:
-		return netip.Addr{}
-	}
-	return mwengine.ParseRemoteAddr(a.String())
 }

@@ -3,6 +3,8 @@ package grpclimit
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -73,8 +75,9 @@ type ServerConfig struct {
 	// decided; return it to keep it). The difference is settled with the
 	// rule's limiter (see "Settling after the handler" in package
 	// httplimit). A result outside [0, shardlimit.MaxLimit] is ignored and
-	// counted in SettleStats.BadReports. Streams are settled by Rule.Count
-	// alone.
+	// counted in SettleStats.BadReports. It is not called for a handler
+	// that panicked, which is settled as a call that failed with
+	// codes.Internal. Streams are settled by Rule.Count alone.
 	FinalCost func(ctx context.Context, fullMethod string, err error, d httplimit.Decision) int
 
 	// Denied, if set, returns the error a call denied by its limit or a
@@ -101,10 +104,15 @@ type ServerConfig struct {
 	// metadata: the stream's header is usually sent by then), which a
 	// handler that returns RecvMsg's errors passes to the client, ending
 	// the stream. The message itself is received (so the stream stays in
-	// step) but not delivered. The stream's opening is decided as always.
+	// step), into RecvMsg's argument, but RecvMsg returns the refusal, so
+	// a generated Recv returns no message. The stream's opening is
+	// decided as always.
 	// A message is never settled (it counts at its cost whatever the
-	// rule's Count) and holds no Concurrency slot (its stream does).
-	// Unary calls are one message and are decided once. Default false.
+	// rule's Count) and neither takes nor is refused a Concurrency slot
+	// (its stream holds one).
+	// Unary calls are one message and are decided once; a
+	// server-streaming call, whose one request message is decided beside
+	// its opening, counts twice. Default false.
 	PerMessage bool
 }
 
@@ -231,14 +239,16 @@ func (s *Server) InFlight(rule, key string) int { return s.e.InFlightCount(rule,
 // Options.OnError (codes.Unavailable by default). Idempotent; returns nil.
 func (s *Server) Close() error { return s.e.Close() }
 
-// decide decides one call (or, with PerMessage, one message) to
-// fullMethod into o with sc, and returns how to answer it: the reply, and
-// the code of a failed decision refused (ErrorCode's, else
-// codes.Unavailable). It does not allocate for a known client on the
-// allowed path.
-func (s *Server) decide(ctx context.Context, fullMethod string, sc *mwengine.Scratch, o *mwengine.Outcome) (mwengine.Reply, codes.Code) {
+// decide decides one call (or, with PerMessage, one message of a stream,
+// which holds the stream's in-flight slot: msg) to fullMethod into o with
+// sc, and returns how to answer it: the reply, and the code of a failed
+// decision refused (ErrorCode's, else codes.Unavailable). For a known
+// client on the allowed path it allocates only the copy grpc-go makes of
+// a metadata key's values, when it reads one (the identity key, a trusted
+// proxy's forwarding key).
+func (s *Server) decide(ctx context.Context, fullMethod string, msg bool, sc *mwengine.Scratch, o *mwengine.Outcome) (mwengine.Reply, codes.Code) {
 	var q mwengine.Request[string]
-	q.Method, q.Path, q.Cost = Method, fullMethod, 1
+	q.Method, q.Path, q.Cost, q.SlotHeld = Method, fullMethod, 1, msg
 	if p, ok := peer.FromContext(ctx); ok {
 		q.Client = peerAddr(p.Addr)
 	}
@@ -286,7 +296,8 @@ type headerSetter interface {
 //     until the same call would be admitted; absent when no wait can
 //     succeed, a limit of 0 or a cost above the limit) and
 //     google.rpc.QuotaFailure (one violation: subject the client key,
-//     description what happened);
+//     bytes that are not UTF-8 replaced by U+FFFD, description what
+//     happened);
 //   - over its rule's Concurrency: codes.ResourceExhausted, or
 //     codes.Unavailable for a Concurrency.Status of 503, with RetryInfo
 //     (the rule's RetryAfter) and QuotaFailure;
@@ -297,7 +308,7 @@ type headerSetter interface {
 //     code ServerConfig.ErrorCode chose.
 //
 // The message is the HTTP middleware's body, such as "Too Many Requests:
-// limit of 10 per 1 m reached; retry in 57 s.".
+// limit of 10 per 60 s reached; retry in 57 s.".
 func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if s.skip != nil && s.skip(ctx, info.FullMethod) {
@@ -305,7 +316,7 @@ func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 		}
 		sc := s.e.GetScratch()
 		var o mwengine.Outcome
-		rp, fail := s.decide(ctx, info.FullMethod, sc, &o)
+		rp, fail := s.decide(ctx, info.FullMethod, false, sc, &o)
 		hs := grpc.ServerTransportStreamFromContext(ctx)
 		s.sendFields(hs, &sc.Fields)
 		if !rp.Next {
@@ -313,12 +324,15 @@ func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 			s.e.PutScratch(sc)
 			return nil, err
 		}
-		defer s.e.Release(o.InFlight) // by a panic too
+		defer s.e.Release(o.InFlight) // by a panic too, after the settlement
 		if !s.e.Settles(&o) {
 			s.e.PutScratch(sc)
 			return handler(ctx, req)
 		}
+		returned := false
+		defer s.settlePanicked(sc, &o, &returned)
 		resp, err := handler(ctx, req)
+		returned = true
 		cost := mwengine.NoCost
 		if s.final != nil {
 			cost = mwengine.CheckCost(s.final(ctx, info.FullMethod, err, o.Decision))
@@ -326,6 +340,18 @@ func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 		s.e.Settle(sc, &o, HTTPStatus(err), cost)
 		s.e.PutScratch(sc)
 		return resp, err
+	}
+}
+
+// settlePanicked, deferred by an interceptor that settles the admitted
+// call o decided with sc, settles it as a failed call (codes.Internal,
+// without a final cost) if its handler panicked (returned still false),
+// as the HTTP middleware settles a panic as a 500; the panic goes on
+// untouched.
+func (s *Server) settlePanicked(sc *mwengine.Scratch, o *mwengine.Outcome, returned *bool) {
+	if !*returned {
+		s.e.Settle(sc, o, httpStatusOf(codes.Internal), mwengine.NoCost)
+		s.e.PutScratch(sc)
 	}
 }
 
@@ -342,26 +368,27 @@ func (s *Server) StreamServerInterceptor() grpc.StreamServerInterceptor {
 		}
 		sc := s.e.GetScratch()
 		var o mwengine.Outcome
-		rp, fail := s.decide(ctx, info.FullMethod, sc, &o)
+		rp, fail := s.decide(ctx, info.FullMethod, false, sc, &o)
 		s.sendFields(ss, &sc.Fields)
 		if !rp.Next {
 			err := s.refuse(ctx, info.FullMethod, &o, sc, rp, fail)
 			s.e.PutScratch(sc)
 			return err
 		}
-		defer s.e.Release(o.InFlight)
-		settles := s.e.Settles(&o)
-		if !settles {
-			s.e.PutScratch(sc)
-		}
+		defer s.e.Release(o.InFlight) // by a panic too, after the settlement
 		if s.perMsg {
 			ss = &messageStream{ServerStream: ss, s: s, method: info.FullMethod}
 		}
-		err := handler(srv, ss)
-		if settles {
-			s.e.Settle(sc, &o, HTTPStatus(err), mwengine.NoCost)
+		if !s.e.Settles(&o) {
 			s.e.PutScratch(sc)
+			return handler(srv, ss)
 		}
+		returned := false
+		defer s.settlePanicked(sc, &o, &returned)
+		err := handler(srv, ss)
+		returned = true
+		s.e.Settle(sc, &o, HTTPStatus(err), mwengine.NoCost)
+		s.e.PutScratch(sc)
 		return err
 	}
 }
@@ -387,8 +414,8 @@ type messageStream struct {
 	method string
 }
 
-// RecvMsg receives the next message and decides it: the refusal of a
-// denied message is returned in place of the message.
+// RecvMsg receives the next message into msg and decides it: a denied
+// message's refusal is returned (msg is filled all the same).
 func (m *messageStream) RecvMsg(msg any) error {
 	if err := m.ServerStream.RecvMsg(msg); err != nil {
 		return err
@@ -396,8 +423,7 @@ func (m *messageStream) RecvMsg(msg any) error {
 	s := m.s
 	sc := s.e.GetScratch()
 	var o mwengine.Outcome
-	rp, fail := s.decide(m.ServerStream.Context(), m.method, sc, &o)
-	s.e.Release(o.InFlight) // a message holds no slot: its stream does
+	rp, fail := s.decide(m.ServerStream.Context(), m.method, true, sc, &o)
 	var err error
 	if !rp.Next {
 		err = s.refuse(m.ServerStream.Context(), m.method, &o, sc, rp, fail)
@@ -442,4 +468,20 @@ func first(vs []string) string {
 		return ""
 	}
 	return vs[0]
+}
+
+// peerAddr returns the address of a gRPC peer: a TCP or UDP address
+// without allocating, another net.Addr whose String is "ip:port" or an
+// address; the invalid Addr otherwise (a Unix socket, an in-memory
+// connection), which keys its calls in the shared bucket.
+func peerAddr(a net.Addr) netip.Addr {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		return a.AddrPort().Addr()
+	case *net.UDPAddr:
+		return a.AddrPort().Addr()
+	case nil:
+		return netip.Addr{}
+	}
+	return mwengine.ParseRemoteAddr(a.String())
 }

@@ -115,3 +115,28 @@ func TestStreamSkipAndUnlimited(t *testing.T) {
 	_ = st.CloseSend()
 	_, _ = st.Recv()
 }
+
+// TestPerMessageServerStreamCountsItsRequest: with PerMessage a
+// server-streaming call counts twice, its opening and its one request
+// message (as documented), where without it counts once.
+func TestPerMessageServerStreamCountsItsRequest(t *testing.T) {
+	for _, tc := range []struct {
+		perMsg bool
+		want   []codes.Code // the handler is unimplemented: Unimplemented means admitted
+	}{
+		{false, []codes.Code{codes.Unimplemented, codes.Unimplemented, codes.Unimplemented, codes.ResourceExhausted}},
+		{true, []codes.Code{codes.Unimplemented, codes.ResourceExhausted, codes.ResourceExhausted}},
+	} {
+		e := start(t, setup{cfg: ServerConfig{PerMessage: tc.perMsg, Options: httplimit.Options{Clock: manual(0),
+			Rules: rules(httplimit.Rule{Name: "svc", Prefix: service, Limit: 3, Window: time.Minute})}}})
+		for i, want := range tc.want {
+			st, err := e.client.StreamingOutputCall(context.Background(), &testpb.StreamingOutputCallRequest{})
+			if err == nil {
+				_, err = st.Recv()
+			}
+			if c := read(nil, err).code; c != want {
+				t.Errorf("PerMessage %v: call %d: %v, want %v", tc.perMsg, i, c, want)
+			}
+		}
+	}
+}

@@ -149,8 +149,9 @@ func (p *policies) liftBan(key []byte, now, upTo int64) bool {
 // the policy key sc.pkey it builds (r's namespace, then the client key):
 // it reports false when the request is answered already (o set: banned,
 // or over its in-flight limit), else true with o.InFlight holding the
-// slot taken, if any.
-func decidePolicies(e *Engine, r *rule, sc *Scratch, now time.Time, o *Outcome) bool {
+// slot taken, if any. Without slot the request takes none (its concurrency
+// is not checked: Request.SlotHeld).
+func decidePolicies(e *Engine, r *rule, sc *Scratch, now time.Time, slot bool, o *Outcome) bool {
 	sc.pkey = append(append(sc.pkey[:0], r.pns...), sc.Key...)
 	pkey := sc.pkey
 	p := &e.pol
@@ -165,7 +166,7 @@ func decidePolicies(e *Engine, r *rule, sc *Scratch, now time.Time, o *Outcome) 
 			return false
 		}
 	}
-	if c := r.conc; c != nil {
+	if c := r.conc; c != nil && slot {
 		ref, ok := p.inflight.acquire(pkey, c.Limit)
 		if !ok && !e.dryRun {
 			o.Result = shardlimit.Result{Limit: c.Limit, RetryAfter: c.RetryAfterOrDefault()}

@@ -59,6 +59,10 @@ type Request[S byteseq] struct {
 	// Tier, if not empty, names the request's tier (a middleware's tier
 	// hook), in place of the one its identity or network gives.
 	Tier string
+	// SlotHeld tells that the request is part of one that holds its
+	// in-flight slot already (a message of an admitted stream): Decide
+	// then takes no slot for it, so Rule.Concurrency does not refuse it.
+	SlotHeld bool
 }
 
 // Scratch holds one request's buffers. Get one from Engine.GetScratch and
@@ -301,7 +305,7 @@ func decideLocked[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) 
 		return
 	}
 	policies := r.policies || e.pol.any.Load() // bans.go
-	if policies && !decidePolicies(e, r, sc, q.Now, o) {
+	if policies && !decidePolicies(e, r, sc, q.Now, !q.SlotHeld, o) {
 		if sh != nil { // banned or over its cap: the shadow rule counts it too
 			decideShadow(e, sc, sh, q, id, true)
 		}
