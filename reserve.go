@@ -170,11 +170,48 @@ func waitN(ctx context.Context, l Limiter, c reserver, key string, n int) error 
 // WaitFor implements Limiter.WaitN for a Limiter l that holds no units for
 // later (package sync's): it decides n units at clock's time and, when
 // they are denied, sleeps until their RetryAfter and tries again, so
-// waiters are not served in any order. The errors are WaitN's.
+// waiters are not served in any order. The errors are WaitN's; the error
+// wrapping ErrClosed when l closes during a sleep needs l to be a
+// ClosingLimiter (without it, the sleep lasts until the RetryAfter or
+// until ctx ends). A key that admits at once costs one AllowN and
+// allocates nothing more.
 func WaitFor(ctx context.Context, l Limiter, clock Clock, key string, n int) error {
-	return waitLoop(ctx, clock, nil, key, n, func(now time.Time, _ time.Duration) Reservation {
+	return waitLoop(ctx, clock, closingOf(l), key, n, func(now time.Time, _ time.Duration) Reservation {
 		return NewReservation(l, clock, key, now, n, l.AllowN(key, now, n))
 	})
+}
+
+// ClosingLimiter is a Limiter, implemented outside this package, that
+// signals its Close to its waits: WaitFor and WaitUntil end a sleep on
+// it with an error wrapping ErrClosed as soon as Closing's context is
+// done, and at once if it already is. Package sync's Shared and Exact
+// implement it. The limiters of this package (New and the constructors)
+// end their waits themselves and need not implement it.
+//
+// The signal is a context.Context rather than a bare channel because a
+// sleep ties it to the caller's context with context.AfterFunc, which
+// starts no goroutine for a context of package context (a bare channel
+// would need one goroutine per sleeping waiter).
+type ClosingLimiter interface {
+	Limiter
+	// Closing returns a context that is done once Close (or a Shutdown)
+	// has begun, and never before: the same context at every call, never
+	// nil, and allocating nothing (a waiter calls it before it sleeps).
+	// Build it with context.WithCancel(context.Background()) and cancel it
+	// in Close. Safe for concurrent use.
+	Closing() context.Context
+}
+
+// closingOf returns l's close signal: a context done when l closes, nil if
+// l gives none (not a ClosingLimiter).
+func closingOf(l Limiter) context.Context {
+	if c, ok := l.(coreHolder); ok {
+		return c.coreLimiter().Closing()
+	}
+	if c, ok := l.(ClosingLimiter); ok {
+		return c.Closing()
+	}
+	return nil
 }
 
 // maxWaitRounds bounds the reservations one wait makes when the limiter
@@ -247,26 +284,24 @@ type coreHolder interface{ coreLimiter() reserver }
 // nil: a wait of your own on a limiter's time (until the instant a
 // server asked a client to wait for, say) that ends with the limiter as
 // WaitN's waits do. It returns an error wrapping ctx.Err() when ctx ends
-// first, and, when l is a limiter of this package (New and the
-// constructors), one wrapping ErrClosed when l is closed first, at once
-// if it already is. Other Limiters (package sync's) do not signal their
-// Close: with them it sleeps until t or until ctx ends. A ManualClock's
-// sleepers wake when it is advanced. A nil l returns an error wrapping
-// ErrInvalidConfig. Safe for concurrent use; it starts no goroutine
-// while it sleeps.
+// first, and one wrapping ErrClosed when l is closed first, at once if it
+// already is: l is a limiter of this package (New and the constructors)
+// or a ClosingLimiter (package sync's Shared and Exact). Another Limiter
+// gives no close signal: with it WaitUntil sleeps until t or until ctx
+// ends. A ManualClock's sleepers wake when it is advanced. A nil l
+// returns an error wrapping ErrInvalidConfig. Safe for concurrent use; it
+// starts no goroutine while it sleeps.
 func WaitUntil(ctx context.Context, l Limiter, t time.Time) error {
-	var closing context.Context
 	var clock Clock
 	if l == nil {
 		return fmt.Errorf("%w: WaitUntil of a nil Limiter", ErrInvalidConfig)
 	}
 	if c, ok := l.(coreHolder); ok {
-		r := c.coreLimiter()
-		clock, closing = r.Clock(), r.Closing()
+		clock = c.coreLimiter().Clock()
 	} else if clock = l.Config().Clock; clock == nil {
 		clock = DefaultClock()
 	}
-	if err := sleepUntil(ctx, closing, clock, t); err != nil {
+	if err := sleepUntil(ctx, closingOf(l), clock, t); err != nil {
 		return fmt.Errorf("shardlimit: wait until %v: %w", t, err)
 	}
 	return nil

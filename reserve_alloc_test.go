@@ -10,7 +10,7 @@ import (
 
 // TestNoAllocationsReserve: Settle, ReserveN (admitted at once, held for
 // later and cancelled) and WaitN on a key that admits at once allocate
-// nothing.
+// nothing, nor does WaitFor on a ClosingLimiter (package sync's way).
 func TestNoAllocationsReserve(t *testing.T) {
 	for _, alg := range allAlgorithms {
 		t.Run(alg.String(), func(t *testing.T) {
@@ -21,6 +21,7 @@ func TestNoAllocationsReserve(t *testing.T) {
 			l.AllowN(key, rt0, 1)
 			full.AllowN(key, rt0, 2)
 			ctx := context.Background()
+			closing := newClosingLimiter(l)
 			cases := map[string]func(){
 				"Settle": func() {
 					_ = l.Settle(key, rt0, 1)
@@ -38,6 +39,12 @@ func TestNoAllocationsReserve(t *testing.T) {
 				},
 				"WaitN at once": func() {
 					if err := l.WaitN(ctx, "wait", 1); err != nil {
+						t.Fatal(err)
+					}
+					_ = l.Settle("wait", rt0, -1)
+				},
+				"WaitFor at once, ClosingLimiter": func() {
+					if err := WaitFor(ctx, closing, clock, "wait", 1); err != nil {
 						t.Fatal(err)
 					}
 					_ = l.Settle("wait", rt0, -1)

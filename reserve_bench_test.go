@@ -71,3 +71,26 @@ func BenchmarkWait(b *testing.B) {
 	}
 	benchForms(b, forms)
 }
+
+// BenchmarkWaitForClosing: WaitFor (package sync's WaitN) on a key that
+// admits at once, on a ClosingLimiter (its close signal looked up) and
+// on a Limiter without one, both wrapping the same limiter of this
+// package: the close signal adds a type assertion and nothing allocated.
+func BenchmarkWaitForClosing(b *testing.B) {
+	ctx := context.Background()
+	l := benchLimiter(b, GCRA, MaxLimit)
+	clock := DefaultClock()
+	limiters := map[string]Limiter{
+		"closing": newClosingLimiter(l),
+		"silent":  struct{ Limiter }{l},
+	}
+	for _, name := range []string{"closing", "silent"} {
+		w := limiters[name]
+		b.Run("limiter="+name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				boolSink = WaitFor(ctx, w, clock, "192.0.2.1", 1) == nil
+			}
+		})
+	}
+}

@@ -134,7 +134,7 @@ func (p *Pacer) FailFast() bool { return p.failFast }
 // ctx.Err() if ctx ends while it waits for a hold, or
 // shardlimit.ErrClosed, at once, if the limiter is closed before it
 // waits for a hold or while it does (the latter for a limiter of package
-// shardlimit: package sync's do not signal their Close, see
+// shardlimit or a shardlimit.ClosingLimiter, as package sync's are; see
 // shardlimit.WaitUntil).
 //
 // Failing fast (Config.FailFast), it returns at once nil or a *LimitError

@@ -183,6 +183,7 @@ type Exact struct {
 	drainOnce stdsync.Once
 
 	closed    atomic.Bool
+	closing   closeSignal // cancelled when Close begins, for WaitN
 	closeOnce stdsync.Once
 	closeErr  error
 }

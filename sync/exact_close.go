@@ -3,6 +3,8 @@ package sync
 import (
 	"context"
 	"fmt"
+
+	"github.com/shardlimit/shardlimit"
 )
 
 // begin registers a Redis call in flight, or returns false if the limiter
@@ -23,6 +25,14 @@ func (e *Exact) end() {
 		e.drainOnce.Do(func() { close(e.drained) })
 	}
 }
+
+var _ shardlimit.ClosingLimiter = (*Exact)(nil)
+
+// Closing returns a context that is done once Close or Shutdown has
+// begun: WaitN, Wait and shardlimit.WaitUntil end a sleep on e then with
+// an error wrapping shardlimit.ErrClosed (e is a
+// shardlimit.ClosingLimiter). Safe for concurrent use.
+func (e *Exact) Closing() context.Context { return e.closing.context() }
 
 // Close is Shutdown with a deadline of one Timeout from now: every call in
 // flight was started with that bound, so with a client that ends its
@@ -46,12 +56,14 @@ func (e *Exact) Close() error {
 // nothing new is sent unless the client re-sends it, see MaxRetries in the
 // package doc). Shutdown sends nothing to Redis and is idempotent: later
 // calls, and Close, return the first one's result. Afterwards decisions
-// return ErrClosed. The Redis client stays the caller's.
+// return ErrClosed, and waits in progress (WaitN, shardlimit.WaitUntil)
+// return an error wrapping ErrClosed as soon as Shutdown begins. The Redis client stays the caller's.
 func (e *Exact) Shutdown(ctx context.Context) error {
 	e.closeOnce.Do(func() {
 		e.gate.Lock()
 		e.closed.Store(true)
 		e.gate.Unlock()
+		e.closing.close()
 		if e.inflight.Load() == 0 {
 			e.drainOnce.Do(func() { close(e.drained) })
 		}

@@ -105,7 +105,8 @@ func (e *Exact) ReserveN(key string, now time.Time, n int) shardlimit.Reservatio
 // WaitN blocks until n units of key are admitted, as
 // shardlimit.Limiter.WaitN with its errors, deciding in Redis again after
 // each RetryAfter (on Config.Clock): waiters are not admitted in the
-// order they called.
+// order they called. Close ends a wait in progress with an error
+// wrapping shardlimit.ErrClosed (see Closing).
 func (e *Exact) WaitN(ctx context.Context, key string, n int) error {
 	return shardlimit.WaitFor(ctx, e, e.cfg.Clock, key, n)
 }

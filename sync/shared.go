@@ -134,6 +134,7 @@ type Shared struct {
 	maxGap                                         atomic.Int64
 
 	closed    atomic.Bool
+	closing   closeSignal // cancelled when Close begins, for WaitN
 	closeOnce stdsync.Once
 	closeErr  error
 }

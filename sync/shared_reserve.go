@@ -34,7 +34,9 @@ func (s *Shared) ReserveN(key string, now time.Time, n int) shardlimit.Reservati
 // WaitN blocks until n units of key are admitted at the limiter's Clock,
 // as shardlimit.Limiter.WaitN with its errors, but by deciding again
 // after each RetryAfter (see ReserveN): waiters are not admitted in the
-// order they called, and a large cost may wait behind small ones.
+// order they called, and a large cost may wait behind small ones. Close
+// ends a wait in progress with an error wrapping shardlimit.ErrClosed
+// (see Closing).
 func (s *Shared) WaitN(ctx context.Context, key string, n int) error {
 	return shardlimit.WaitFor(ctx, s, s.clock, key, n)
 }
