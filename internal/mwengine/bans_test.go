@@ -103,21 +103,23 @@ func TestBanWindow(t *testing.T) {
 	if o := at(e, clk, ip, "/a", 25*time.Second); o.Action != httplimit.ActionDeny {
 		t.Fatalf("early denial: %v", o.Action)
 	}
-	if o := at(e, clk, ip, "/a", 31*time.Second); o.Action != httplimit.ActionBanned || o.Result.RetryAfter != 59*time.Second {
-		t.Fatalf("after the early denial: %v %v, want banned for 59s", o.Action, o.Result.RetryAfter)
+	// ResetAfter is the rest of the ban; RetryAfter is Never, as a limit
+	// of 0 never admits the retry.
+	if o := at(e, clk, ip, "/a", 31*time.Second); o.Action != httplimit.ActionBanned || o.Result.ResetAfter != 59*time.Second || o.Result.RetryAfter != shardlimit.Never {
+		t.Fatalf("after the early denial: %v %v %v, want banned for 59s, RetryAfter Never", o.Action, o.Result.ResetAfter, o.Result.RetryAfter)
 	}
 	// A second offence right after: 3m.
 	at(e, clk, ip, "/a", 91*time.Second)
 	at(e, clk, ip, "/a", 92*time.Second)
-	if o := at(e, clk, ip, "/a", 93*time.Second); o.Result.RetryAfter != 3*time.Minute-time.Second {
-		t.Fatalf("second ban: %v %v, want 2m59s", o.Action, o.Result.RetryAfter)
+	if o := at(e, clk, ip, "/a", 93*time.Second); o.Result.ResetAfter != 3*time.Minute-time.Second {
+		t.Fatalf("second ban: %v %v, want 2m59s", o.Action, o.Result.ResetAfter)
 	}
 	// Ends at 4m32s; after a clean spell of Max (5m) the next is a first.
 	end := 92*time.Second + 3*time.Minute
 	at(e, clk, ip, "/a", end+5*time.Minute)
 	at(e, clk, ip, "/a", end+5*time.Minute+time.Second)
-	if o := at(e, clk, ip, "/a", end+5*time.Minute+2*time.Second); o.Result.RetryAfter != time.Minute-time.Second {
-		t.Fatalf("ban after a clean spell: %v %v, want 59s", o.Action, o.Result.RetryAfter)
+	if o := at(e, clk, ip, "/a", end+5*time.Minute+2*time.Second); o.Result.ResetAfter != time.Minute-time.Second {
+		t.Fatalf("ban after a clean spell: %v %v, want 59s", o.Action, o.Result.ResetAfter)
 	}
 }
 
