@@ -298,16 +298,18 @@ func (e *Engine) SetBan(rule, key string, d time.Duration) error {
 // a first one; it reports whether a ban was in force. Errors are SetBan's,
 // but it lifts the bans SetBan refuses to set as unmet (on a shadow rule,
 // of an identity the rules no longer list), which a reload can leave.
+// With Options.BanStore the lift is queued for the store in the same step,
+// and no read of the store restores the ban until the lift is written.
 func (e *Engine) LiftBan(rule, key string) (bool, error) {
 	pkey, err := e.banKey(rule, key)
 	if err != nil {
 		return false, err
 	}
-	was := e.pol.liftBan(pkey, e.clock.Now().UnixNano(), 1<<63-1)
+	now := e.clock.Now().UnixNano()
 	if e.pol.share != nil {
-		e.pol.share.lift(string(pkey))
+		return e.pol.share.liftAndQueue(string(pkey), now), nil
 	}
-	return was, nil
+	return e.pol.liftBan(pkey, now, 1<<63-1), nil
 }
 
 // banKey returns the ban table key of client key on the rule named rule,

@@ -528,3 +528,45 @@ func TestBanShareLiftPending(t *testing.T) {
 		return len(store.bans) == 0
 	})
 }
+
+// TestBanShareLiftDuringRead checks the interleaving of a lift with a
+// read of the store that still holds the ban: LiftBan runs after the read
+// returned and before it applies the ban (a hook at that point), so the
+// read must not restore the ban, and the lift reaches the store.
+func TestBanShareLiftDuringRead(t *testing.T) {
+	store := newMemStore()
+	e, clk := banEngine(t, banRules, httplimit.Options{BanStore: store, BanSyncInterval: 5 * time.Millisecond})
+	if err := e.SetBan("a", "ip:192.0.2.1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the ban written", func() bool { return e.PolicyStats().StoreWrites >= 1 })
+	lifted := make(chan bool, 1)
+	var once sync.Once
+	hook := func(string) {
+		once.Do(func() {
+			was, err := e.LiftBan("a", "ip:192.0.2.1")
+			lifted <- was && err == nil
+		})
+	}
+	e.pol.share.beforeApply.Store(&hook)
+	select {
+	case ok := <-lifted:
+		if !ok {
+			t.Fatal("LiftBan in the read found no ban in force")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out waiting for a read of the ban")
+	}
+	// The read that ran the hook has applied what it read; so has one
+	// begun after it, with the lift written.
+	readAfter(t, e)
+	if o := at(e, clk, "192.0.2.1", "/a", time.Second); o.Action == httplimit.ActionBanned {
+		t.Fatal("a read of the store restored a ban lifted while it was applied")
+	}
+	store.mu.Lock()
+	n := len(store.bans)
+	store.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d bans in the store after the lift", n)
+	}
+}
