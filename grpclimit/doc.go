@@ -32,7 +32,10 @@
 // answered codes.ResourceExhausted with the same fields plus
 // "retry-after" (whole seconds, at least 1) and the status details
 // google.rpc.RetryInfo, whose retry_delay is the exact wait after which the
-// same call would be admitted, and google.rpc.QuotaFailure. Clients read
+// same call would be admitted (for a banned client, the later of the ban's
+// end and that), and google.rpc.QuotaFailure, whose subject names the rule
+// and the kind of client key ("rule:svc client:identity"), never the key,
+// which may be a secret API key. Clients read
 // them with grpc.Header and status.FromError(err).Details().
 //
 // A stream is decided once when it opens; with ServerConfig.PerMessage

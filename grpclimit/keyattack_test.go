@@ -113,8 +113,8 @@ func TestUnixSocketPeerShared(t *testing.T) {
 
 // TestBinaryIdentityKeepsDetails: an identity that is not valid UTF-8 (a
 // "-bin" metadata key carries any bytes) still gets a denial's RetryInfo
-// and a QuotaFailure, whose subject (a proto string, valid UTF-8 only)
-// cannot hold the raw key.
+// and a QuotaFailure (whose subject, a proto string, valid UTF-8 only,
+// names the kind of key, not the key).
 func TestBinaryIdentityKeepsDetails(t *testing.T) {
 	e := start(t, setup{cfg: ServerConfig{Options: httplimit.Options{Clock: manual(0),
 		Keys:  httplimit.KeyConfig{Header: "x-id-bin", UnknownIdentity: httplimit.UnknownIdentityOwnKey},
@@ -124,10 +124,44 @@ func TestBinaryIdentityKeepsDetails(t *testing.T) {
 	a := e.do(t, call{kv: []string{"x-id-bin", id}})
 	if a.code != codes.ResourceExhausted || a.retry == nil || a.quota == nil {
 		t.Errorf("denied: %v %q, RetryInfo %v, QuotaFailure %v; want both details", a.code, a.msg, a.retry, a.quota)
-	} else if v := a.quota.GetViolations(); len(v) != 1 || v[0].GetSubject() != "id:\uFFFDclient\x00" {
-		t.Errorf("QuotaFailure %v, want the subject id:\uFFFDclient\x00", v)
+	} else if v := a.quota.GetViolations(); len(v) != 1 || v[0].GetSubject() != "rule:svc client:identity" {
+		t.Errorf("QuotaFailure %v, want the subject rule:svc client:identity", v)
 	}
 	if a := e.do(t, call{kv: []string{"x-id-bin", "\xff\xfeother"}}); a.code != codes.OK {
 		t.Errorf("another binary identity: %v, want OK (a key of its own)", a.code)
+	}
+}
+
+// TestQuotaSubjectHidesKey: a client identified by a secret API key is
+// refused (denied, then banned) with a QuotaFailure whose subject names
+// the rule and the kind of key, and no detail, message or field of the
+// refusal holds the key; a key long enough to be kept as a digest is
+// named the same way.
+func TestQuotaSubjectHidesKey(t *testing.T) {
+	e := start(t, setup{cfg: ServerConfig{Options: httplimit.Options{Clock: manual(0),
+		Keys: httplimit.KeyConfig{Header: "x-api-key", UnknownIdentity: httplimit.UnknownIdentityOwnKey},
+		Rules: rules(httplimit.Rule{Name: "svc", Prefix: service, Limit: 1, Window: time.Minute,
+			Ban: &httplimit.Ban{After: 1, Within: time.Minute, For: time.Hour}})}}})
+	for _, secret := range []string{"sk-live-5ecret", "sk-long-" + strings.Repeat("5ecret", 200)} {
+		e.run(t, []call{{kv: []string{"x-api-key", secret}, want: ok}})
+		for _, what := range []string{"denied", "banned"} {
+			a := e.do(t, call{kv: []string{"x-api-key", secret}})
+			if a.code != codes.ResourceExhausted || a.quota == nil {
+				t.Fatalf("%s: %v %q, QuotaFailure %v", what, a.code, a.msg, a.quota)
+			}
+			v := a.quota.GetViolations()
+			if len(v) != 1 || v[0].GetSubject() != "rule:svc client:identity" {
+				t.Errorf("%s: QuotaFailure %v, want the subject rule:svc client:identity", what, v)
+			}
+			seen := []string{a.msg, a.quota.String()}
+			for _, vals := range a.header {
+				seen = append(seen, vals...)
+			}
+			for _, s := range seen {
+				if strings.Contains(s, "5ecret") {
+					t.Errorf("%s: the refusal holds the key: %q", what, s)
+				}
+			}
+		}
 	}
 }

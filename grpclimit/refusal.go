@@ -43,10 +43,8 @@ func refusal(o *mwengine.Outcome, sc *mwengine.Scratch, rp mwengine.Reply, fail 
 		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(d)})
 	}
 	_, desc, _ := strings.Cut(msg, ": ")
-	// A proto string must be UTF-8, or no detail is sent at all: a key
-	// from binary metadata has its invalid bytes replaced.
 	details = append(details, &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
-		Subject: strings.ToValidUTF8(string(sc.Key), "\uFFFD"), Description: desc,
+		Subject: quotaSubject(o.Rule, sc.Key), Description: desc,
 	}}})
 	if withDetails, err := st.WithDetails(details...); err == nil {
 		st = withDetails
@@ -93,4 +91,18 @@ func httpStatusOf(c codes.Code) int {
 		return 503
 	}
 	return 500 // Unknown, Internal, DataLoss and codes not defined
+}
+
+// quotaSubject returns the QuotaFailure subject of a refusal by the rule
+// named rule of the client with key key: "rule:" and the rule's name,
+// then " client:" and the key's kind (mwengine.KeyKind: identity, address
+// or shared), never the key itself, which may be a secret API key that
+// gateways and logs would expose. A proto string must be UTF-8, or no
+// detail is sent at all: invalid bytes of the name are replaced by U+FFFD.
+func quotaSubject(rule string, key []byte) string {
+	s := "rule:" + rule
+	if kind := mwengine.KeyKind(key); kind != "" {
+		s += " client:" + kind
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
 }

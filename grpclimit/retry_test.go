@@ -54,8 +54,8 @@ func TestRetryInfoDelayAdmitsNextCall(t *testing.T) {
 			if got := a.field("x-ratelimit-remaining"); got != "0" {
 				t.Errorf("x-ratelimit-remaining %q, want 0", got)
 			}
-			if v := a.quota.GetViolations(); len(v) != 1 || v[0].GetSubject() != "shared" {
-				t.Errorf("QuotaFailure violations %v, want one for the client key \"shared\" (a bufconn peer has no address)", v)
+			if v := a.quota.GetViolations(); len(v) != 1 || v[0].GetSubject() != "rule:svc client:shared" {
+				t.Errorf("QuotaFailure violations %v, want one of rule svc for the shared key (a bufconn peer has no address)", v)
 			}
 			clk.Advance(delay - time.Nanosecond)
 			if a := e.empty(t); a.code != codes.ResourceExhausted {

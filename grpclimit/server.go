@@ -295,9 +295,10 @@ type headerSetter interface {
 //     details google.rpc.RetryInfo (retry_delay: the limiter's exact wait
 //     until the same call would be admitted; absent when no wait can
 //     succeed, a limit of 0 or a cost above the limit) and
-//     google.rpc.QuotaFailure (one violation: subject the client key,
-//     bytes that are not UTF-8 replaced by U+FFFD, description what
-//     happened);
+//     google.rpc.QuotaFailure (one violation: subject the rule's name and
+//     the kind of client key, "rule:svc client:identity" (identity,
+//     address or shared), never the key itself, which may be a secret
+//     API key; description what happened);
 //   - over its rule's Concurrency: codes.ResourceExhausted, or
 //     codes.Unavailable for a Concurrency.Status of 503, with RetryInfo
 //     (the rule's RetryAfter) and QuotaFailure;

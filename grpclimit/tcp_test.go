@@ -65,8 +65,8 @@ func tcpCase(t *testing.T, addr, key string) {
 	if a.code != codes.ResourceExhausted || a.retry == nil || a.field("retry-after") != "10" || a.field("ratelimit-policy") != `"svc";q=2;w=10` {
 		t.Fatalf("3rd call: %v %q, RetryInfo %v, fields %v", a.code, a.msg, a.retry, a.header)
 	}
-	if v := a.quota.GetViolations(); len(v) != 1 || v[0].GetSubject() != key {
-		t.Errorf("QuotaFailure %v, want a violation of %s", v, key)
+	if v := a.quota.GetViolations(); len(v) != 1 || v[0].GetSubject() != "rule:svc client:address" {
+		t.Errorf("QuotaFailure %v, want a violation of rule svc by an address", v)
 	}
 	if d, _ := lim.TopDenied(0); len(d) != 1 || d[0].Key != key {
 		t.Errorf("TopDenied %+v, want %s", d, key)

@@ -42,8 +42,16 @@ const (
 // the first of those denials: the window starts at a denial and ends
 // Within later, and the next denial after it starts a new one), every
 // request of the client that the rule matches is denied for For, without
-// asking the limiter, with status 429 Too Many Requests and Retry-After the
-// rest of the ban in whole seconds, rounded up (RFC 9110, section 10.2.3).
+// consuming anything, with status 429 Too Many Requests and Retry-After
+// in whole seconds, rounded up (RFC 9110, section 10.2.3): the later of
+// the ban's end and the instant the rule's limiter would admit the
+// request (asked by a Peek, which consumes nothing), so that a client
+// that waits Retry-After is admitted unless another denial arises. The
+// promise costs a Peek per banned request: nothing measurable with the
+// limiters the middleware builds (BenchmarkBanned: about a denial's
+// cost, no allocation), but a store round trip with one that asks a
+// store on every decision (sync.Exact through Options.NewLimiter), and
+// one allocation (the key's copy) with any Options.NewLimiter limiter.
 // 429 rather than 403: the client is refused for its rate, and may come
 // back when Retry-After says; 403 is for clients a rule set refuses for
 // who they are.

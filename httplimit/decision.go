@@ -45,10 +45,12 @@ const (
 	// ActionDryRunDeny with Listed set.
 	ActionDenyListed
 	// ActionBanned: the client is banned on the rule (Rule.Ban); answered
-	// 429 with Retry-After the rest of the ban (or handed to the Denied
-	// hook), without asking the limiter. Result holds Allowed false,
-	// Limit the rule's, Remaining 0, and ResetAfter and RetryAfter the
-	// rest of the ban.
+	// 429 (or handed to the Denied hook), nothing consumed. Result holds
+	// Allowed false, Limit the rule's, Remaining 0, ResetAfter the rest
+	// of the ban, and RetryAfter the later of the ban's end and the
+	// limiter's own wait for the request (a Peek of its key, which
+	// consumes nothing; Never if no wait can admit it), so that a retry
+	// after RetryAfter is admitted unless another denial arises.
 	ActionBanned
 	// ActionTooManyInFlight: the client had Rule.Concurrency's limit of
 	// requests in flight; answered with the Concurrency's status and

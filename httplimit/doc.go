@@ -207,8 +207,9 @@
 // A rule may ban a client after repeated denials (Rule.Ban, "ban" in
 // JSON): after After denials within Within, the client is refused on the
 // rule for For (growing on repeat offences up to Max) with 429, the
-// rate-limit fields with Remaining 0, and Retry-After the rest of the
-// ban, without asking the limiter. The middlewares' Bans, SetBan and
+// rate-limit fields with Remaining 0, and Retry-After the later of the
+// ban's end and the limiter's own wait (a Peek, consuming nothing), so a
+// retry after it is admitted unless another denial arises. The middlewares' Bans, SetBan and
 // LiftBan list, set and lift bans; with Options.BanStore (package sync's
 // NewBanStore keeps them in Redis) a ban started, set or lifted on one
 // node is enforced by every node within Options.BanSyncInterval plus two

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/shardlimit/shardlimit"
 	"github.com/shardlimit/shardlimit/httplimit"
@@ -145,23 +146,19 @@ func (p *policies) liftBan(key []byte, now, upTo int64) bool {
 }
 
 // decidePolicies applies the ban and the concurrency of rule r to the
-// request of client key sc.Key at now before its limiter is asked, with
-// the policy key sc.pkey it builds (r's namespace, then the client key):
-// it reports false when the request is answered already (o set: banned,
-// or over its in-flight limit), else true with o.InFlight holding the
-// slot taken, if any. Without slot the request takes none (its concurrency
-// is not checked: Request.SlotHeld).
-func decidePolicies(e *Engine, r *rule, sc *Scratch, now time.Time, slot bool, o *Outcome) bool {
+// request of client key sc.Key (limiter key sc.lkey) for cost units at
+// now before its limiter is asked, with the policy key sc.pkey it builds
+// (r's namespace, then the client key): it reports false when the request
+// is answered already (o set: banned, or over its in-flight limit), else
+// true with o.InFlight holding the slot taken, if any. Without slot the
+// request takes none (its concurrency is not checked: Request.SlotHeld).
+func decidePolicies(e *Engine, r *rule, sc *Scratch, now time.Time, cost int, slot bool, o *Outcome) bool {
 	sc.pkey = append(append(sc.pkey[:0], r.pns...), sc.Key...)
 	pkey := sc.pkey
 	p := &e.pol
 	if p.any.Load() {
 		if rest := p.banRest(pkey, now.UnixNano()); rest > 0 && !e.dryRun {
-			d := time.Duration(rest)
-			rt := &r.rates[len(r.rates)-1]
-			o.Result = shardlimit.Result{Limit: rt.limit, ResetAfter: d, RetryAfter: d, Window: rt.window}
-			o.rate, o.Window = len(r.rates)-1, rt.window
-			o.Action = httplimit.ActionBanned
+			banned(r, sc.lkey, now, cost, time.Duration(rest), o)
 			p.banned.Add(1)
 			return false
 		}
@@ -176,6 +173,35 @@ func decidePolicies(e *Engine, r *rule, sc *Scratch, now time.Time, slot bool, o
 		o.InFlight = InFlight{ref: ref}
 	}
 	return true
+}
+
+// banned answers into o the request for cost units at now of the client
+// of rule r with limiter key lkey, banned for rest after now. RetryAfter is
+// the later of the ban's end and the limiter's own wait for the request (a
+// Peek, which consumes nothing), so that a retry after it is admitted
+// unless another denial arises meanwhile; ResetAfter is the rest of the
+// ban. A Peek that fails (its error is the limiter's to report on an
+// admitted request) leaves RetryAfter the rest of the ban.
+func banned(r *rule, lkey []byte, now time.Time, cost int, rest time.Duration, o *Outcome) {
+	rt := &r.rates[len(r.rates)-1]
+	o.Result = shardlimit.Result{Limit: rt.limit, ResetAfter: rest, RetryAfter: rest, Window: rt.window}
+	if w := r.l.peek(lkey, now, cost); w.Err == nil && !w.Allowed {
+		o.Result.RetryAfter = max(rest, w.RetryAfter) // w.RetryAfter may be shardlimit.Never
+	}
+	o.rate, o.Window = len(r.rates)-1, rt.window
+	o.Action = httplimit.ActionBanned
+}
+
+// peek reports what l's limiter would decide for n units of key at now,
+// consuming nothing and creating no key. A limiter the engine built
+// (shardlimit.New's, whose Peek keeps no reference to its key) is passed
+// a view of key, so a banned request allocates nothing; a NewLimiter's
+// limiter, whose Peek may keep its key, is passed a copy.
+func (l *limiter) peek(key []byte, now time.Time, n int) shardlimit.Result {
+	if l.ns == "" && len(key) > 0 {
+		return l.lim.Peek(unsafe.String(&key[0], len(key)), now, n)
+	}
+	return l.lim.Peek(string(key), now, n)
 }
 
 // afterLimiter completes the policies of a request that the limiter
@@ -272,16 +298,18 @@ func (e *Engine) SetBan(rule, key string, d time.Duration) error {
 // a first one; it reports whether a ban was in force. Errors are SetBan's,
 // but it lifts the bans SetBan refuses to set as unmet (on a shadow rule,
 // of an identity the rules no longer list), which a reload can leave.
+// With Options.BanStore the lift is queued for the store in the same step,
+// and no read of the store restores the ban until the lift is written.
 func (e *Engine) LiftBan(rule, key string) (bool, error) {
 	pkey, err := e.banKey(rule, key)
 	if err != nil {
 		return false, err
 	}
-	was := e.pol.liftBan(pkey, e.clock.Now().UnixNano(), 1<<63-1)
+	now := e.clock.Now().UnixNano()
 	if e.pol.share != nil {
-		e.pol.share.lift(string(pkey))
+		return e.pol.share.liftAndQueue(string(pkey), now), nil
 	}
-	return was, nil
+	return e.pol.liftBan(pkey, now, 1<<63-1), nil
 }
 
 // banKey returns the ban table key of client key on the rule named rule,

@@ -103,21 +103,23 @@ func TestBanWindow(t *testing.T) {
 	if o := at(e, clk, ip, "/a", 25*time.Second); o.Action != httplimit.ActionDeny {
 		t.Fatalf("early denial: %v", o.Action)
 	}
-	if o := at(e, clk, ip, "/a", 31*time.Second); o.Action != httplimit.ActionBanned || o.Result.RetryAfter != 59*time.Second {
-		t.Fatalf("after the early denial: %v %v, want banned for 59s", o.Action, o.Result.RetryAfter)
+	// ResetAfter is the rest of the ban; RetryAfter is Never, as a limit
+	// of 0 never admits the retry.
+	if o := at(e, clk, ip, "/a", 31*time.Second); o.Action != httplimit.ActionBanned || o.Result.ResetAfter != 59*time.Second || o.Result.RetryAfter != shardlimit.Never {
+		t.Fatalf("after the early denial: %v %v %v, want banned for 59s, RetryAfter Never", o.Action, o.Result.ResetAfter, o.Result.RetryAfter)
 	}
 	// A second offence right after: 3m.
 	at(e, clk, ip, "/a", 91*time.Second)
 	at(e, clk, ip, "/a", 92*time.Second)
-	if o := at(e, clk, ip, "/a", 93*time.Second); o.Result.RetryAfter != 3*time.Minute-time.Second {
-		t.Fatalf("second ban: %v %v, want 2m59s", o.Action, o.Result.RetryAfter)
+	if o := at(e, clk, ip, "/a", 93*time.Second); o.Result.ResetAfter != 3*time.Minute-time.Second {
+		t.Fatalf("second ban: %v %v, want 2m59s", o.Action, o.Result.ResetAfter)
 	}
 	// Ends at 4m32s; after a clean spell of Max (5m) the next is a first.
 	end := 92*time.Second + 3*time.Minute
 	at(e, clk, ip, "/a", end+5*time.Minute)
 	at(e, clk, ip, "/a", end+5*time.Minute+time.Second)
-	if o := at(e, clk, ip, "/a", end+5*time.Minute+2*time.Second); o.Result.RetryAfter != time.Minute-time.Second {
-		t.Fatalf("ban after a clean spell: %v %v, want 59s", o.Action, o.Result.RetryAfter)
+	if o := at(e, clk, ip, "/a", end+5*time.Minute+2*time.Second); o.Result.ResetAfter != time.Minute-time.Second {
+		t.Fatalf("ban after a clean spell: %v %v, want 59s", o.Action, o.Result.ResetAfter)
 	}
 }
 
@@ -525,4 +527,46 @@ func TestBanShareLiftPending(t *testing.T) {
 		defer store.mu.Unlock()
 		return len(store.bans) == 0
 	})
+}
+
+// TestBanShareLiftDuringRead checks the interleaving of a lift with a
+// read of the store that still holds the ban: LiftBan runs after the read
+// returned and before it applies the ban (a hook at that point), so the
+// read must not restore the ban, and the lift reaches the store.
+func TestBanShareLiftDuringRead(t *testing.T) {
+	store := newMemStore()
+	e, clk := banEngine(t, banRules, httplimit.Options{BanStore: store, BanSyncInterval: 5 * time.Millisecond})
+	if err := e.SetBan("a", "ip:192.0.2.1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the ban written", func() bool { return e.PolicyStats().StoreWrites >= 1 })
+	lifted := make(chan bool, 1)
+	var once sync.Once
+	hook := func(string) {
+		once.Do(func() {
+			was, err := e.LiftBan("a", "ip:192.0.2.1")
+			lifted <- was && err == nil
+		})
+	}
+	e.pol.share.beforeApply.Store(&hook)
+	select {
+	case ok := <-lifted:
+		if !ok {
+			t.Fatal("LiftBan in the read found no ban in force")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out waiting for a read of the ban")
+	}
+	// The read that ran the hook has applied what it read; so has one
+	// begun after it, with the lift written.
+	readAfter(t, e)
+	if o := at(e, clk, "192.0.2.1", "/a", time.Second); o.Action == httplimit.ActionBanned {
+		t.Fatal("a read of the store restored a ban lifted while it was applied")
+	}
+	store.mu.Lock()
+	n := len(store.bans)
+	store.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d bans in the store after the lift", n)
+	}
 }

@@ -33,13 +33,22 @@ type banShare struct {
 	interval time.Duration
 	max      int // the most bans read: the ban table's size
 
-	mu    sync.Mutex
-	queue []banOp
-	wake  chan struct{}
-	stop  chan struct{}
-	done  chan struct{}
+	// mu guards queue and lifting, and orders the local side of lifts
+	// (liftAndQueue) against the bans a read applies (apply): a lift is
+	// made and queued in one step, and a read applies no ban of a key
+	// whose lift is queued or being written, so a read that ran before a
+	// lift was written cannot restore the ban. Taken before a ban table
+	// stripe's lock.
+	mu      sync.Mutex
+	queue   []banOp
+	lifting map[string]int // lifts queued or being written, by key
+	wake    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
 
 	known map[string]int64 // bans in the store at the last complete read (and written since): key -> until; the goroutine's
+
+	beforeApply atomic.Pointer[func(key string)] // tests: called by a read before it applies the ban of key
 
 	errs, dropped, writes, reads atomic.Uint64
 }
@@ -50,7 +59,7 @@ func (e *Engine) startShare(store httplimit.BanStore, interval time.Duration, ma
 		pol: &e.pol, clock: func() int64 { return e.clock.Now().UnixNano() },
 		store: store, interval: interval, max: maxKeys,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		known: map[string]int64{},
+		known: map[string]int64{}, lifting: map[string]int{},
 	}
 	e.pol.share = s
 	go s.run()
@@ -59,22 +68,59 @@ func (e *Engine) startShare(store httplimit.BanStore, interval time.Duration, ma
 // put queues a ban of key until until.
 func (s *banShare) put(key string, until int64) { s.enqueue(banOp{key: key, until: until}) }
 
-// lift queues the lift of key's ban.
-func (s *banShare) lift(key string) { s.enqueue(banOp{key: key}) }
+// liftAndQueue lifts the ban of key in the table at now, as
+// policies.liftBan with no bound, and queues the lift for the store, both
+// under s.mu (see banShare.mu); it reports whether a ban was in force.
+func (s *banShare) liftAndQueue(key string, now int64) bool {
+	s.mu.Lock()
+	was := s.pol.liftBan([]byte(key), now, 1<<63-1)
+	s.queueLocked(banOp{key: key})
+	s.mu.Unlock()
+	s.signal()
+	return was
+}
 
 // enqueue queues op and wakes the goroutine; it never blocks on the store.
 func (s *banShare) enqueue(op banOp) {
 	s.mu.Lock()
+	s.queueLocked(op)
+	s.mu.Unlock()
+	s.signal()
+}
+
+// queueLocked queues op, counting a lift in lifting, or drops it if the
+// queue is full. Requires s.mu held.
+func (s *banShare) queueLocked(op banOp) {
 	if len(s.queue) >= maxBanQueue {
-		s.mu.Unlock()
 		s.dropped.Add(1)
 		return
 	}
 	s.queue = append(s.queue, op)
-	s.mu.Unlock()
+	if op.until == 0 {
+		s.lifting[op.key]++
+	}
+}
+
+// signal wakes the goroutine, if it is not awake already.
+func (s *banShare) signal() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
+	}
+}
+
+// lifted counts a lift of key written: no longer pending.
+func (s *banShare) lifted(key string) {
+	s.mu.Lock()
+	s.liftDoneLocked(key)
+	s.mu.Unlock()
+}
+
+// liftDoneLocked takes a lift of key, written or dropped, off lifting.
+// Requires s.mu held.
+func (s *banShare) liftDoneLocked(key string) {
+	if s.lifting[key]--; s.lifting[key] <= 0 {
+		delete(s.lifting, key)
 	}
 }
 
@@ -138,6 +184,7 @@ func (s *banShare) push() {
 			s.known[op.key] = max(s.known[op.key], op.until)
 		} else {
 			delete(s.known, op.key)
+			s.lifted(op.key)
 		}
 	}
 	for _, op := range failed {
@@ -145,33 +192,34 @@ func (s *banShare) push() {
 	}
 }
 
-// pendingLifts returns the keys of the lifts queued and not yet written:
-// a read of the store may still hold their bans, which must not come
-// back.
-func (s *banShare) pendingLifts() map[string]bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out map[string]bool
-	for _, op := range s.queue {
-		if op.until == 0 {
-			if out == nil {
-				out = map[string]bool{}
-			}
-			out[op.key] = true
-		}
-	}
-	return out
-}
-
-// requeue queues op again without waking the goroutine.
+// requeue queues op again (a failed write) without waking the goroutine;
+// a lift is still counted in lifting, until the queue is full and drops
+// it.
 func (s *banShare) requeue(op banOp) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.queue) >= maxBanQueue {
 		s.dropped.Add(1)
+		if op.until == 0 {
+			s.liftDoneLocked(op.key)
+		}
 		return
 	}
 	s.queue = append(s.queue, op)
+}
+
+// apply sets the ban of key until until, read from the store at now,
+// unless a lift of key is queued or being written: the store may still
+// hold the ban that lift ends (see banShare.mu).
+func (s *banShare) apply(key string, until, now int64) {
+	if f := s.beforeApply.Load(); f != nil {
+		(*f)(key)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lifting[key] == 0 {
+		s.pol.setBan([]byte(key), until, now) // a full table counts it in BanTableFull
+	}
 }
 
 // pull reads the bans in force and enforces them; after a complete read,
@@ -186,7 +234,6 @@ func (s *banShare) pull() {
 		s.errs.Add(1)
 		return
 	}
-	lifting := s.pendingLifts()
 	seen := make(map[string]int64, len(bans))
 	for _, b := range bans {
 		if len(b.Namespace) != httplimit.KeyNamespaceLen || b.Key == "" {
@@ -195,9 +242,7 @@ func (s *banShare) pull() {
 		key := b.Namespace + b.Key
 		until := b.Until.UnixNano()
 		seen[key] = until
-		if !lifting[key] {
-			s.pol.setBan([]byte(key), until, now) // a full table counts it in BanTableFull
-		}
+		s.apply(key, until, now)
 	}
 	if complete {
 		for key, until := range s.known {

@@ -305,7 +305,7 @@ func decideLocked[S byteseq](e *Engine, sc *Scratch, q *Request[S], o *Outcome) 
 		return
 	}
 	policies := r.policies || e.pol.any.Load() // bans.go
-	if policies && !decidePolicies(e, r, sc, q.Now, !q.SlotHeld, o) {
+	if policies && !decidePolicies(e, r, sc, q.Now, q.Cost, !q.SlotHeld, o) {
 		if sh != nil { // banned or over its cap: the shadow rule counts it too
 			decideShadow(e, sc, sh, q, id, true)
 		}

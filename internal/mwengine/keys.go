@@ -1,6 +1,7 @@
 package mwengine
 
 import (
+	"bytes"
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
@@ -180,4 +181,20 @@ func isBlank[S byteseq](s S) bool {
 		}
 	}
 	return true
+}
+
+// KeyKind names the kind of client key key (as Scratch.Key holds it):
+// "identity" (an identity, or its digest), "address" (a client's network)
+// or "shared" (the shared bucket); "" for anything else. It says what a
+// key limits without the key itself, which may be a secret (an API key).
+func KeyKind(key []byte) string {
+	switch {
+	case bytes.HasPrefix(key, []byte(keyID)), bytes.HasPrefix(key, []byte(keyDigest)):
+		return "identity"
+	case bytes.HasPrefix(key, []byte(keyAddr)):
+		return "address"
+	case string(key) == keyShared:
+		return "shared"
+	}
+	return ""
 }

@@ -19,7 +19,7 @@ func newTestEngine(t *testing.T, o httplimit.Options) *Engine {
 	return e
 }
 
-func mustParse(t *testing.T, js string) *httplimit.Rules {
+func mustParse(t testing.TB, js string) *httplimit.Rules {
 	t.Helper()
 	r, err := httplimit.ParseRules([]byte(js))
 	if err != nil {

@@ -7,7 +7,8 @@ import (
 )
 
 // policyReply is Reply for a request refused by a ban (429 with the
-// rate-limit fields, Remaining 0, and Retry-After the rest of the ban; the
+// rate-limit fields, Remaining 0, and Retry-After the later of the ban's
+// end and the limiter's wait (see banned); the
 // Denied hook answers it if there is one) or by a concurrency limit (the
 // rule's status with Retry-After alone: the limiter was not asked, so
 // there is no rate to report; never the Denied hook, whose answer is a
@@ -18,10 +19,14 @@ func (e *Engine) policyReply(sc *Scratch, o *Outcome, hook bool) Reply {
 		if hook {
 			return Reply{Hook: true}
 		}
-		s, _ := RetryAfterSeconds(o.Result.RetryAfter)
-		b := append(sc.Body[:0], "Too Many Requests: banned here after repeated violations of the limit; retry in "...)
-		b = strconv.AppendInt(b, s, 10)
-		sc.Body = append(b, " s.\n"...)
+		b := append(sc.Body[:0], "Too Many Requests: banned here after repeated violations of the limit; "...)
+		if s, ok := RetryAfterSeconds(o.Result.RetryAfter); ok {
+			b = append(b, "retry in "...)
+			b = strconv.AppendInt(b, s, 10)
+			sc.Body = append(b, " s.\n"...)
+		} else {
+			sc.Body = append(b, "no wait admits this request.\n"...)
+		}
 		return Reply{Status: StatusTooManyRequests, Body: sc.Body}
 	}
 	c := o.r.conc

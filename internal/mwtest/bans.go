@@ -50,6 +50,7 @@ var PolicyCases = []struct {
 	Run  func(t *testing.T, h PolicyHarness)
 }{
 	{"BanAfterViolations", BanAfterViolations},
+	{"BanRetryAfterAdmits", BanRetryAfterAdmits},
 	{"ConcurrencyCap", ConcurrencyCap},
 	{"ConcurrencyPanic", ConcurrencyPanic},
 	{"ConcurrencyDroppedConnection", ConcurrencyDroppedConnection},
@@ -81,7 +82,7 @@ func recv(t *testing.T, what string, ch chan string) {
 
 // BanAfterViolations checks, over a real server, that a client denied
 // After times within Within is banned (429, Retry-After the rest of the
-// ban, the limiter not asked), listed by Bans, lifted by LiftBan, set by
+// ban when the limiter's own wait is shorter), listed by Bans, lifted by LiftBan, set by
 // SetBan, and banned longer on a repeat offence; others pass.
 func BanAfterViolations(t *testing.T, h PolicyHarness) {
 	clk := NewClock()
@@ -126,6 +127,33 @@ func BanAfterViolations(t *testing.T, h PolicyHarness) {
 	Check(t, "set ban", c.Get("/", good...), 429, H{RetryAfter: "300"})
 	if st := tg.PolicyStats(); st.BansStarted != 3 || st.Banned != 4 {
 		t.Errorf("PolicyStats %+v, want 3 bans started, 4 requests banned", st)
+	}
+}
+
+// BanRetryAfterAdmits checks, over a real server, that a client banned
+// for less than its limit's own wait gets a Retry-After that, waited,
+// admits its retry: the later of the ban's end and the limiter's wait.
+func BanRetryAfterAdmits(t *testing.T, h PolicyHarness) {
+	clk := NewClock()
+	tg := h.Start(t, Setup{Options: httplimit.Options{Clock: clk, Keys: httplimit.KeyConfig{TrustedProxies: Loopback},
+		Rules: MustRules(t, `{"rules": [{"name": "r", "prefix": "/", "limit": 2, "window": "1m",
+			"ban": {"after": 1, "within": "1m", "for": "5s"}}]}`)}})
+	c := NewClient(t, tg.URL, 1)
+	bad := XFF("192.0.2.66")
+	Check(t, "first", c.Get("/", bad...), 200, nil)
+	Check(t, "second", c.Get("/", bad...), 200, nil)
+	Check(t, "denied, banned for 5s", c.Get("/", bad...), 429, H{RetryAfter: "60"})
+	clk.At(Sec(1))
+	// The ban ends at 5s, the window at 60s: the limiter's wait decides.
+	r := c.Get("/", bad...)
+	Check(t, "banned", r, 429, H{RetryAfter: "59", XReset: "4"})
+	if !strings.Contains(r.Body, "retry in 59 s") {
+		t.Errorf("banned body %q", r.Body)
+	}
+	clk.At(Sec(1 + 59))
+	Check(t, "retried after Retry-After", c.Get("/", bad...), 200, nil)
+	if st := tg.PolicyStats(); st.BansStarted != 1 || st.Banned != 1 {
+		t.Errorf("PolicyStats %+v, want 1 ban started, 1 request banned", st)
 	}
 }
 
