@@ -44,7 +44,7 @@ func TestSettleReserveNeverOverAdmits(t *testing.T) {
 		for ri, rs := range rates {
 			for seed := range checkSeeds {
 				t.Run(fmt.Sprintf("%v/rates%d/%d", alg, ri, seed), func(t *testing.T) {
-					randomSettles(t, alg, rs, seed, false)
+					randomSettles(t, alg, rs, seed, false, false)
 				})
 			}
 		}
@@ -68,7 +68,28 @@ func TestSettleReserveSetLimitNeverOverAdmits(t *testing.T) {
 		for ri, rs := range rates {
 			for seed := range checkSeeds {
 				t.Run(fmt.Sprintf("%v/rates%d/%d", alg, ri, seed), func(t *testing.T) {
-					randomSettles(t, alg, rs, seed, true)
+					randomSettles(t, alg, rs, seed, true, false)
+				})
+			}
+		}
+	}
+}
+
+// TestSettleReserveEvictionNeverOverAdmits is
+// TestSettleReserveNeverOverAdmits on a table of one key that evicts the
+// least recently used: a decision of another key evicts the key, still
+// in use, between its reservations and their cancels, its decisions and
+// their settles.
+func TestSettleReserveEvictionNeverOverAdmits(t *testing.T) {
+	rates := [][]Rate{
+		{{Limit: 4, Window: time.Second}},
+		{{Limit: 3, Window: 400 * time.Millisecond}, {Limit: 5, Window: 2 * time.Second}},
+	}
+	for _, alg := range []Algorithm{FixedWindow, SlidingLog, SlidingCounter, GCRA} {
+		for ri, rs := range rates {
+			for seed := range checkSeeds {
+				t.Run(fmt.Sprintf("%v/rates%d/%d", alg, ri, seed), func(t *testing.T) {
+					randomSettles(t, alg, rs, seed, false, true)
 				})
 			}
 		}
@@ -76,10 +97,14 @@ func TestSettleReserveSetLimitNeverOverAdmits(t *testing.T) {
 }
 
 // randomSettles is one run of TestSettleReserveNeverOverAdmits, with
-// random limit changes if relimit.
-func randomSettles(t *testing.T, alg Algorithm, rates []Rate, seed uint64, relimit bool) {
+// random limit changes if relimit, and evictions of the key by another
+// one if evict.
+func randomSettles(t *testing.T, alg Algorithm, rates []Rate, seed uint64, relimit, evict bool) {
 	rng := rand.New(rand.NewPCG(seed, 23))
 	cfg := Config{Algorithm: alg, Rates: rates, Buckets: 4}
+	if evict {
+		cfg.Shards, cfg.MaxKeys, cfg.WhenFull = 1, 1, EvictLeastRecent
+	}
 	l := newReserveLimiter(t, cfg)
 	var evs []*unitEvent
 	var log []string
@@ -123,6 +148,22 @@ func randomSettles(t *testing.T, alg Algorithm, rates []Rate, seed uint64, relim
 				e.forgot = true
 			}
 			log = append(log, fmt.Sprintf("#%d reset", i))
+			continue
+		}
+		if evict && rng.IntN(20) == 0 {
+			// Another key's decision evicts the key: its units are
+			// forgotten, their refunds and cancels still come.
+			// At the key's latest instant: the shard's floor stays there,
+			// so the key's next instant is the one this model expects.
+			on := now
+			if latest >= 0 {
+				on = rt0.Add(time.Duration(latest))
+			}
+			l.AllowN("other", on, 1)
+			for _, e := range evs {
+				e.forgot = true
+			}
+			log = append(log, fmt.Sprintf("#%d evicted", i))
 			continue
 		}
 		if relimit && rng.IntN(12) == 0 {
