@@ -81,3 +81,46 @@ func TestSettleChargeDuringBanCountsAfterIt(t *testing.T) {
 		}
 	}
 }
+
+// TestReserveCancelAfterLaterReservation: limit 2 per second, 2 units at
+// 0, then two reservations of 1 unit; the first is cancelled after the
+// second was made, and two more units are reserved. The fixed window and
+// the log give the first one's unit back (its window, its stamp): the
+// next reservation takes its instant. The counter gives it back in its
+// bucket, but the key stays at the second one's bucket (the buckets
+// before it still deny), so the next one comes there. GCRA gives back
+// what the second one, queued behind, leaves: nothing (x/time/rate's
+// restoreTokens, with its lastEvent). The log holds nothing further than
+// one window ahead (ErrNotHeld).
+func TestReserveCancelAfterLaterReservation(t *testing.T) {
+	cases := []struct {
+		alg            Algorithm
+		r1, r2, r3, r4 int // ms; -1: not held
+	}{
+		{FixedWindow, 1000, 1000, 1000, 2000},
+		{SlidingLog, 1000, 1000, 1000, -1},
+		{SlidingCounter, 1125, 1250, 1250, 2375},
+		{GCRA, 500, 1000, 1500, 2000},
+	}
+	for _, c := range cases {
+		t.Run(c.alg.String(), func(t *testing.T) {
+			l := newReserveLimiter(t, Config{Algorithm: c.alg, Limit: 2, Window: time.Second, Buckets: 4})
+			if !l.AllowN("k", ms(0), 2).Allowed {
+				t.Fatal("2 units at 0 denied")
+			}
+			at := func(r Reservation) int {
+				if !r.OK() {
+					return -1
+				}
+				return int(r.at.Sub(rt0) / time.Millisecond)
+			}
+			r1, r2 := l.ReserveN("k", ms(0), 1), l.ReserveN("k", ms(0), 1)
+			r1.CancelAt(ms(100))
+			r3, r4 := l.ReserveN("k", ms(100), 1), l.ReserveN("k", ms(100), 1)
+			got := [4]int{at(r1), at(r2), at(r3), at(r4)}
+			if want := [4]int{c.r1, c.r2, c.r3, c.r4}; got != want {
+				t.Fatalf("reservations at %v ms, want %v", got, want)
+			}
+		})
+	}
+}
