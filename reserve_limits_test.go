@@ -1,7 +1,12 @@
 package shardlimit
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 )
@@ -120,6 +125,102 @@ func TestReserveCancelAfterLaterReservation(t *testing.T) {
 			got := [4]int{at(r1), at(r2), at(r3), at(r4)}
 			if want := [4]int{c.r1, c.r2, c.r3, c.r4}; got != want {
 				t.Fatalf("reservations at %v ms, want %v", got, want)
+			}
+		})
+	}
+}
+
+// TestReserveRaceWithAdmin runs, from many goroutines (meant for -race),
+// reservations, cancels, settles and waits (on a ManualClock, some
+// cancelled) of a few keys while others change their limits, Reset them,
+// sweep, and other keys evict them from a capped table: no call panics,
+// none fails but with the errors its documentation names (a table full of
+// keys with limits of their own refuses new keys), and every wait ends.
+func TestReserveRaceWithAdmin(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		t.Run(alg.String(), func(t *testing.T) {
+			c := waitClock()
+			l := newReserveLimiter(t, Config{Algorithm: alg, Clock: c, Shards: 2, MaxKeys: 4, WhenFull: EvictLeastRecent,
+				Rates: []Rate{{Limit: 4, Window: 100 * time.Millisecond}, {Limit: 6, Window: 300 * time.Millisecond}}})
+			var wg sync.WaitGroup
+			errs := make(chan error, 1024)
+			for w := range 6 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					rng := rand.New(rand.NewPCG(uint64(w), 7))
+					for range 300 {
+						key := string(rune('a' + rng.IntN(6)))
+						now := c.Now().Add(time.Duration(rng.IntN(200)-100) * time.Millisecond)
+						var err error
+						switch rng.IntN(9) {
+						case 0:
+							err = l.SetLimits(key, rng.IntN(6), rng.IntN(8))
+						case 1:
+							err = l.ClearLimit(key)
+						case 2:
+							err = l.Reset(key)
+						case 3:
+							l.Sweep(now)
+						case 4:
+							err = l.Settle(key, now, rng.IntN(5)-2)
+						case 5:
+							ctx, cancel := context.WithCancel(context.Background())
+							if rng.IntN(2) == 0 {
+								cancel()
+							} else {
+								ctx, cancel = context.WithTimeout(ctx, time.Duration(rng.IntN(3))*time.Millisecond)
+							}
+							err = l.WaitN(ctx, key, 1+rng.IntN(3))
+							cancel()
+							if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+								errors.Is(err, ErrWouldExceedDeadline) || errors.Is(err, ErrExceedsLimit) {
+								err = nil
+							}
+						default:
+							r := l.ReserveN(key, now, 1+rng.IntN(3))
+							if !r.OK() {
+								if e := r.Err(); !errors.Is(e, ErrExceedsLimit) && !errors.Is(e, ErrNotHeld) && !errors.Is(e, ErrTooManyKeys) {
+									err = e
+								}
+								break
+							}
+							if rng.IntN(2) == 0 {
+								r.CancelAt(now)
+							} else {
+								err = l.Settle(key, r.at, -1)
+							}
+						}
+						if errors.Is(err, ErrTooManyKeys) {
+							err = nil // keys with limits of their own fill the table: none can be evicted
+						}
+						if err != nil {
+							errs <- fmt.Errorf("key %q: %w", key, err)
+							return
+						}
+					}
+				}()
+			}
+			stop := make(chan struct{})
+			ticked := make(chan struct{})
+			go func() { // the clock moves on, so every sleeping wait ends
+				defer close(ticked)
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+						c.Advance(time.Millisecond)
+						runtime.Gosched()
+					}
+				}
+			}()
+			wg.Wait()
+			close(stop)
+			<-ticked
+			close(errs)
+			for err := range errs {
+				t.Error(err)
 			}
 		})
 	}
