@@ -423,7 +423,9 @@ type Limiter interface {
 	// key to just after its newest, so each counts at least as long as
 	// before and the excess counts as long as its own stamps would have,
 	// and no refund or cancel gives any of them back any more (less,
-	// never more). A settle under a ban (a limit of 0) is
+	// never more); but the units beyond the ring's room are held by no
+	// stamp, so a limit raised while the others still count admits them
+	// again (a known defect). A settle under a ban (a limit of 0) is
 	// kept, and counts once the ban is lifted. A refund for a key not stored does nothing; a charge
 	// stores it. A Reset, or the eviction of a key still in use from a
 	// full table (EvictLeastRecent), forgets its decisions' units: a
