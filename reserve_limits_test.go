@@ -248,3 +248,45 @@ func TestSettleLogOverdraftThenRaisedLimit(t *testing.T) {
 		t.Errorf("2 units at 100ms admitted beside the 5 of [0, 1s) (limit 6 per second): %+v", r)
 	}
 }
+
+// TestWaitCancelledWhileOthersReserve: on a ManualClock, limit 2 per
+// second with 2 units spent, a waiter sleeps for 1 unit and another
+// caller then reserves 1 behind it; the waiter's context is cancelled.
+// The waiter's cancel gives back what TestReserveCancelAfterLaterReservation
+// says per algorithm, and the reservations that follow land where that
+// test's do (from the waiter's instant): never beside the held unit
+// beyond the limit.
+func TestWaitCancelledWhileOthersReserve(t *testing.T) {
+	cases := []struct {
+		alg    Algorithm
+		r2, r3 time.Duration // the reservation behind the waiter, and the next one
+	}{
+		{FixedWindow, time.Second, time.Second},
+		{SlidingLog, time.Second, time.Second},
+		{SlidingCounter, 1250 * time.Millisecond, 1250 * time.Millisecond},
+		{GCRA, time.Second, 1500 * time.Millisecond},
+	}
+	for _, c := range cases {
+		t.Run(c.alg.String(), func(t *testing.T) {
+			clock := waitClock()
+			l := newReserveLimiter(t, Config{Algorithm: c.alg, Limit: 2, Window: time.Second, Buckets: 4, Clock: clock})
+			t0 := clock.Now()
+			if !l.AllowN("k", t0, 2).Allowed {
+				t.Fatal("2 units denied")
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- l.WaitN(ctx, "k", 1) }()
+			sleepers(t, clock, 1)
+			r2 := l.ReserveN("k", t0, 1)
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Fatalf("the cancelled wait: %v", err)
+			}
+			r3 := l.ReserveN("k", t0, 1)
+			if !r2.OK() || !r3.OK() || r2.Delay() != c.r2 || r3.Delay() != c.r3 {
+				t.Fatalf("after the cancelled wait: reservations in %v (ok %v) and %v (ok %v), want %v and %v", r2.Delay(), r2.OK(), r3.Delay(), r3.OK(), c.r2, c.r3)
+			}
+		})
+	}
+}
