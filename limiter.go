@@ -418,7 +418,10 @@ type Limiter interface {
 	// decision's own, so a refund never frees room that a window does not
 	// have; a unit whose window or bucket has passed is not given back.
 	// Pass the instant the decision was made with (an earlier one gives
-	// back less; a later one is not the decision's). A SlidingLog key holds at most twice
+	// back less; a later one is not the decision's), and refund in all at
+	// most the units the decision holds: the limiter keeps no record per
+	// decision, so a larger refund gives back other decisions' units of
+	// the same window, bucket or stamp, which they still use. A SlidingLog key holds at most twice
 	// its limit of stamps: a charge beyond that moves every stamp of the
 	// key to just after its newest, so each counts at least as long as
 	// before and the excess counts as long as its own stamps would have,
