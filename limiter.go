@@ -418,13 +418,18 @@ type Limiter interface {
 	// decision's own, so a refund never frees room that a window does not
 	// have; a unit whose window or bucket has passed is not given back.
 	// Pass the instant the decision was made with (an earlier one gives
-	// back less; a later one is not the decision's). A SlidingLog key holds at most twice
+	// back less; a later one is not the decision's), and refund in all at
+	// most the units the decision holds: the limiter keeps no record per
+	// decision, so a larger refund gives back other decisions' units of
+	// the same window, bucket or stamp, which they still use. A SlidingLog key holds at most twice
 	// its limit of stamps: a charge beyond that moves every stamp of the
 	// key to just after its newest, so each counts at least as long as
 	// before and the excess counts as long as its own stamps would have,
 	// and no refund or cancel gives any of them back any more (less,
-	// never more). A rate whose limit is 0 (a ban) is not settled by GCRA and
-	// SlidingLog. A refund for a key not stored does nothing; a charge
+	// never more); but the units beyond the ring's room are held by no
+	// stamp, so a limit raised while the others still count admits them
+	// again (a known defect). A settle under a ban (a limit of 0) is
+	// kept, and counts once the ban is lifted. A refund for a key not stored does nothing; a charge
 	// stores it. A Reset, or the eviction of a key still in use from a
 	// full table (EvictLeastRecent), forgets its decisions' units: a
 	// refund of a decision made no later than that key's latest instant

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -43,7 +44,7 @@ func TestSettleReserveNeverOverAdmits(t *testing.T) {
 		for ri, rs := range rates {
 			for seed := range checkSeeds {
 				t.Run(fmt.Sprintf("%v/rates%d/%d", alg, ri, seed), func(t *testing.T) {
-					randomSettles(t, alg, rs, seed)
+					randomSettles(t, alg, rs, seed, false, false)
 				})
 			}
 		}
@@ -53,10 +54,57 @@ func TestSettleReserveNeverOverAdmits(t *testing.T) {
 // checkSeeds is the number of random runs per algorithm and rates.
 var checkSeeds = uint64(40)
 
-// randomSettles is one run of TestSettleReserveNeverOverAdmits.
-func randomSettles(t *testing.T, alg Algorithm, rates []Rate, seed uint64) {
+// TestSettleReserveSetLimitNeverOverAdmits is
+// TestSettleReserveNeverOverAdmits with the key's limits changed at
+// random (lowered, raised, a ban, cleared back to the defaults) while its
+// reservations wait and its decisions are settled: every window then
+// holds at most the largest limit in force at a decision counted in it.
+func TestSettleReserveSetLimitNeverOverAdmits(t *testing.T) {
+	rates := [][]Rate{
+		{{Limit: 4, Window: time.Second}},
+		{{Limit: 3, Window: 400 * time.Millisecond}, {Limit: 5, Window: 2 * time.Second}},
+	}
+	for _, alg := range []Algorithm{FixedWindow, SlidingLog, SlidingCounter, GCRA} {
+		for ri, rs := range rates {
+			for seed := range checkSeeds {
+				t.Run(fmt.Sprintf("%v/rates%d/%d", alg, ri, seed), func(t *testing.T) {
+					randomSettles(t, alg, rs, seed, true, false)
+				})
+			}
+		}
+	}
+}
+
+// TestSettleReserveEvictionNeverOverAdmits is
+// TestSettleReserveNeverOverAdmits on a table of one key that evicts the
+// least recently used: a decision of another key evicts the key, still
+// in use, between its reservations and their cancels, its decisions and
+// their settles.
+func TestSettleReserveEvictionNeverOverAdmits(t *testing.T) {
+	rates := [][]Rate{
+		{{Limit: 4, Window: time.Second}},
+		{{Limit: 3, Window: 400 * time.Millisecond}, {Limit: 5, Window: 2 * time.Second}},
+	}
+	for _, alg := range []Algorithm{FixedWindow, SlidingLog, SlidingCounter, GCRA} {
+		for ri, rs := range rates {
+			for seed := range checkSeeds {
+				t.Run(fmt.Sprintf("%v/rates%d/%d", alg, ri, seed), func(t *testing.T) {
+					randomSettles(t, alg, rs, seed, false, true)
+				})
+			}
+		}
+	}
+}
+
+// randomSettles is one run of TestSettleReserveNeverOverAdmits, with
+// random limit changes if relimit, and evictions of the key by another
+// one if evict.
+func randomSettles(t *testing.T, alg Algorithm, rates []Rate, seed uint64, relimit, evict bool) {
 	rng := rand.New(rand.NewPCG(seed, 23))
 	cfg := Config{Algorithm: alg, Rates: rates, Buckets: 4}
+	if evict {
+		cfg.Shards, cfg.MaxKeys, cfg.WhenFull = 1, 1, EvictLeastRecent
+	}
 	l := newReserveLimiter(t, cfg)
 	var evs []*unitEvent
 	var log []string
@@ -67,12 +115,29 @@ func randomSettles(t *testing.T, alg Algorithm, rates []Rate, seed uint64) {
 			}
 		}
 	}()
-	clock, latest := int64(0), int64(-1<<40)
+	const noLatest = -1 << 40 // before the first decision
+	clock, latest := int64(0), int64(noLatest)
 	minLim := rates[0].Limit
-	for _, r := range rates {
+	cur := make([]int, len(rates)) // the key's limits now
+	for k, r := range rates {
 		minLim = min(minLim, r.Limit)
+		cur[k] = r.Limit
+	}
+	// hist[i] is the key's limits at call i; under a ban, the limit
+	// before it: a ban keeps the key's usage encoded for that limit, and
+	// GCRA's bucket drains at it meanwhile.
+	var hist [][]int
+	enc := slices.Clone(cur)
+	limits := func() []int {
+		for k, lim := range cur {
+			if lim > 0 {
+				enc[k] = lim
+			}
+		}
+		return slices.Clone(enc)
 	}
 	for i := range 300 {
+		hist = append(hist, limits())
 		clock += int64(rng.IntN(150))
 		nowMs := clock
 		switch rng.IntN(8) {
@@ -96,6 +161,40 @@ func randomSettles(t *testing.T, alg Algorithm, rates []Rate, seed uint64) {
 				e.forgot = true
 			}
 			log = append(log, fmt.Sprintf("#%d reset", i))
+			continue
+		}
+		if evict && latest > noLatest && rng.IntN(20) == 0 {
+			// Another key's decision evicts the key: its units are
+			// forgotten, their refunds and cancels still come.
+			// At the key's latest instant: the shard's floor stays there,
+			// so the key's next instant is the one this model expects.
+			l.AllowN("other", rt0.Add(time.Duration(latest)), 1)
+			for _, e := range evs {
+				e.forgot = true
+			}
+			log = append(log, fmt.Sprintf("#%d evicted", i))
+			continue
+		}
+		if relimit && rng.IntN(12) == 0 {
+			switch rng.IntN(4) {
+			case 0: // back to the defaults
+				if err := l.ClearLimit("k"); err != nil {
+					t.Fatalf("#%d: ClearLimit: %v", i, err)
+				}
+				for k, r := range rates {
+					cur[k] = r.Limit
+				}
+			case 1: // a ban of one rate
+				cur[rng.IntN(len(cur))] = 0
+			default: // lowered or raised
+				k := rng.IntN(len(cur))
+				cur[k] = 1 + rng.IntN(2*rates[k].Limit)
+			}
+			if err := l.SetLimits("k", cur...); err != nil {
+				t.Fatalf("#%d: SetLimits(%v): %v", i, cur, err)
+			}
+			hist[i] = limits()
+			log = append(log, fmt.Sprintf("#%d limits %v", i, cur))
 			continue
 		}
 		switch op := rng.IntN(12); {
@@ -166,13 +265,16 @@ func randomSettles(t *testing.T, alg Algorithm, rates []Rate, seed uint64) {
 			l.Peek("k", now, 1)
 		}
 	}
-	for _, r := range rates {
-		checkRate(t, alg, r, cfg.Buckets, evs)
+	for k, r := range rates {
+		checkRate(t, alg, r, k, cfg.Buckets, evs, hist)
 	}
 }
 
-// checkRate checks rate r's promise on the live units of evs.
-func checkRate(t *testing.T, alg Algorithm, r Rate, buckets int, evs []*unitEvent) {
+// checkRate checks the promise of rate r, the k-th of Config.Rates, on
+// the live units of evs, hist[i] being the limits in force at call i: a
+// window holds at most the largest limit in force from the first call
+// that put units in it to the last.
+func checkRate(t *testing.T, alg Algorithm, r Rate, k, buckets int, evs []*unitEvent, hist [][]int) {
 	t.Helper()
 	w := int64(r.Window)
 	b := w / int64(buckets)
@@ -193,6 +295,27 @@ func checkRate(t *testing.T, alg Algorithm, r Rate, buckets int, evs []*unitEven
 		}
 		return n
 	}
+	// limit returns the largest limit of the rate in force from the first
+	// call whose units count counts in [from, to) to the last.
+	limit := func(from, to int64) int {
+		last := -1
+		for _, e := range evs {
+			if !e.charge && !e.forgot && e.units > 0 && e.at >= from && e.at < to {
+				last = max(last, e.idx)
+			}
+		}
+		most := 0
+		first := len(hist)
+		for _, e := range evs {
+			if !e.forgot && e.idx <= last && e.units > 0 && e.at >= from && e.at < to {
+				first = min(first, e.idx)
+			}
+		}
+		for i := first; i <= last; i++ {
+			most = max(most, hist[i][k])
+		}
+		return most
+	}
 	in := func(from, to int64) string {
 		var s string
 		for _, e := range evs {
@@ -209,27 +332,28 @@ func checkRate(t *testing.T, alg Algorithm, r Rate, buckets int, evs []*unitEven
 		switch alg {
 		case FixedWindow:
 			from := e.at - e.at%w
-			if n := count(from, from+w); n > r.Limit {
-				t.Fatalf("rate %v: %d units in fixed window [%d, %d):%s", r, n, from, from+w, in(from, from+w))
+			if n, most := count(from, from+w), limit(from, from+w); n > most {
+				t.Fatalf("rate %v: %d units in fixed window [%d, %d), at most %d:%s", r, n, from, from+w, most, in(from, from+w))
 			}
 		case SlidingLog:
 			for _, f := range evs {
 				if f.at <= e.at && f.units > 0 && !f.forgot {
-					if n := count(f.at, f.at+w); n > r.Limit {
-						t.Fatalf("rate %v: %d units in [%d, %d):%s", r, n, f.at, f.at+w, in(f.at, f.at+w))
+					if n, most := count(f.at, f.at+w), limit(f.at, f.at+w); n > most {
+						t.Fatalf("rate %v: %d units in [%d, %d), at most %d:%s", r, n, f.at, f.at+w, most, in(f.at, f.at+w))
 					}
 				}
 			}
 		case SlidingCounter:
 			end := (e.at/b + 1) * b
-			if n := count(end-w, end); n > r.Limit {
-				t.Fatalf("rate %v: %d units in buckets [%d, %d)", r, n, end-w, end)
+			if n, most := count(end-w, end), limit(end-w, end); n > most {
+				t.Fatalf("rate %v: %d units in buckets [%d, %d), at most %d:%s", r, n, end-w, end, most, in(end-w, end))
 			}
 		case GCRA:
 			for _, f := range evs {
 				if f.at <= e.at && f.units > 0 && !f.forgot {
 					d := e.at - f.at
-					if n, most := count(f.at, e.at+1), r.Limit+int(d*int64(r.Limit)/w); n > most {
+					lim := int64(limit(f.at, e.at+1))
+					if n, most := count(f.at, e.at+1), int(lim+d*lim/w); n > most {
 						t.Fatalf("rate %v: %d units in [%d, %d], at most %d", r, n, f.at, e.at, most)
 					}
 				}

@@ -92,7 +92,7 @@ func (a *gcra) decide(s *shard[gcraRec], r *gcraRec, slot uint32, t int64, n int
 	w := a.window[k]
 	lim := effectiveLimit(r.lim, s.defLimits[k])
 	if old := r.lim & limitMask; lim != 0 && lim != old {
-		a.rescale(r, te, old, lim)
+		a.rescale(r, te, key.event, old, lim)
 		r.lim = r.lim&^limitMask | lim
 	}
 	var allowed bool
@@ -191,13 +191,9 @@ func (a *gcra) settle(s *shard[gcraRec], r *gcraRec, slot uint32, at int64, delt
 		key = s.keyRec(slot)
 	}
 	last, w := key.last, a.window[k]
-	eff := effectiveLimit(r.lim, s.defLimits[k])
-	if eff == 0 {
-		return // a ban denies everything: nothing to settle
-	}
 	lim := r.lim & limitMask
 	if lim == 0 { // no usage encoded yet
-		lim = eff
+		lim = encodingLimit(r.lim, s.defLimits[k])
 		r.lim |= lim
 	}
 	if delta > 0 {
@@ -239,6 +235,18 @@ func (a *gcra) settle(s *shard[gcraRec], r *gcraRec, slot uint32, at int64, delt
 		rem += lim
 	}
 	r.tat, r.rem = tat, rem-uint32(rr)
+}
+
+// encodingLimit returns the limit a record with lim word w, which
+// encodes no usage yet, encodes a settle's for in a shard whose default
+// limit is def: the limit in force, or under a ban (0) the default, or 1.
+// A ban keeps the encoding (see ownLimit), so a charge made under it
+// shows once the ban is lifted, rescaled to the limit then in force.
+func encodingLimit(w, def uint32) uint32 {
+	if lim := effectiveLimit(w, def); lim != 0 {
+		return lim
+	}
+	return max(def, 1)
 }
 
 // less128 reports whether the 128-bit number aHi:aLo is below bHi:bLo.
@@ -296,17 +304,29 @@ func (a *gcra) relimit(s *shard[gcraRec], r *gcraRec, slot uint32, k int, old, l
 		_, extra := s.keyState(slot, 0)
 		p = &extra[k-1]
 	}
-	a.rescale(p, r.last, old, lim)
+	a.rescale(p, r.last, r.event, old, lim)
 }
 
 // rescale keeps a rate's usage, D*L/W units for debt D = TAT - last, by
-// scaling the debt to D*old/lim, for the key whose latest instant is last.
-func (a *gcra) rescale(p *gcraRec, last int64, old, lim uint32) {
+// scaling the debt to D*old/lim, for the key whose latest instant is last
+// and latest reservation's instant event. A raised limit scales only the
+// debt after the reservation (the TAT's lead over min(event, TAT)): the
+// time from last to a reservation holds no units, and scaling it would
+// pull the reservation's units back towards last, beside those of
+// decisions made there. Every unit at an instant f keeps TAT >= f +
+// (units at f or after)*W/old, so f + (TAT-f)*old/lim, largest at the
+// latest f, the reservation's, is what the new limit needs; a lowered
+// limit's is largest at last.
+func (a *gcra) rescale(p *gcraRec, last, event int64, old, lim uint32) {
 	if old == 0 || p.refilled(last) {
 		p.tat, p.rem = max(p.tat, last), 0
 		return
 	}
-	hi, lo := bits.Mul64(uint64(p.tat-last), uint64(old))
+	base := last
+	if lim > old && event > last {
+		base = min(event, p.tat)
+	}
+	hi, lo := bits.Mul64(uint64(p.tat-base), uint64(old))
 	var carry uint64
 	lo, carry = bits.Add64(lo, uint64(p.rem), 0)
 	hi += carry
@@ -319,7 +339,7 @@ func (a *gcra) rescale(p *gcraRec, last int64, old, lim uint32) {
 		p.tat, p.rem = last+maxDebt, 0
 		return
 	}
-	p.tat, p.rem = last+int64(q), uint32(rr)
+	p.tat, p.rem = base+int64(q), uint32(rr)
 }
 
 func (a *gcra) latest(_ *shard[gcraRec], r *gcraRec, _ uint32) int64 { return max(r.last, r.event) }

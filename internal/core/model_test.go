@@ -324,6 +324,9 @@ func (h *harness) settle(key string, at int64, delta int) {
 	if err := h.l.Settle(key, time.Unix(0, at), delta); err != nil {
 		h.t.Fatalf("%v %v: Settle(%q, %d, %d): %v", h.alg, h.rates, key, at, delta, err)
 	}
+	if delta == 0 {
+		return // nothing settled, nothing encoded
+	}
 	sh, ok := keyShard(h.l, key)
 	if delta < 0 && at < shardForgot(h.l, key) {
 		return // the shard forgot a key in use since: nothing given back
@@ -346,22 +349,34 @@ func (h *harness) settle(key string, at int64, delta int) {
 			longest = k
 		}
 	}
+	// encoding returns the limit rate k's state is encoded for by the
+	// settle: the one encoded, else the limit in force, else (a ban) the
+	// default, or 1 (encodingLimit). A settle under a ban is kept.
+	encoding := func(k int) int {
+		switch {
+		case enc[k] != 0:
+			return enc[k]
+		case lims[k] != 0:
+			return lims[k]
+		}
+		return max(h.def[k], 1)
+	}
 	room := 0
 	if lm, ok := h.m[longest].(*logModel); ok {
-		room = lm.room(key, h.last[key], lims[longest])
+		capLim := lims[longest] // the ring's: the limit in force, or the encoding under a ban
+		if capLim == 0 {
+			capLim = encoding(longest)
+		}
+		room = lm.room(key, h.last[key], capLim)
 	}
 	for k := range h.m {
-		e := enc[k]
-		switch {
-		case lims[k] == 0 && h.alg != FixedWindow && h.alg != SlidingCounter:
-			e = 0 // a ban: GCRA and the log settle nothing
-		case e == 0:
-			e = lims[k]
+		e := encoding(k)
+		if enc[k] == 0 || h.alg == SlidingLog && k == longest && lims[k] != 0 {
 			enc[k] = e
 		}
 		h.m[k].settle(key, settleOp{at: at, last: h.last[key], delta: delta, enc: e, room: room})
 	}
-	if lm, ok := h.m[longest].(*logModel); ok && delta > room && lims[longest] > 0 {
+	if lm, ok := h.m[longest].(*logModel); ok && delta > room {
 		h.overdraw(lm, key)
 	}
 }
@@ -414,10 +429,7 @@ func (h *harness) setLimits(key string, lims []int) {
 	for k, lim := range lims {
 		switch {
 		case !stored:
-			enc[k] = lim
-			if lim == 0 {
-				enc[k] = h.def[k]
-			}
+			enc[k] = lim // a ban encodes nothing (see encodingLimit)
 		case lim > 0 && enc[k] != lim:
 			if enc[k] > 0 {
 				h.m[k].relimit(key, h.last[key], enc[k], lim)

@@ -295,9 +295,13 @@ func (a *slidingLog) settle(s *shard[logRec], r *logRec, slot uint32, at int64, 
 	if k > 0 {
 		return
 	}
-	lim := effectiveLimit(r.lim, s.defLimits[0]) // the ring's capacity
+	// The ring's capacity: the limit in force, or under a ban the one
+	// encoded (a charge made under a ban counts once it is lifted).
+	lim := effectiveLimit(r.lim, s.defLimits[0])
 	if lim == 0 {
-		return // a ban denies everything: nothing to settle
+		if lim = r.lim & limitMask; lim == 0 {
+			lim = encodingLimit(r.lim, s.defLimits[0])
+		}
 	}
 	r.lim = r.lim&^limitMask | lim
 	var n uint32
