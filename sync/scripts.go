@@ -8,9 +8,10 @@ import "github.com/redis/go-redis/v9"
 //   - Everything that can fail (argument checks, reads of stored values,
 //     type checks) happens before the first write, and no write can fail
 //     after the first one; so an error reply always means nothing was
-//     written.
+//     written (addScript, which applies many items, answers so per item).
 //   - Every write of a key is followed, in the same script, by PEXPIRE of
-//     that key: no key is ever left without a TTL.
+//     that key: no key is ever left without a TTL. (addScript's counters:
+//     the write that creates one; see there.)
 //
 // Redis runs Lua 5.1, whose numbers are doubles: integers are exact below
 // 2^53. Instants are microseconds (about 1.7e15 today, Redis TIME's
@@ -112,7 +113,8 @@ local function badargs() return redis.error_reply('ERR shardlimit: bad arguments
 //	ARGV       six per item, in turn:
 //	  1        count of the item's keys, 1 + Span
 //	  2        delta >= 0: 0 writes nothing (unless floor heals)
-//	  3        TTL in milliseconds >= 1, set on every write
+//	  3        TTL in milliseconds >= 1, set by the write that creates the
+//	           counter (see below)
 //	  4        floor >= 0: node's share is raised to at least floor after
 //	           delta is added, and the total by as much
 //	  5        node: the writer's id (any string, at most 64 bytes)
@@ -130,14 +132,31 @@ local function badargs() return redis.error_reply('ERR shardlimit: bad arguments
 // key of another type is that item's error; no write can fail after the
 // first one (Redis denies a script's writes for memory only up to its
 // first).
+//
+// The write that creates a counter (no total yet) sets its TTL in the same
+// step, so no counter is ever without one; later writes keep it (HSET keeps
+// a key's TTL) rather than pay a PEXPIRE each. That loses nothing: every
+// writer sends the TTL that ends the counter one bucket and a second after
+// the bucket stops counting, measured from its write, so each write would
+// set about the same instant again (nodes whose clocks differ by more than
+// a bucket and a second disagree on which buckets count anyway).
 var addScript = redis.NewScript(luaLib + `
+-- num decodes an argument: an integer in [lo, hi], or nil. Cheaper than
+-- arg, which a stored value needs (it refuses "1e3"); an argument written
+-- so means the same number.
+local function num(v, lo, hi)
+  local x = tonumber(v)
+  if not x or x ~= math.floor(x) or x < lo or x > hi then return nil end
+  return x
+end
+
 local items, used = {}, 0
 if #ARGV == 0 or #ARGV % 6 ~= 0 then return badargs() end
 for i = 1, #ARGV / 6 do
   local b = 6 * (i - 1)
-  local it = {k = used, n = arg(ARGV[b + 1], 1, 65537), delta = arg(ARGV[b + 2], 0, 4294967295),
-    px = arg(ARGV[b + 3], 1, 1e15), floor = arg(ARGV[b + 4], 0, 4503599627370495),
-    node = ARGV[b + 5], seq = arg(ARGV[b + 6], 0, 4503599627370495)}
+  local it = {k = used, n = num(ARGV[b + 1], 1, 65537), delta = num(ARGV[b + 2], 0, 4294967295),
+    px = num(ARGV[b + 3], 1, 1e15), floor = num(ARGV[b + 4], 0, 4503599627370495),
+    node = ARGV[b + 5], seq = num(ARGV[b + 6], 0, 4503599627370495)}
   if not it.n or not it.delta or not it.px or not it.floor or #it.node > 64 or not it.seq then return badargs() end
   used = used + it.n
   items[i] = it
@@ -183,7 +202,7 @@ local function add(it)
     else
       redis.call('HSET', key, f, fmt(mine + grow), 't', fmt(total))
     end
-    redis.call('PEXPIRE', key, fmt(it.px))
+    if st[1] == false then redis.call('PEXPIRE', key, fmt(it.px)) end
   end
   out[n] = total
   return out
