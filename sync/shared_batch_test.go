@@ -2,6 +2,7 @@ package sync
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -87,4 +88,67 @@ func TestSharedFlushBatchesKeys(t *testing.T) {
 	if out[0].Outcome != Applied || out[0].Total != 2 || out[1].Outcome != Applied || out[1].Total != 3 {
 		t.Errorf("a re-sent write: %+v", out)
 	}
+}
+
+// TestPlanCalls: the script calls of a batch: any items together on one
+// server, items of one hash slot on a Cluster, of one limiter key on
+// another client; at most per items and MaxScriptKeys keys a call (an item
+// of more keys alone); the items of a group in their order.
+func TestPlanCalls(t *testing.T) {
+	b := &RedisBackend{prefix: "p:"}
+	// user:0 .. user:3 are in four slots; slotPartners gives a key in the
+	// slot of user:0.
+	partner := slotPartners([]string{"user:0"})[0]
+	items := []Item{
+		{Key: "user:0", ID: 1}, {Key: "user:1", ID: 1}, {Key: partner, ID: 1},
+		{Key: "user:0", ID: 2, Span: 2}, {Key: "user:2", ID: 1}, {Key: "user:3", ID: 1},
+	}
+	var batch []pending
+	for i := range items {
+		batch = append(batch, b.pendingItem(&items[i]))
+	}
+	keysOf := func(c scriptCall) []string {
+		var out []string
+		for _, i := range c.idx {
+			out = append(out, items[i].Key)
+		}
+		return out
+	}
+	plan := func(route keyRoute, per int) [][]string {
+		var out [][]string
+		for _, c := range planCalls(batch, route, per) {
+			n := 0
+			for _, i := range c.idx {
+				n += len(batch[i].keys)
+			}
+			if len(c.keys) != n || len(c.args) != 6*len(c.idx) {
+				t.Errorf("call of %d items: %d keys, %d args", len(c.idx), len(c.keys), len(c.args))
+			}
+			out = append(out, keysOf(c))
+		}
+		return out
+	}
+	check := func(name string, got [][]string, want [][]string) {
+		t.Helper()
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: calls %q, want %q", name, got, want)
+		}
+	}
+	check("one server", plan(routeAny, MaxScriptItems),
+		[][]string{{"user:0", "user:1", partner, "user:0", "user:2", "user:3"}})
+	check("one server, 4 a call", plan(routeAny, 4),
+		[][]string{{"user:0", "user:1", partner, "user:0"}, {"user:2", "user:3"}})
+	check("cluster", plan(routeSlot, MaxScriptItems),
+		[][]string{{"user:0", partner, "user:0"}, {"user:1"}, {"user:2"}, {"user:3"}})
+	check("ring", plan(routeTag, MaxScriptItems),
+		[][]string{{"user:0", "user:0"}, {"user:1"}, {partner}, {"user:2"}, {"user:3"}})
+
+	// MaxScriptKeys: two items of 600 keys would pass it, so each goes in
+	// a call of its own; an item of more than MaxScriptKeys goes alone.
+	items = []Item{{Key: "a", ID: 1, Span: 599}, {Key: "b", ID: 1, Span: 599}, {Key: "c", ID: 1, Span: 2000}, {Key: "d", ID: 1}}
+	batch = batch[:0]
+	for i := range items {
+		batch = append(batch, b.pendingItem(&items[i]))
+	}
+	check("keys", plan(routeAny, MaxScriptItems), [][]string{{"a"}, {"b"}, {"c"}, {"d"}})
 }
