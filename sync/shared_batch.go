@@ -56,15 +56,15 @@ type addPart struct {
 // pending is one item of a batch on its way to Redis. execBatch owns it
 // once started: addParts never reads it again if it stops waiting.
 type pending struct {
-	part int    // in parts
-	idx  int    // in the part's items
-	tag  string // the hash tag of its keys
-	keys []string
-	args [6]any
-	res  ItemResult
+	part  int    // in parts
+	idx   int    // in the part's items
+	tag   string // the hash tag of its keys
+	nkeys int    // its Redis keys: 1 + Span
+	res   ItemResult
 }
 
-// scriptCall is one call of addScript: the items of batch at idx.
+// scriptCall is one call of addScript: the items of batch at idx, their
+// keys and arguments in turn.
 type scriptCall struct {
 	idx  []int
 	keys []string
@@ -72,16 +72,14 @@ type scriptCall struct {
 	cmd  *redis.Cmd
 }
 
-// pendingItem returns the pending of item it of backend b: its keys and
-// its ARGV of addScript.
-func (b *RedisBackend) pendingItem(it *Item) pending {
-	tag := tagged(b.prefix, it.Key)
-	keys := make([]string, it.Span+1)
-	for i := range keys {
-		keys[i] = counterKey(tag, it.Window, it.ID-int64(i))
+// appendItem appends the Redis keys and the ARGV of addScript of item it,
+// whose keys have hash tag tag, to keys and args.
+func appendItem(keys []string, args []any, tag string, it *Item) ([]string, []any) {
+	for i := range it.Span + 1 {
+		keys = append(keys, counterKey(tag, it.Window, it.ID-int64(i)))
 	}
 	ttl := (it.TTL + time.Millisecond - 1) / time.Millisecond
-	return pending{tag: tag, keys: keys, args: [6]any{len(keys), it.Delta, int64(ttl), it.Floor, it.Node, it.Seq}}
+	return keys, append(args, it.Span+1, it.Delta, int64(ttl), it.Floor, it.Node, it.Seq)
 }
 
 // addParts sends the items of every part, all on client, as one pipeline
@@ -106,15 +104,21 @@ func addParts(ctx context.Context, client RedisClient, parts []addPart) {
 				p.out[i].Outcome, p.out[i].Err = NotApplied, err
 				continue
 			}
-			pd := p.b.pendingItem(&p.items[i])
-			pd.part, pd.idx = pi, i
-			batch = append(batch, pd)
+			it := &p.items[i]
+			batch = append(batch, pending{part: pi, idx: i, tag: tagged(p.b.prefix, it.Key), nkeys: it.Span + 1})
 		}
 	}
 	if len(batch) == 0 {
 		return
 	}
 	calls := planCalls(batch, routeOf(client), per)
+	for ci := range calls { // the items are the caller's: read them now
+		c := &calls[ci]
+		for _, i := range c.idx {
+			p := &batch[i]
+			c.keys, c.args = appendItem(c.keys, c.args, p.tag, &parts[p.part].items[p.idx])
+		}
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -150,7 +154,8 @@ func addParts(ctx context.Context, client RedisClient, parts []addPart) {
 // items and MaxScriptKeys keys (one item alone may name more), keeping the
 // order of the items of one group: an item that reads a counter an earlier
 // item of the batch writes (the same limiter key) reads it after the write,
-// as in a pipeline of one call per item.
+// as in a pipeline of one call per item. It sets each call's idx and the
+// capacity of its keys and args; addParts fills them.
 func planCalls(batch []pending, route keyRoute, per int) []scriptCall {
 	groups := make(map[string]int)
 	var order [][]int
@@ -172,20 +177,23 @@ func planCalls(batch []pending, route keyRoute, per int) []scriptCall {
 	}
 	var calls []scriptCall
 	for _, idx := range order {
-		var c scriptCall
-		for _, i := range idx {
-			p := &batch[i]
-			if len(c.idx) > 0 && (len(c.idx) == per || len(c.keys)+len(p.keys) > MaxScriptKeys) {
-				calls = append(calls, c)
-				c = scriptCall{}
+		lo, nkeys := 0, 0
+		for j, i := range idx {
+			if j > lo && (j-lo == per || nkeys+batch[i].nkeys > MaxScriptKeys) {
+				calls = append(calls, newCall(idx[lo:j], nkeys))
+				lo, nkeys = j, 0
 			}
-			c.idx = append(c.idx, i)
-			c.keys = append(c.keys, p.keys...)
-			c.args = append(c.args, p.args[:]...)
+			nkeys += batch[i].nkeys
 		}
-		calls = append(calls, c)
+		calls = append(calls, newCall(idx[lo:], nkeys))
 	}
 	return calls
+}
+
+// newCall returns the call of the items at idx, of nkeys keys in all,
+// with room for their keys and arguments.
+func newCall(idx []int, nkeys int) scriptCall {
+	return scriptCall{idx: idx, keys: make([]string, 0, nkeys), args: make([]any, 0, 6*len(idx))}
 }
 
 // execBatch sends calls, the script calls of batch, as one pipeline of
@@ -229,7 +237,7 @@ func decodeCall(c *scriptCall, batch []pending) {
 		if ok && len(arr) == len(c.idx) {
 			for j, i := range c.idx {
 				p := &batch[i]
-				decodeItem(arr[j], len(p.keys), &p.res)
+				decodeItem(arr[j], p.nkeys, &p.res)
 			}
 			return
 		}
@@ -274,9 +282,9 @@ func (b *RedisBackend) Read(ctx context.Context, key string, id int64, span int,
 	if err := checkItem(&it); err != nil {
 		return dst[:0], err
 	}
-	p := b.pendingItem(&it)
+	keys, args := appendItem(nil, nil, tagged(b.prefix, key), &it)
 	v, err := call(ctx, func() (any, error) {
-		return addScript.Run(ctx, b.client, p.keys, p.args[:]...).Result()
+		return addScript.Run(ctx, b.client, keys, args...).Result()
 	}, nil)
 	if errors.Is(err, redis.Nil) {
 		err = fmt.Errorf("%w: got nil, want an array", ErrBadReply)
