@@ -158,7 +158,7 @@ done
 # rather than limiters: benchstat puts them side by side, the first as base
 # (local for SyncAllow, shared for SyncRedisCommands).
 if [ -s "$work/sync.txt" ]; then
-	for name in SyncAllow SyncRedisCommands; do
+	for name in SyncAllow SyncRedisCommands SyncRedisCPU; do
 		go tool benchstat -col /impl -filter ".name:$name" "$work/sync.txt" 2>/dev/null || true
 	done >"$work/sync.benchstat.txt"
 fi
@@ -219,6 +219,8 @@ elapsed=$(($(date +%s) - start))
 		echo "to a private Redis every 50 ms. SyncRedisCommands: 2,000 requests at"
 		echo "5,000/s over 10 or 1,000 keys; cmds/req and rtt/req are what this node"
 		echo "sends, server-ops/req what Redis runs (scripts' own calls included)."
+		echo "SyncRedisCPU: 10,000 requests at 5,000/s over 1,000 or 100,000 keys;"
+		echo "redis-cpu-us/req is the server's used_cpu_user + used_cpu_sys per request."
 		echo
 		echo '```'
 		cat "$work/sync.benchstat.txt"

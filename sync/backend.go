@@ -168,16 +168,26 @@ type RedisClient interface {
 	Del(ctx context.Context, keys ...string) *redis.IntCmd
 }
 
-// RedisBackend is the Backend over go-redis v9: one EVALSHA of a Lua script
-// per item, all items of a batch in one pipeline. A Cluster client routes
-// each script to the master of its key's slot; every key one script touches
-// has the same hash tag, so no call spans two slots. RedisBackend is safe for
-// concurrent use and needs no Close (the client stays the caller's); each
-// call runs its Redis commands on a goroutine of its own that outlives the
-// call only when ctx ends first (see Add).
+// RedisBackend is the Backend over go-redis v9: all items of a batch in one
+// pipeline of EVALSHA calls of a Lua script, each call carrying up to
+// MaxScriptItems items (and MaxScriptKeys Redis keys) as one atomic step,
+// so that a flush of many keys costs the store a few script calls, not one
+// per key. Which items share a call depends on the client: a *redis.Client
+// (one server, or Sentinel's current master) takes any keys in one call; a
+// *redis.ClusterClient, whose calls go to the master of their keys' slot,
+// only keys of one hash slot (the items are grouped by slot, and every key
+// of one limiter key has the same hash tag); any other client (a
+// *redis.Ring, which shards by key) only the items of one limiter key.
+// Each item is applied, or refused, on its own, as if it were sent alone.
+// RedisBackend is safe for concurrent use and needs no Close (the client
+// stays the caller's); each call runs its Redis commands on a goroutine of
+// its own that outlives the call only when ctx ends first (see Add).
 type RedisBackend struct {
 	client RedisClient
 	prefix string
+	// perScript is the most items one script call carries (0:
+	// MaxScriptItems); tests set it
+	perScript int
 	// resends: the client may send a command again after a failure
 	// (see resends); its last attempt's error then proves nothing
 	resends bool
@@ -261,22 +271,12 @@ func checkItem(it *Item) error {
 	return nil
 }
 
-// scriptArgs returns the KEYS and ARGV of addScript for it.
-func (b *RedisBackend) scriptArgs(it *Item) ([]string, []any) {
-	tag := tagged(b.prefix, it.Key)
-	keys := make([]string, it.Span+1)
-	for i := range keys {
-		keys[i] = counterKey(tag, it.Window, it.ID-int64(i))
-	}
-	ttl := (it.TTL + time.Millisecond - 1) / time.Millisecond
-	return keys, []any{it.Delta, int64(ttl), it.Floor, it.Node, it.Seq}
-}
-
 // Add implements Backend. The items are sent as one pipeline of EVALSHA
-// calls; items answered NOSCRIPT (a store restarted or its script cache
-// flushed) are sent again with EVAL, which also loads the script. go-redis's
-// Script.Run cannot do this inside a pipeline, where a command's error is
-// only known after Exec.
+// calls, each carrying up to MaxScriptItems items whose keys the client
+// lets one call name (see RedisBackend); calls answered NOSCRIPT (a store
+// restarted or its script cache flushed) are sent again with EVAL, which
+// also loads the script. go-redis's Script.Run cannot do this inside a
+// pipeline, where a command's error is only known after Exec.
 //
 // Add returns when ctx is done even if the client does not honour context
 // deadlines on its sockets (go-redis Options.ContextTimeoutEnabled is false
@@ -290,113 +290,6 @@ func (b *RedisBackend) Add(ctx context.Context, items []Item, out []ItemResult) 
 	return out
 }
 
-// addPart is the items of one RedisBackend in a pipeline that may carry
-// the items of several (the flushes of several Shared limiters on one
-// client): out has one reset result per item (see sizeResults).
-type addPart struct {
-	b     *RedisBackend
-	items []Item
-	out   []ItemResult
-}
-
-// addParts sends the items of every part, all on client, as one pipeline
-// (see Add) and fills each part's out.
-func addParts(ctx context.Context, client RedisClient, parts []addPart) {
-	if err := ctx.Err(); err != nil {
-		for _, p := range parts {
-			for i := range p.out {
-				p.out[i].Outcome, p.out[i].Err = NotApplied, err
-			}
-		}
-		return
-	}
-	var batch []pending
-	for pi, p := range parts {
-		for i := range p.items {
-			if err := checkItem(&p.items[i]); err != nil {
-				p.out[i].Outcome, p.out[i].Err = NotApplied, err
-				continue
-			}
-			keys, args := p.b.scriptArgs(&p.items[i])
-			batch = append(batch, pending{part: pi, idx: i, span: p.items[i].Span, keys: keys, args: args})
-		}
-	}
-	if len(batch) == 0 {
-		return
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		execBatch(ctx, client, batch)
-	}()
-	select {
-	case <-done:
-		for i := range batch {
-			p := &batch[i]
-			r := &parts[p.part].out[p.idx]
-			r.Outcome, r.Total, r.Err = p.res.Outcome, p.res.Total, p.res.Err
-			if r.Outcome == NotApplied && parts[p.part].b.resends && neverSent(r.Err) {
-				// The last attempt never left, but an earlier one, whose
-				// connection broke, may have been applied.
-				r.Outcome = MaybeApplied
-			}
-			r.Totals = append(r.Totals[:0], p.res.Totals...)
-		}
-	case <-ctx.Done():
-		// execBatch still owns batch: mark the items sent (all but the
-		// invalid ones) without reading it.
-		for _, p := range parts {
-			for i := range p.out {
-				if p.out[i].Outcome != NotApplied {
-					p.out[i].Outcome, p.out[i].Err = MaybeApplied, ctx.Err()
-				}
-			}
-		}
-	}
-}
-
-// pending is one item of a batch on its way to Redis. execBatch owns it
-// once started: addParts never reads it again if it stops waiting.
-type pending struct {
-	part int // in parts
-	idx  int // in the part's items
-	span int
-	keys []string
-	args []any
-	res  ItemResult
-}
-
-// execBatch sends batch as one pipeline of EVALSHA on client and then the
-// items answered NOSCRIPT as one pipeline of EVAL, and fills each res.
-func execBatch(ctx context.Context, client RedisClient, batch []pending) {
-	cmds := make([]*redis.Cmd, len(batch))
-	pipe := client.Pipeline()
-	for i := range batch {
-		cmds[i] = addScript.EvalSha(ctx, pipe, batch[i].keys, batch[i].args...)
-	}
-	_, _ = pipe.Exec(ctx) // errors are read per command below
-	refreshTopology(client, cmds)
-	var again []int
-	for i, cmd := range cmds {
-		if isNoScript(cmd.Err()) {
-			again = append(again, i)
-			continue
-		}
-		decodeAdd(cmd, batch[i].span, &batch[i].res)
-	}
-	if len(again) == 0 {
-		return
-	}
-	pipe = client.Pipeline()
-	for _, i := range again {
-		cmds[i] = addScript.Eval(ctx, pipe, batch[i].keys, batch[i].args...)
-	}
-	_, _ = pipe.Exec(ctx)
-	for _, i := range again {
-		decodeAdd(cmds[i], batch[i].span, &batch[i].res)
-	}
-}
-
 // sizeResults returns out[:n], reallocated if too small, with every
 // element reset but its Totals capacity.
 func sizeResults(out []ItemResult, n int) []ItemResult {
@@ -408,24 +301,6 @@ func sizeResults(out []ItemResult, n int) []ItemResult {
 		out[i] = ItemResult{Totals: out[i].Totals[:0]}
 	}
 	return out
-}
-
-// decodeAdd fills r from the reply of addScript for an item of span.
-func decodeAdd(cmd *redis.Cmd, span int, r *ItemResult) {
-	v, err := cmd.Result()
-	if err != nil {
-		if errors.Is(err, redis.Nil) {
-			err = fmt.Errorf("%w: got nil, want an array", ErrBadReply)
-		}
-		r.Outcome, r.Err = classify(err), err
-		return
-	}
-	totals, err := decodeTotals(v, span+1, r.Totals[:0])
-	if err != nil {
-		r.Outcome, r.Err = MaybeApplied, err
-		return
-	}
-	r.Outcome, r.Totals, r.Total = Applied, totals, totals[len(totals)-1]
 }
 
 // decodeTotals checks that v is an array of n non-negative integers and
@@ -446,27 +321,6 @@ func decodeTotals(v any, n int, dst []int64) ([]int64, error) {
 		dst = append(dst, x)
 	}
 	return dst, nil
-}
-
-// Read implements Backend with addScript and a delta of 0, which writes
-// nothing. Like Add, it returns when ctx is done whatever the client's
-// options.
-func (b *RedisBackend) Read(ctx context.Context, key string, id int64, span int, dst []int64) ([]int64, error) {
-	it := Item{Key: key, ID: id, TTL: time.Millisecond, Span: span}
-	if err := checkItem(&it); err != nil {
-		return dst[:0], err
-	}
-	keys, args := b.scriptArgs(&it)
-	v, err := call(ctx, func() (any, error) {
-		return addScript.Run(ctx, b.client, keys, args...).Result()
-	}, nil)
-	if errors.Is(err, redis.Nil) {
-		err = fmt.Errorf("%w: got nil, want an array", ErrBadReply)
-	}
-	if err != nil {
-		return dst[:0], err
-	}
-	return decodeTotals(v, span+1, dst[:0])
 }
 
 // Time implements Backend with the TIME command (in a Cluster, of any

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -328,34 +329,38 @@ func TestBackendCorruptCounter(t *testing.T) {
 	}
 }
 
-// garbage maps a limiter key to the reply a fake server gives its script.
+// garbage maps a limiter key to the element of a script's reply a fake
+// server gives its item; the keys starting with "top" give that reply to
+// the whole call instead.
 var garbage = map[string]string{
-	"status":    "+OK\r\n",
-	"int":       ":5\r\n",
-	"nil":       "$-1\r\n",
-	"bulk":      "$3\r\nabc\r\n",
-	"nilarr":    "*-1\r\n",
-	"empty":     "*0\r\n",
-	"long":      "*2\r\n:1\r\n:2\r\n",
-	"strelem":   "*1\r\n$1\r\n7\r\n",
-	"negative":  "*1\r\n:-5\r\n",
-	"nested":    "*1\r\n*1\r\n:1\r\n",
-	"nilelem":   "*1\r\n$-1\r\n",
-	"errelem":   "*1\r\n-ERR x\r\n",
-	"double":    "*1\r\n,1.5\r\n",
-	"error":     "-ERR boom\r\n",
-	"good":      "*1\r\n:7\r\n",
-	"goodspan":  "*3\r\n:1\r\n:2\r\n:3\r\n",
-	"shortspan": "*2\r\n:1\r\n:2\r\n",
+	"status":      "+OK\r\n",
+	"int":         ":5\r\n",
+	"nil":         "$-1\r\n",
+	"bulk":        "$3\r\nabc\r\n",
+	"nilarr":      "*-1\r\n",
+	"empty":       "*0\r\n",
+	"long":        "*2\r\n:1\r\n:2\r\n",
+	"strelem":     "*1\r\n$1\r\n7\r\n",
+	"negative":    "*1\r\n:-5\r\n",
+	"nested":      "*1\r\n*1\r\n:1\r\n",
+	"nilelem":     "*1\r\n$-1\r\n",
+	"errelem":     "*1\r\n-ERR x\r\n",
+	"double":      "*1\r\n,1.5\r\n",
+	"error":       "-ERR boom\r\n",
+	"good":        "*1\r\n:7\r\n",
+	"goodspan":    "*3\r\n:1\r\n:2\r\n:3\r\n",
+	"shortspan":   "*2\r\n:1\r\n:2\r\n",
+	"topstatus":   "+OK\r\n",
+	"topnil":      "$-1\r\n",
+	"topempty":    "*0\r\n",
+	"toplong":     "*3\r\n*1\r\n:1\r\n*1\r\n:1\r\n*1\r\n:1\r\n",
+	"toperror":    "-ERR boom\r\n",
+	"topflatgood": "*1\r\n:7\r\n",
 }
 
-// limiterKeyOf extracts the limiter key from the first KEYS element of an
-// EVAL/EVALSHA command.
-func limiterKeyOf(args []string) string {
-	if len(args) < 4 {
-		return ""
-	}
-	k := args[3]
+// limiterKeyOf returns the limiter key of a counter key (the text inside
+// its hash tag).
+func limiterKeyOf(k string) string {
 	i, j := strings.IndexByte(k, '{'), strings.IndexByte(k, '}')
 	if i < 0 || j < i {
 		return ""
@@ -363,13 +368,40 @@ func limiterKeyOf(args []string) string {
 	return k[i+1 : j]
 }
 
+// garbageReply returns the fake server's reply to an EVAL or EVALSHA call
+// of addScript (args): each item's element of garbage in turn, or the
+// whole reply of the first item's if its key starts with "top".
+func garbageReply(args []string) []byte {
+	n, err := strconv.Atoi(args[2])
+	if err != nil || len(args) < 3+n {
+		return []byte("-ERR bad call\r\n")
+	}
+	keys, argv := args[3:3+n], args[3+n:]
+	var items []string
+	for k := 0; len(argv) >= 6 && k < len(keys); argv = argv[6:] {
+		items = append(items, limiterKeyOf(keys[k]))
+		nk, _ := strconv.Atoi(argv[0])
+		k += max(nk, 1)
+	}
+	if len(items) > 0 && strings.HasPrefix(items[0], "top") {
+		return []byte(garbage[items[0]])
+	}
+	out := fmt.Sprintf("*%d\r\n", len(items))
+	for _, k := range items {
+		out += garbage[k]
+	}
+	return []byte(out)
+}
+
 // TestBackendGarbageReplies: every malformed reply is an error for its item
-// only (MaybeApplied: the script may have run), never a panic.
+// only (MaybeApplied: the script may have run), or for the items of its call
+// if the call's whole reply is malformed, never a panic. An item's error
+// reply is NotApplied for it (the script wrote nothing of it).
 func TestBackendGarbageReplies(t *testing.T) {
 	f := redistest.StartFake(t, func(args []string) []byte {
 		switch strings.ToUpper(args[0]) {
 		case "EVALSHA", "EVAL":
-			return []byte(garbage[limiterKeyOf(args)])
+			return garbageReply(args)
 		}
 		return nil
 	})
@@ -378,6 +410,9 @@ func TestBackendGarbageReplies(t *testing.T) {
 	var items []Item
 	var keys []string
 	for k := range garbage {
+		if strings.HasPrefix(k, "top") {
+			continue
+		}
 		span := 0
 		if strings.HasSuffix(k, "span") {
 			span = 2
@@ -385,7 +420,7 @@ func TestBackendGarbageReplies(t *testing.T) {
 		keys = append(keys, k)
 		items = append(items, Item{Key: k, ID: 1, Delta: 1, TTL: time.Minute, Span: span})
 	}
-	out := b.Add(ctx, items, nil)
+	out := b.Add(ctx, items, nil) // one call: a single server takes any keys
 	for i, k := range keys {
 		r := out[i]
 		switch k {
@@ -407,8 +442,28 @@ func TestBackendGarbageReplies(t *testing.T) {
 			}
 		}
 	}
-	if _, err := b.Read(ctx, "bulk", 1, 0, nil); !errors.Is(err, ErrBadReply) {
-		t.Errorf("Read of garbage: %v", err)
+	for k := range garbage {
+		if !strings.HasPrefix(k, "top") {
+			continue
+		}
+		r := b.Add(ctx, []Item{{Key: k, ID: 1, Delta: 1, TTL: time.Minute}, {Key: "good", ID: 1, Delta: 1, TTL: time.Minute}}, nil)
+		want, werr := MaybeApplied, ErrBadReply
+		if k == "toperror" {
+			want, werr = NotApplied, nil
+		}
+		for i := range r {
+			if r[i].Outcome != want || r[i].Err == nil || werr != nil && !errors.Is(r[i].Err, werr) {
+				t.Errorf("%s, item %d: %+v, want %v %v", k, i, r[i], want, werr)
+			}
+		}
+	}
+	for _, k := range []string{"bulk", "topstatus", "toplong"} {
+		if _, err := b.Read(ctx, k, 1, 0, nil); !errors.Is(err, ErrBadReply) {
+			t.Errorf("Read of garbage %s: %v", k, err)
+		}
+	}
+	if _, err := b.Read(ctx, "error", 1, 0, nil); err == nil || errors.Is(err, ErrBadReply) {
+		t.Errorf("Read of an error reply: %v", err)
 	}
 	if _, err := b.Time(ctx); err == nil {
 		t.Error("Time from a server answering +OK: no error")
@@ -446,7 +501,8 @@ func TestBackendNoScript(t *testing.T) {
 			seq = append(seq, name)
 		}
 	}
-	want := []string{"EVALSHA", "EVALSHA", "EVAL", "EVAL", "EVALSHA", "EVALSHA", "EVALSHA", "EVALSHA", "EVAL", "EVAL"}
+	// Both items in one call (a single server takes any keys).
+	want := []string{"EVALSHA", "EVAL", "EVALSHA", "EVALSHA", "EVAL"}
 	if !reflect.DeepEqual(seq, want) {
 		t.Fatalf("script commands %v, want %v", seq, want)
 	}

@@ -20,15 +20,16 @@ import (
 // TestRedisClusterShared runs Shared on a local 6-node
 // Redis Cluster (3 masters, 3 replicas; fixed window, limit 100, W = 60 s),
 // beside a limiter of two rates (sliding counter of 6 buckets, 100 per
-// minute and 1000 per hour), whose every script call reads 7 counters of
+// minute and 1000 per hour), whose every item reads 7 counters of
 // one rate:
 //
-//  1. one Allow for each of user:0 .. user:999, then flushes until every
+//  1. one Allow for each of user:0 .. user:999 and 8 more keys, each in
+//     the slot of one of them, then flushes until every
 //     unit is applied: no error reply but refusals of a cluster still
 //     settling (CLUSTERDOWN, TRYAGAIN: never applied, so sent again; no
 //     CROSSSLOT), the script calls reached every master, every call's
-//     Redis keys carry one hash tag, and every key's counter (of each
-//     rate) is 1;
+//     Redis keys are in one hash slot, some calls carry several limiter
+//     keys (of one slot), and every key's counter (of each rate) is 1;
 //  2. a master is killed, then every key takes a second unit while the
 //     reconciler keeps flushing: the flushes for the dead master's slots
 //     fail until a replica has taken over, then recover on their own, and
@@ -67,6 +68,11 @@ func TestRedisClusterShared(t *testing.T) {
 	keys := make([]string, 1000)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("user:%d", i)
+	}
+	// Each partner decided right after its key: a background flush falls
+	// between the two only by a rare chance, never for all 8 pairs.
+	for i := range 8 {
+		keys = slices.Insert(keys, 2*i+1, slotPartners(keys[2*i:2*i+1])...)
 	}
 	id := now.UnixNano() / int64(time.Minute)
 	masters := cl.Masters()
@@ -157,14 +163,19 @@ func TestRedisClusterShared(t *testing.T) {
 		}
 		return ""
 	})
+	multi := 0 // script calls of several limiter keys (of one slot)
 	for i, m := range mons {
 		calls, infos := 0, 0
 		for _, cmd := range m.Sync(t) {
 			switch name := strings.ToUpper(cmd[0]); name {
 			case "EVALSHA", "EVAL":
 				calls++
-				if msg := oneTag(cmd); msg != "" {
+				msg, tags := oneSlot(cmd)
+				if msg != "" {
 					t.Errorf("master %s: %s", masters[i], msg)
+				}
+				if tags > 1 {
+					multi++
 				}
 			case "INFO":
 				infos++
@@ -173,6 +184,12 @@ func TestRedisClusterShared(t *testing.T) {
 		if calls == 0 || infos == 0 {
 			t.Errorf("master %s got %d script calls and %d INFO", masters[i], calls, infos)
 		}
+	}
+	// user:0 .. user:999 are in 1000 slots; each of the first 8 shares its
+	// slot with a partner, and a flush carries the keys of one slot in one
+	// call.
+	if multi == 0 {
+		t.Error("no script call carried several limiter keys of one slot")
 	}
 
 	// Step 2: failover under load.
@@ -265,30 +282,48 @@ func (h *errorReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 	}
 }
 
-// oneTag returns what is wrong with the Redis keys of a script call
-// (EVAL or EVALSHA, its numkeys, its keys), "" if every key has the hash
-// tag of the first: a call of one limiter key never spans two slots.
-func oneTag(cmd []string) string {
+// oneSlot returns what is wrong with the Redis keys of a script call
+// (EVAL or EVALSHA, its numkeys, its keys), "" if every key is in the hash
+// slot of the first (a call never spans two slots), and how many hash
+// tags (limiter keys) the call names.
+func oneSlot(cmd []string) (string, int) {
 	if len(cmd) < 3 {
-		return fmt.Sprintf("short script call %q", cmd)
+		return fmt.Sprintf("short script call %q", cmd), 0
 	}
 	n, err := strconv.Atoi(cmd[2])
 	if err != nil || n < 1 || len(cmd) < 3+n {
-		return fmt.Sprintf("script call %q: bad numkeys", cmd)
+		return fmt.Sprintf("script call %q: bad numkeys", cmd), 0
 	}
-	tag := func(k string) string {
+	keys := cmd[3 : 3+n]
+	tags := map[string]bool{}
+	for _, k := range keys {
 		i := strings.IndexByte(k, '{')
 		j := strings.IndexByte(k[i+1:], '}')
 		if i < 0 || j <= 0 {
-			return ""
+			return fmt.Sprintf("script call with key %q: no hash tag", k), 0
 		}
-		return k[i : i+j+2]
+		tags[k[i:i+j+2]] = true
+		if keySlot(k) != keySlot(keys[0]) {
+			return fmt.Sprintf("script call with keys %q: not one hash slot", keys), 0
+		}
 	}
-	keys := cmd[3 : 3+n]
+	return "", len(tags)
+}
+
+// slotPartners returns, for each key of keys, another key user:<n> (n >=
+// 1000) in the same Redis Cluster hash slot.
+func slotPartners(keys []string) []string {
+	want := map[int]bool{}
 	for _, k := range keys {
-		if tag(k) == "" || tag(k) != tag(keys[0]) {
-			return fmt.Sprintf("script call with keys %q: not one hash tag", keys)
+		want[keySlot(k)] = true
+	}
+	var out []string
+	for n := 1000; len(want) > 0; n++ {
+		k := fmt.Sprintf("user:%d", n)
+		if s := keySlot(k); want[s] {
+			delete(want, s)
+			out = append(out, k)
 		}
 	}
-	return ""
+	return out
 }

@@ -16,10 +16,12 @@
 //     rate of a limiter of several.
 //   - Backend, the small interface through which the reconciler reaches the
 //     shared store, and RedisBackend, its go-redis implementation for a
-//     single node, Sentinel or Cluster. Each item of a batch is applied by
-//     one Lua script call: increment and expiry in one atomic step, never an
-//     INCR a crash can separate from its EXPIRE, and never a counter written
-//     without a TTL.
+//     single node, Sentinel or Cluster. Each item of a batch is applied
+//     atomically by a Lua script: increment and expiry in one step, never
+//     an INCR a crash can separate from its EXPIRE, and never a counter
+//     written without a TTL. One script call carries up to MaxScriptItems
+//     items (any keys on one server, keys of one hash slot on a Cluster),
+//     so a flush of many keys costs Redis a few calls, not one per key.
 //   - Exact, a shardlimit.Limiter that decides every request by one Lua
 //     script in Redis (fixed window, sliding window counter, GCRA): exact
 //     cluster-wide limits at the price of one round trip per decision, with
@@ -99,7 +101,8 @@
 //
 // Every Redis key carries the limiter key as a Redis Cluster hash tag, so
 // all data of one limiter key lives in one hash slot and no script ever
-// touches keys of two slots:
+// touches keys of two slots (a flush's script call that carries several
+// limiter keys for a Cluster carries keys of one slot only):
 //
 //	<prefix>{<key>}:sh:<id>      counter of window or bucket id (Backend, Shared)
 //	<prefix>{<key>}:fw:<W>       fixed window state of the rate of window W (Exact)

@@ -164,15 +164,20 @@ func TestExactHealthShare(t *testing.T) {
 }
 
 // TestSharedHealthShare: a Shared limiter whose store answers every 2nd
-// script reply with garbage (half its items unreadable, yet every flush
-// applies some) becomes Degraded by its failure share, and Healthy again
-// once the store answers properly; exactly one change each way.
+// script reply with garbage (its script calls carry 8 items each: half its
+// items unreadable, yet every flush of its 64 keys applies some) becomes
+// Degraded by its failure share, and Healthy again once the store answers
+// properly; exactly one change each way.
 func TestSharedHealthShare(t *testing.T) {
 	srv := redistest.StartServer(t)
 	p := redistest.StartCommandProxy(t, srv.Addr)
 	ch := newChanges()
-	s := newShared(t, newClient(t, p.Addr), SharedConfig{
+	client := newClient(t, p.Addr)
+	b := newBackend(t, client)
+	b.perScript = 8
+	s := newShared(t, client, SharedConfig{
 		Config:        shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 1 << 20, Window: time.Minute, Clock: shardlimit.SystemClock()},
+		Backend:       b,
 		FlushInterval: 10 * time.Millisecond, EvictionCheck: -1, OnStateChange: ch.record})
 	p.SetTamper(2, redistest.Garbage)
 	stop := make(chan struct{})

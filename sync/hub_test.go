@@ -133,8 +133,9 @@ func BenchmarkHubIdle(b *testing.B) {
 }
 
 // pipelineCounter is a go-redis hook that records the size of every
-// pipeline of EVALSHA the client sends (not the EVAL that follows a
-// NOSCRIPT, nor go-redis's connection handshake).
+// pipeline of EVALSHA the client sends, in items (each script call carries
+// one or more; not the EVAL that follows a NOSCRIPT, nor go-redis's
+// connection handshake).
 type pipelineCounter struct {
 	mu    stdsync.Mutex
 	sizes []int
@@ -147,8 +148,16 @@ func (p *pipelineCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook 
 func (p *pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		if len(cmds) > 0 && cmds[0].Name() == "evalsha" {
+			items := 0
+			for _, c := range cmds {
+				// EVALSHA sha numkeys keys... and six ARGV per item
+				args := c.Args()
+				if n, ok := args[2].(int); ok {
+					items += (len(args) - 3 - n) / 6
+				}
+			}
 			p.mu.Lock()
-			p.sizes = append(p.sizes, len(cmds))
+			p.sizes = append(p.sizes, items)
 			p.mu.Unlock()
 		}
 		return next(ctx, cmds)

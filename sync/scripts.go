@@ -8,9 +8,10 @@ import "github.com/redis/go-redis/v9"
 //   - Everything that can fail (argument checks, reads of stored values,
 //     type checks) happens before the first write, and no write can fail
 //     after the first one; so an error reply always means nothing was
-//     written.
+//     written (addScript, which applies many items, answers so per item).
 //   - Every write of a key is followed, in the same script, by PEXPIRE of
-//     that key: no key is ever left without a TTL.
+//     that key: no key is ever left without a TTL. (addScript's counters:
+//     the write that creates one; see there.)
 //
 // Redis runs Lua 5.1, whose numbers are doubles: integers are exact below
 // 2^53. Instants are microseconds (about 1.7e15 today, Redis TIME's
@@ -96,57 +97,119 @@ local function corrupt(k) return redis.error_reply('ERR shardlimit: key ' .. k .
 local function badargs() return redis.error_reply('ERR shardlimit: bad arguments') end
 `
 
-// addScript adds one node's delta to the counter of one window or bucket
-// and reads back the totals of it and of the Span counters before it. A
-// counter is a hash holding each node's contribution apart and their sum,
-// so a node heals only its own share: a counter the store lost (restarted
-// empty, evicted) is brought back to the sum of what every node sent once
-// each has flushed again, not to the largest one node's share.
+// addScript adds the deltas of a batch of items, each one node's delta to
+// the counter of one window or bucket, and reads back the totals of it and
+// of the Span counters before it. A counter is a hash holding each node's
+// contribution apart and their sum, so a node heals only its own share: a
+// counter the store lost (restarted empty, evicted) is brought back to the
+// sum of what every node sent once each has flushed again, not to the
+// largest one node's share. The items run in order, each as the one-item
+// script would: the batch is one atomic step, and only the store's round
+// trip and script call are shared.
 //
-//	KEYS[1]    counter of id; KEYS[2..] counters of id-1, id-2, ...
-//	           each a hash {t = total, n:<node> = units node sent}
-//	ARGV[1]    delta >= 0: 0 writes nothing (unless floor heals)
-//	ARGV[2]    TTL in milliseconds >= 1, set on every write
-//	ARGV[3]    floor >= 0: node's share is raised to at least floor after
+//	KEYS       each item's keys in turn: its counter of id, then the
+//	           counters of id-1, id-2, ... (Span of them); each a hash
+//	           {t = total, n:<node> = units node sent, q:<node> = seq}
+//	ARGV       six per item, in turn:
+//	  1        count of the item's keys, 1 + Span
+//	  2        delta >= 0: 0 writes nothing (unless floor heals)
+//	  3        TTL in milliseconds >= 1, set by the write that creates the
+//	           counter (see below)
+//	  4        floor >= 0: node's share is raised to at least floor after
 //	           delta is added, and the total by as much
-//	ARGV[4]    node: the writer's id (any string, at most 64 bytes)
-//	ARGV[5]    seq >= 0 (absent: 0): if positive, delta is added only if
-//	           the counter's q:<node> (the highest seq of node whose delta
-//	           it added) is below seq, and q:<node> is then set to seq; so a
-//	           write sent twice adds its delta once (floor applies either way)
-//	returns    {total(id-span), ..., total(id-1), total(id)}, oldest first
+//	  5        node: the writer's id (any string, at most 64 bytes)
+//	  6        seq >= 0: if positive, delta is added only if the counter's
+//	           q:<node> (the highest seq of node whose delta it added) is
+//	           below seq, and q:<node> is then set to seq; so a write sent
+//	           twice adds its delta once (floor applies either way)
+//	returns    per item {total(id-span), ..., total(id-1), total(id)},
+//	           oldest first, or an error reply if one of its counters holds
+//	           something else than a counter (the store's own WRONGTYPE, or
+//	           ours): that item writes nothing, the others run
+//
+// Every argument is checked before the first write (bad arguments: an error
+// reply for the whole batch, nothing written); reads go through pcall, so a
+// key of another type is that item's error; no write can fail after the
+// first one (Redis denies a script's writes for memory only up to its
+// first).
+//
+// The write that creates a counter (no total yet) sets its TTL in the same
+// step, so no counter is ever without one; later writes keep it (HSET keeps
+// a key's TTL) rather than pay a PEXPIRE each. That loses nothing: every
+// writer sends the TTL that ends the counter one bucket and a second after
+// the bucket stops counting, measured from its write, so each write would
+// set about the same instant again (nodes whose clocks differ by more than
+// a bucket and a second disagree on which buckets count anyway).
 var addScript = redis.NewScript(luaLib + `
-local delta = arg(ARGV[1], 0, 4294967295)
-local px = arg(ARGV[2], 1, 1e15)
-local floor = arg(ARGV[3], 0, 4503599627370495)
-local node = ARGV[4]
-local seq = arg(ARGV[5] or '0', 0, 4503599627370495)
-if not delta or not px or not floor or not node or #node > 64 or not seq then return badargs() end
-local n = #KEYS
+-- num decodes an argument: an integer in [lo, hi], or nil. Cheaper than
+-- arg, which a stored value needs (it refuses "1e3"); an argument written
+-- so means the same number.
+local function num(v, lo, hi)
+  local x = tonumber(v)
+  if not x or x ~= math.floor(x) or x < lo or x > hi then return nil end
+  return x
+end
+
+local items, used = {}, 0
+if #ARGV == 0 or #ARGV % 6 ~= 0 then return badargs() end
+for i = 1, #ARGV / 6 do
+  local b = 6 * (i - 1)
+  local it = {k = used, n = num(ARGV[b + 1], 1, 65537), delta = num(ARGV[b + 2], 0, 4294967295),
+    px = num(ARGV[b + 3], 1, 1e15), floor = num(ARGV[b + 4], 0, 4503599627370495),
+    node = ARGV[b + 5], seq = num(ARGV[b + 6], 0, 4503599627370495)}
+  if not it.n or not it.delta or not it.px or not it.floor or #it.node > 64 or not it.seq then return badargs() end
+  used = used + it.n
+  items[i] = it
+end
+if used ~= #KEYS then return badargs() end
+
+-- read returns the integer v holds (0 if absent), or nil if it is not a
+-- non-negative integer.
+local function read(v)
+  local x = int(v)
+  if x == false or (x and x < 0) then return nil end
+  return x or 0
+end
+
+-- add applies item it; a read the store refused (a key of another type:
+-- WRONGTYPE) or a value not a counter's ends it, with nothing written.
+local function add(it)
+  local k, n = it.k, it.n
+  local out = {}
+  for i = n, 2, -1 do
+    local v = redis.pcall('HGET', KEYS[k + i], 't')
+    if type(v) == 'table' then return v end
+    local x = read(v)
+    if not x then return corrupt(KEYS[k + i]) end
+    out[n - i + 1] = x
+  end
+  local key = KEYS[k + 1]
+  local f, q = 'n:' .. it.node, 'q:' .. it.node
+  local st = redis.pcall('HMGET', key, 't', f, q)
+  if st.err then return st end
+  local total, mine, last = read(st[1]), read(st[2]), int(st[3])
+  if not total or not mine or last == false then return corrupt(key) end
+  local delta = it.delta
+  if it.seq > 0 and last and last >= it.seq then delta = 0 end
+  local grow = mine + delta
+  if grow < it.floor then grow = it.floor end
+  grow = grow - mine
+  if grow > 0 then
+    if total + grow >= 9007199254740992 then return corrupt(key) end
+    total = total + grow
+    if it.seq > 0 and delta > 0 then
+      redis.call('HSET', key, f, fmt(mine + grow), 't', fmt(total), q, fmt(it.seq))
+    else
+      redis.call('HSET', key, f, fmt(mine + grow), 't', fmt(total))
+    end
+    if st[1] == false then redis.call('PEXPIRE', key, fmt(it.px)) end
+  end
+  out[n] = total
+  return out
+end
+
 local out = {}
-for i = n, 2, -1 do
-  local x = int(redis.call('HGET', KEYS[i], 't'))
-  if x == false or (x and x < 0) then return corrupt(KEYS[i]) end
-  out[n - i + 1] = x or 0
-end
-local f, q = 'n:' .. node, 'q:' .. node
-local st = redis.call('HMGET', KEYS[1], 't', f, q)
-local total, mine, last = int(st[1]), int(st[2]), int(st[3])
-if total == false or mine == false or last == false or (total and total < 0) or (mine and mine < 0) then return corrupt(KEYS[1]) end
-total, mine = total or 0, mine or 0
-if seq > 0 and last and last >= seq then delta = 0 end
-local add = mine + delta
-if add < floor then add = floor end
-add = add - mine
-if add > 0 then
-  if total + add >= 9007199254740992 then return corrupt(KEYS[1]) end
-  redis.call('HINCRBY', KEYS[1], f, fmt(add))
-  redis.call('HINCRBY', KEYS[1], 't', fmt(add))
-  if seq > 0 and delta > 0 then redis.call('HSET', KEYS[1], q, fmt(seq)) end
-  redis.call('PEXPIRE', KEYS[1], fmt(px))
-  total = total + add
-end
-out[n] = total
+for i, it in ipairs(items) do out[i] = add(it) end
 return out
 `)
 

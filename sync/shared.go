@@ -16,8 +16,9 @@ import (
 // every FlushInterval, on the background goroutine the limiter shares with
 // every limiter of its store (see the package doc), collects the keys decided since the last
 // flush shard by shard, sends one atomic increment-and-expire per key and
-// bucket in pipelines of at most MaxBatch, and reads back the cluster's
-// totals; at most one flush is in flight.
+// bucket in pipelines of at most MaxBatch, many of them per script call
+// (see RedisBackend), and reads back the cluster's totals; at most one
+// flush is in flight.
 //
 // Accuracy: at every flush a node reads the store's totals of the keys it
 // decided since its last flush and of the keys near their limit, decided

@@ -313,3 +313,102 @@ func BenchmarkSyncRedisCommands(b *testing.B) {
 		}
 	}
 }
+
+// serverCPU returns the CPU time the Redis at c has used, user and system
+// (INFO cpu: used_cpu_user + used_cpu_sys), in seconds.
+func serverCPU(b *testing.B, c *redis.Client) float64 {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	info, err := c.Info(ctx, "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(info, "\n") {
+		name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (name != "used_cpu_user" && name != "used_cpu_sys") {
+			continue
+		}
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			b.Fatalf("INFO cpu line %q: %v", line, err)
+		}
+		sum += x
+	}
+	return sum
+}
+
+// BenchmarkSyncRedisCPU drives 10,000 requests per op at 5,000 requests/s
+// over 1,000 or 100,000 keys (round robin) through sync.Shared (flushing
+// every 50 ms) and through go-redis/redis_rate, each against a private
+// redis-server, and reports the Redis CPU time per request: the server's
+// used_cpu_user + used_cpu_sys (INFO cpu) over the op, a last flush of
+// what Shared has pending included, divided by the requests. Each key is
+// decided once before the timed ops (its counters exist, scripts loaded).
+// The server's own background work (serverCron, about 10 times a second)
+// is in both impls' figures alike. Run it with -benchtime 1x (each op
+// takes 2 s) and -count 8: the impls interleave across counts. Metrics:
+// redis-cpu-us/req; server-ops/req (INFO commandstats, as in
+// SyncRedisCommands); req/s, the rate achieved. ns/op means nothing.
+func BenchmarkSyncRedisCPU(b *testing.B) {
+	const (
+		requests = 10000
+		rate     = 5000.0
+	)
+	for _, nkeys := range []int{1000, 100000} {
+		ks := keys(nkeys)
+		for _, impl := range []string{"shared", "redis_rate"} {
+			b.Run(fmt.Sprintf("keys=%d/impl=%s", nkeys, impl), func(b *testing.B) {
+				srv := redistest.StartServer(b)
+				admin := newClient(b, srv.Addr, nil)
+				var allow func(string) bool
+				settle := func() {}
+				switch impl {
+				case "shared":
+					s := newShared(b, srv.Addr, nil)
+					allow = func(k string) bool { return s.AllowN(k, time.Now(), 1).Allowed }
+					settle = func() {
+						ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+						defer cancel()
+						if err := s.Flush(ctx); err != nil {
+							b.Fatal(err)
+						}
+					}
+				case "redis_rate":
+					rl := redis_rate.NewLimiter(newClient(b, srv.Addr, nil))
+					lim := redis_rate.Limit{Rate: limit, Burst: limit, Period: window}
+					allow = func(k string) bool {
+						res, err := rl.Allow(context.Background(), "redis_rate:"+k, lim)
+						return err == nil && res.Allowed > 0
+					}
+				}
+				if _, n := drive(ks, len(ks), 1e9, allow); n > 0 { // every key once, unpaced
+					b.Fatalf("%d warm-up requests denied", n)
+				}
+				settle()
+				var cpu float64
+				var ops, denied int64
+				var took time.Duration
+				b.ResetTimer()
+				for range b.N {
+					cpu0, ops0 := serverCPU(b, admin), serverOps(b, admin)
+					d, n := drive(ks, requests, rate, allow)
+					settle()
+					cpu += serverCPU(b, admin) - cpu0
+					ops += serverOps(b, admin) - ops0
+					took += d
+					denied += n
+				}
+				b.StopTimer()
+				if denied > 0 {
+					b.Fatalf("%d requests denied", denied)
+				}
+				total := float64(b.N * requests)
+				b.ReportMetric(cpu*1e6/total, "redis-cpu-us/req")
+				b.ReportMetric(float64(ops)/total, "server-ops/req")
+				b.ReportMetric(total/took.Seconds(), "req/s")
+			})
+		}
+	}
+}
