@@ -30,11 +30,13 @@ import (
 //	                     place in the arena), an 8-bit tag of its hash
 //	                     and the algorithm's record; or is empty
 //	side   []uint32      per-key fixed-size extra state (stride words): for
-//	                     the sliding counter and log a dense slab in the
-//	                     order keys arrived, each record naming its entry
-//	                     (so a record that moves leaves its words in place,
-//	                     and keys seen in arrival order read them in
-//	                     order); for the others one entry per position
+//	                     the sliding log a dense slab in the order keys
+//	                     arrived, each record naming its entry (so a
+//	                     record that moves leaves its words in place); for
+//	                     the others one entry per position, whose first
+//	                     word a decision reads at the key's home position
+//	                     before its record is compared (prefetchHome), so
+//	                     the two cache misses overlap
 //	arena  []byte        keys longer than 14 bytes
 //
 // A position's home is the hash's top 32 bits scaled to the table's length
@@ -283,8 +285,9 @@ func (s *shard[E]) emission(k int, lim uint32, w int64) (uint64, uint64) {
 // prefetchHome reads the first side word and the first byte of the
 // extra records (the state of the rates after the first) of position
 // home, where a decision's key most likely sits, when they are laid out by
-// position rather than in a slab (fixed window and GCRA: the extras of
-// several rates, the sync words of a shared key). At a million keys each
+// position rather than in a slab (every algorithm but the sliding log:
+// the counters of the sliding counter, the extras of several rates, the
+// sync words of a shared key). At a million keys each
 // is a cache miss of its own; read here, before the key is compared with
 // the position's, their misses overlap the record's instead of following
 // it, and the decision waits for about one miss instead of two or three in
