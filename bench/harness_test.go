@@ -77,8 +77,8 @@ func BenchmarkHarnessDenied(b *testing.B) {
 // buffers), and that order a fixed random permutation of the order the keys
 // were inserted in. In HarnessMillionKeysParallel the timed walk repeats
 // the insertion order, so a limiter that lays out per-key state in the
-// order keys arrive (as shardlimit's sliding counter and log keep their
-// side words and rings) reads it sequentially, and the CPU's prefetcher
+// order keys arrive (as shardlimit's sliding log keeps its rings, and most
+// peers their per-key objects) reads it sequentially, and the CPU's prefetcher
 // hides its cache misses; real traffic does not revisit a million keys in
 // first-seen order, and this scenario does not either. The key bytes are
 // read sequentially in both, as from a request buffer.
