@@ -123,3 +123,18 @@ func NewKeySet(n int, seed uint64) (*KeySet, error) {
 	}
 	return ks, nil
 }
+
+// Arranged returns a new set holding the keys of k in the given order (key
+// i of the result is key order[i] of k), copied into one new buffer: the
+// keys as a server reads them from its request buffers, one after another
+// in the order the requests arrive, which has nothing to do with the order
+// the keys were first seen in. order must be a permutation of 0..k.Len()-1.
+func (k *KeySet) Arranged(order []int32) *KeySet {
+	buf := make([]byte, 0, len(k.allB))
+	off := make([]uint32, 1, len(order)+1)
+	for _, i := range order {
+		buf = append(buf, k.Bytes(int(i))...)
+		off = append(off, uint32(len(buf)))
+	}
+	return &KeySet{all: string(buf), allB: buf, off: off}
+}

@@ -81,7 +81,7 @@ serial='^Benchmark(HotKey|HotKeyNow|Denied|DeniedNow|BytesKey|BytesKeyNow|Memory
 parallel='^Benchmark(HotKeyParallel|HotKeyNowParallel|MillionKeysParallel|MillionKeysNowParallel|MillionKeysShuffledParallel|MillionKeysShuffledNowParallel)$'
 # The Harness family (harness_test.go) runs at the default GOMAXPROCS, in
 # rounds.
-harness='^Benchmark(HarnessHotKey|HarnessDenied|HarnessMillionKeysParallel)$'
+harness='^Benchmark(HarnessHotKey|HarnessDenied|HarnessMillionKeysParallel|HarnessArenaMillionKeysParallel)$'
 mw='^Benchmark'
 syncre='^BenchmarkSync'
 

@@ -85,6 +85,7 @@ func decideStored[E any, K keyBytes](l *limiter[E], key K, h uint64, t int64, n 
 	s := l.tab.shardFor(h)
 	s.mu.Lock()
 	slot, ok := s.home(h), false
+	s.prefetchHome(slot) // the key's other state, while its record is on its way
 	// Most keys sit at their home position: check it before the probe loop.
 	if r := &s.recs[slot]; len(key) <= inlineKey && int(r.klen) == len(key) &&
 		r.tag == tagOf(h) && string(r.key[:len(key)]) == string(key) {

@@ -6,17 +6,29 @@ import (
 )
 
 // counterRec is a SlidingCounter key's state: 32 bytes, plus Buckets+1
-// 4-byte counters per rate in the shard's side slab. With several rates,
+// 4-byte counters per rate in the shard's side words. With several rates,
 // the key's record holds the first (the longest window's) and extra
 // records the others, of which only lim, sum, hidx and head are used.
+//
+// The side words and extra records are laid out by table position, not in
+// a slab the record names (the sliding log's layout): a decision reads the
+// home position's words while the record's cache line is on its way (see
+// prefetchHome), where a slab entry could be read only after the record.
+// At a million keys read in an order other than their arrival's, that
+// took the counter's decision from about 600 to about 400 ns of CPU time
+// (about fixed window's), for about 20 more bytes per key with one rate
+// (the words of the table's empty positions).
 type counterRec struct {
 	lim  uint32 // lim word, see ownLimit
 	sum  uint32 // units in all Buckets+1 counters
 	hidx uint32 // counter index of bucket head: head mod (Buckets+1)
-	side uint32 // the key's entry in the shard's slab: its counters, extra records
 	last int64  // the key's latest instant seen, Unix ns
 	head int64  // id of the newest bucket the counters are at (last / G once decided)
 }
+
+// counterRef is the slab entry the counter passes to keyState and
+// sideWords: none, as its shard keeps no slab.
+const counterRef = 0
 
 // slidingCounter splits the window W into n buckets of G = W/n, aligned to
 // Unix time, and keeps the counts of the n+1 buckets that overlap the window
@@ -85,7 +97,7 @@ func (a *slidingCounter) rate(r *counterRec, side []uint32, extra []counterRec, 
 }
 
 func (a *slidingCounter) init(s *shard[counterRec], r *counterRec, slot uint32, t int64) {
-	side, extra := s.keyState(slot, r.side)
+	side, extra := s.keyState(slot, counterRef)
 	for k := range a.rates {
 		p, c := a.rate(r, side, extra, k)
 		clear(c)
@@ -143,7 +155,7 @@ func (a *slidingCounter) decide(s *shard[counterRec], r *counterRec, slot uint32
 	if k > 0 {
 		key = s.keyRec(slot)
 	}
-	side := s.sideWords(slot, key.side)
+	side := s.sideWords(slot, counterRef)
 	m := int(a.buckets + 1)
 	c := side[k*m : (k+1)*m : (k+1)*m]
 	g := a.bucket[k]
@@ -208,11 +220,7 @@ func (a *slidingCounter) advance(r *counterRec, c []uint32, j int64) {
 }
 
 func (a *slidingCounter) refund(s *shard[counterRec], r *counterRec, slot uint32, n int, k int) {
-	key := r // the key's record; r is that of its rate k
-	if k > 0 {
-		key = s.keyRec(slot)
-	}
-	side := s.sideWords(slot, key.side)
+	side := s.sideWords(slot, counterRef)
 	m := int(a.buckets + 1)
 	r.sum -= uint32(n)
 	side[k*m+int(r.hidx)] -= uint32(n)
@@ -244,7 +252,7 @@ func (a *slidingCounter) settle(s *shard[counterRec], r *counterRec, slot uint32
 	if k > 0 {
 		key = s.keyRec(slot)
 	}
-	side := s.sideWords(slot, key.side)
+	side := s.sideWords(slot, counterRef)
 	m := int(a.buckets + 1)
 	c := side[k*m : (k+1)*m : (k+1)*m]
 	g, p := a.bucket[k], s.peers
@@ -278,11 +286,7 @@ func (a *slidingCounter) settle(s *shard[counterRec], r *counterRec, slot uint32
 // reserve moves rate k's buckets to t's, if later than its newest, and
 // consumes n units there (see ahead).
 func (a *slidingCounter) reserve(s *shard[counterRec], r *counterRec, slot uint32, t int64, n int, k int) bool {
-	key := r
-	if k > 0 {
-		key = s.keyRec(slot)
-	}
-	side := s.sideWords(slot, key.side)
+	side := s.sideWords(slot, counterRef)
 	m := int(a.buckets + 1)
 	c := side[k*m : (k+1)*m : (k+1)*m]
 	if j := t / a.bucket[k]; j > r.head {
@@ -396,7 +400,7 @@ func (a *slidingCounter) readState(s *shard[counterRec], r *counterRec, slot uin
 	if r.sum != 0 && t/a.bucket[0] == r.head {
 		return 0
 	}
-	side, extra := s.keyState(slot, r.side)
+	side, extra := s.keyState(slot, counterRef)
 	x := side[r.hidx] + side[len(side)-1]
 	for k := range extra {
 		x += extra[k].sum
@@ -408,7 +412,7 @@ func (a *slidingCounter) idle(s *shard[counterRec], r *counterRec, slot uint32, 
 	if r.lim&ownLimit != 0 {
 		return false
 	}
-	side, extra := s.keyState(slot, r.side)
+	side, extra := s.keyState(slot, counterRef)
 	for k := range a.rates {
 		p, c := a.rate(r, side, extra, k)
 		if p.head > t/a.bucket[k] {
@@ -443,7 +447,7 @@ func (a *slidingCounter) idle(s *shard[counterRec], r *counterRec, slot uint32, 
 // slides out, so a request denied now may fit later in the same bucket).
 func (a *slidingCounter) latest(s *shard[counterRec], r *counterRec, slot uint32) int64 {
 	t := r.last
-	_, extra := s.keyState(slot, r.side)
+	_, extra := s.keyState(slot, counterRef)
 	for k := range a.rates {
 		p := r
 		if k > 0 {
@@ -458,4 +462,3 @@ func (a *slidingCounter) latest(s *shard[counterRec], r *counterRec, slot uint32
 
 func (a *slidingCounter) limitWord(r *counterRec) *uint32 { return &r.lim }
 func (a *slidingCounter) lastSeen(r *counterRec) int64    { return r.last }
-func (a *slidingCounter) sideRef(r *counterRec) *uint32   { return &r.side }

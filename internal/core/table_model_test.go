@@ -38,7 +38,7 @@ var hashModes = []struct {
 // modelTables returns the tables the model test runs on: the four
 // algorithms with one rate and with three (extra records per key), and
 // three sync layouts (side words with a dirty list: per position for the
-// fixed window, in a slab for the sliding counter and log).
+// fixed window and the sliding counter, in a slab for the sliding log).
 func modelTables(t *testing.T) []struct {
 	name     string
 	allModes bool

@@ -450,14 +450,17 @@ func TestTableMakeRoomFindsEvictableKeys(t *testing.T) {
 	}
 }
 
-// The sliding counter's side slab gives its memory back: after most keys
-// went idle and a sweep evicted them, the rebuilt shard's slab holds about
-// the survivors' words, not the peak's, and the survivors keep their
-// counters (a key's counters moved with it or the Peek would differ).
+// The sliding log's slab gives its memory back: after most keys went idle
+// and a sweep evicted them, the rebuilt shard's slab holds about the
+// survivors' extra records, not the peak's, and the survivors keep their
+// usage (a key's entry moved with it or the Peek would differ).
 func TestTableSideSlabShrinks(t *testing.T) {
-	cfg := Config{Algorithm: SlidingCounter, Limit: 40, Window: 10 * time.Second, Buckets: 10, Shards: 1, JanitorInterval: -1}
-	l := mustNew(t, cfg).(*CounterLimiter)
+	cfg := Config{Algorithm: SlidingLog, Rates: []Rate{{40, 10 * time.Second}, {20, time.Second}}, Shards: 1, JanitorInterval: -1}
+	l := mustNew(t, cfg).(*LogLimiter)
 	defer l.Close()
+	if l.tab.slab == nil {
+		t.Fatal("the sliding log of two rates keeps no slab")
+	}
 	t0 := time.Unix(1_700_000_000, 0)
 	keep := keyPool("keep", 100)
 	for i, k := range keep {
@@ -472,16 +475,16 @@ func TestTableSideSlabShrinks(t *testing.T) {
 		want[k] = l.Peek(k, end, 0)
 	}
 	s := &l.tab.shards[0]
-	peak := len(s.side)
+	peak := len(s.extra)
 	if n := l.Sweep(end); n != 10_000 {
 		t.Fatalf("swept %d keys, want 10000", n)
 	}
 	s.mu.Lock()
 	checkShape(t, &l.tab, s)
-	words, capWords := len(s.side), cap(s.side)
+	recs, capRecs := len(s.extra), cap(s.extra)
 	s.mu.Unlock()
-	if stride := l.tab.shards[0].stride; words != len(keep)*stride || capWords > 2*len(keep)*stride {
-		t.Fatalf("slab after the sweep: %d words (capacity %d), peak %d; want %d", words, capWords, peak, len(keep)*stride)
+	if extras := l.tab.shards[0].extras; recs != len(keep)*extras || capRecs > 2*len(keep)*extras {
+		t.Fatalf("slab after the sweep: %d extra records (capacity %d), peak %d; want %d", recs, capRecs, peak, len(keep)*extras)
 	}
 	for _, k := range keep {
 		if got := l.Peek(k, end, 0); got != want[k] {
