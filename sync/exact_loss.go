@@ -116,7 +116,9 @@ func (j *journal) expect(v *journalView, i int, now int64, lim int) float64 {
 		}
 		u := float64(units)
 		if j.alg == shardlimit.GCRA {
-			u -= float64(now-from*cell) * float64(lim) / float64(j.window[i])
+			// The charge script caps the TAT at 4W ahead: an overdraft of
+			// more than that is not expected whole (3W: clock skew).
+			u = min(u, float64(3*lim)) - float64(now-from*cell)*float64(lim)/float64(j.window[i])
 		}
 		best = max(best, u)
 	}
