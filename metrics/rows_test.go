@@ -19,7 +19,7 @@ var storeFields = map[string]string{
 	"LastLatency": "shardlimit_shared_flush_duration_seconds", "MaxLatency": "shardlimit_shared_flush_duration_max_seconds",
 	"MaxFlushGap": "shardlimit_shared_flush_gap_max_seconds", "SentUnits": "shardlimit_shared_units_sent_total",
 	"RetriedUnits": "shardlimit_shared_units_retried_total", "UnknownUnits": "shardlimit_shared_units_unknown_total",
-	"DroppedUnits": "shardlimit_shared_units_dropped_total", "LostUnits": "shardlimit_shared_units_lost_total", "Losses": "shardlimit_shared_losses_total", "ClockOffset": "shardlimit_shared_clock_offset_seconds",
+	"DroppedUnits": "shardlimit_shared_units_dropped_total", "LostUnits": "shardlimit_shared_units_lost_total and shardlimit_exact_units_lost_total", "Losses": "shardlimit_shared_losses_total and shardlimit_exact_losses_total", "ClockOffset": "shardlimit_shared_clock_offset_seconds",
 	"Pending": "shardlimit_shared_pending_keys", "Calls": "shardlimit_exact_calls_total",
 	"Errors": "shardlimit_exact_call_errors_total", "Timeouts": "shardlimit_exact_call_timeouts_total",
 	"PolicyDecisions": "shardlimit_exact_policy_decisions_total", "Probes": "shardlimit_exact_probes_total",

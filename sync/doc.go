@@ -70,9 +70,11 @@
 //     applied nothing; for Exact, its calls kept failing with transport
 //     errors for DegradeAfter (see ExactConfig). The hub probes the store
 //     until it answers.
-//   - The store evicts keys, or, for Shared, a flush read fewer units of
-//     the other nodes in a live window or bucket than it had read before:
-//     the store lost them (see Eviction below).
+//   - The store evicts keys, or a reply proved it lost units: for Shared,
+//     a flush read fewer units of the other nodes in a live window or
+//     bucket than it had read before; for Exact, a decision's reply
+//     counted fewer units of a key than this process had in the store
+//     when the call was sent (see Eviction below).
 //   - Its failure share is too large: more than DegradePercent (10%) of
 //     its work in one HealthInterval (1 s by default, intervals aligned to
 //     multiples of it) went to the failure policy, out of at least
@@ -245,6 +247,29 @@
 // ever be taken back, a refund of another node would show only when its
 // bucket rolls: the strict side.)
 //
+// An Exact limiter proves a loss from its own units. Its journal holds the
+// units the store granted this process, with the store's instant of each;
+// before each call it copies what the journal knew the store held of the
+// key (grants whose replies had come back, units replayed, less refunds),
+// so a grant whose reply crosses the call is never expected in its
+// reply. A reply that counts fewer of them (fixed window: in the current
+// window; sliding counter: in the buckets that count in full; GCRA: the
+// units granted since an instant s, less those the bucket refilled since
+// s, one unit of slack for its rounding) proves the store lost them: the
+// limiter counts them (ExactStats.LostUnits, Losses), decides this and
+// every call by its FailurePolicy, Degraded with an error wrapping
+// ErrEvicting, for two EvictionChecks (the most the check takes to see
+// evictions that go on) after the last such reply, and then sends the
+// store every unit of its journal before the store decides again. A
+// grant the store made from the lost state is kept in the store and in
+// the journal (the strict side). Exact.Reset, by any process, leaves a
+// marker in the key's state (a hash field e: an instant, Redis TIME) that
+// every reply returns: a process reading a marker newer than its journal's
+// forgets the units of the key its journal held instead of sending them
+// back, so a Reset is never taken for a loss nor undone. Only units a
+// process had in the store count: a state lost while this process had no
+// units in it is noticed by the processes that had, or by INFO.
+//
 // # Outages
 //
 // A Shared limiter keeps deciding while the store is away. Take N nodes,
@@ -389,12 +414,14 @@
 //     fallback; with F = L/N each f_j <= (L - c_j)/N, so at most L plus
 //     what the processes not yet replayed had left of their shares.
 //
-//   - Evictions reach the bound only once noticed: until the eviction
-//     check sees them (up to EvictionCheck, Δ) every eviction of a key's
-//     state is a fresh budget in Redis, so U may pass L by what the
-//     processes admit in Δ, at most N*R*Δ for R requests per second each;
-//     the journal has those units, and the replay at the end of the
-//     episode brings the store's count back above them.
+//   - Evictions reach the bound only once noticed: until a reply proves
+//     the loss (the next call of a process that had units of the key in
+//     the store) or the eviction check sees it (up to EvictionCheck, Δ),
+//     an eviction of a key's state is a fresh budget in Redis for the
+//     processes that had no units in it, so U may pass L by what those
+//     admit until then, at most N*R*Δ for R requests per second each; the
+//     journal has those units, and the replay at the end of the episode
+//     brings the store's count back above them.
 //
 //   - A restart shorter than an outage (Redis back before DegradeAfter):
 //     from the first call that fails with a transport error (a timeout, a

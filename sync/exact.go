@@ -154,6 +154,8 @@ type Exact struct {
 	checking   bool          // after failed calls: the hub checks for a restart
 	lost       bool          // the store may have lost state: replay every unit
 	replayAt   time.Time     // of the next replay after one failed
+	lossErr    error         // a reply proved a loss (see storeLoss); nil when none is held
+	lossUntil  time.Time     // the hold of the last loss ends
 
 	backoff atomic.Int64
 
@@ -172,6 +174,7 @@ type Exact struct {
 	probes, probeFails                atomic.Uint64
 	replays, replayFails, replayed    atomic.Uint64
 	replayRejected                    atomic.Uint64
+	lostUnits, losses                 atomic.Uint64
 
 	// gate orders calls against Close: a call registers in inflight under
 	// gate's read lock only while the limiter is open, and Close sets
@@ -299,19 +302,37 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 	}
 	if !e.bypass.Load() {
 		start := time.Now()
+		v, known := e.journal.view(key) // before the call leaves (see journalView)
 		d, err := e.remote(ctx, key, now, n, &lims, consume)
 		if errors.Is(err, shardlimit.ErrClosed) {
 			return shardlimit.Result{Err: shardlimit.ErrClosed}
 		}
 		if err == nil {
-			e.byStore(key, now, n, consume, &d)
-			return d.res
+			lost := int64(0)
+			if known {
+				lost = e.lossOf(&v, &d, n, &lims)
+			}
+			if d.epoch > v.epoch {
+				e.journal.observe(key, d.epoch)
+			}
+			if lost == 0 {
+				e.byStore(key, now, n, consume, &d)
+				return d.res
+			}
+			// The store decided from state that lost this process's
+			// units: the policy decides instead. Units the store
+			// admitted stay in it, recorded as granted (the strict side).
+			if consume && d.res.Allowed && n > 0 {
+				e.journal.recordGrant(key, d.at, n, d.epoch)
+			}
+			e.storeLoss(lost)
+		} else {
+			if cerr := callerErr(ctx); cerr != nil {
+				// The caller gave up; not a sign of Redis's health.
+				return shardlimit.Result{Limit: lims[e.longest], Err: cerr}
+			}
+			e.failed(err, start)
 		}
-		if cerr := callerErr(ctx); cerr != nil {
-			// The caller gave up; not a sign of Redis's health.
-			return shardlimit.Result{Limit: lims[e.longest], Err: cerr}
-		}
-		e.failed(err, start)
 	}
 	e.policyDecs.Add(1)
 	r := e.byPolicy(key, now, n, &lims, consume)
@@ -332,7 +353,7 @@ func (e *Exact) byStore(key string, now time.Time, n int, consume bool, d *store
 		e.endRun()
 		e.verifyStore() // it may have restarted while calls failed
 	}
-	if consume && d.res.Allowed && n > 0 && e.journal.record(key, d.at, n, false) {
+	if consume && d.res.Allowed && n > 0 && e.journal.recordGrant(key, d.at, n, d.epoch) {
 		e.journal.stamp(key, e.instant(now), d.at)
 	}
 	if consume && n > 0 && e.fallback != nil {

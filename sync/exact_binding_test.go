@@ -482,7 +482,9 @@ func TestExactConcurrentBurstsDecideEveryRateAtomically(t *testing.T) {
 			if cfg.Algorithm == shardlimit.FixedWindow && total != 100 {
 				t.Fatalf("%d admitted in the minute, want 100", total)
 			}
-			if st := e.ExactStats(); st.Errors != 0 || st.PolicyDecisions != 0 {
+			// Replies that cross (computed before a grant whose reply came
+			// back first) are never taken for a loss.
+			if st := e.ExactStats(); st.Errors != 0 || st.PolicyDecisions != 0 || st.Losses != 0 {
 				t.Fatalf("stats %+v", st)
 			}
 		})

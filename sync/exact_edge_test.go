@@ -98,7 +98,7 @@ func TestDecodeNeverPanics(t *testing.T) {
 			_, _ = decodeTotals(v, n, nil)
 		}
 	}
-	if d, err := decodeDecision([]any{int64(0), int64(0), int64(5), int64(0), int64(1)}, 1, []int{3}, one); err != nil || d.res.RetryAfter != time.Microsecond {
+	if d, err := decodeDecision([]any{int64(0), int64(0), int64(5), int64(0), int64(1), int64(0)}, 1, []int{3}, one); err != nil || d.res.RetryAfter != time.Microsecond {
 		t.Fatalf("denied with retry 0: %+v, %v; want RetryAfter 1us", d.res, err)
 	}
 }

@@ -90,7 +90,7 @@ func isTimeout(err error) bool {
 // share) and queues the change, if any, for the hub to report; cause is
 // the error that made it Degraded. Requires e.hmu held.
 func (e *Exact) settle(cause error) {
-	down := e.outage || e.evicting != nil || e.replaying
+	down := e.outage || e.evicting != nil || e.replaying || e.lossErr != nil
 	e.bypass.Store(down || e.checking)
 	defer func() { e.busy.Store(e.outage || e.replaying || e.checking || len(e.events) > 0) }()
 	want := Healthy
@@ -194,7 +194,7 @@ func (e *Exact) State() State {
 func (e *Exact) cool() bool {
 	e.hot.Store(false)
 	e.hmu.Lock()
-	c := !e.outage && !e.replaying && !e.checking && !e.journal.pending.Load() && len(e.events) == 0 && !e.share.high && e.decisions.Load() == e.share.total
+	c := !e.outage && !e.replaying && !e.checking && e.lossErr == nil && !e.journal.pending.Load() && len(e.events) == 0 && !e.share.high && e.decisions.Load() == e.share.total
 	e.hmu.Unlock()
 	if !c {
 		e.hot.Store(true)

@@ -67,6 +67,8 @@ type journalKey struct {
 	len    int
 	stamps [journalStamps]stamp // a ring; next is the oldest
 	next   int
+	epoch  int64 // the store's reset marker of the key last seen (see lossOf)
+	refund int64 // units refunded (Settle) since the entries began: off every expectation
 }
 
 // journalStamps is how many of a key's last grants the journal keeps the
@@ -86,6 +88,7 @@ type journalEntry struct {
 	n       int64 // units this process was granted in it
 	pend    int64 // of which the store lacks, not being sent
 	sending int64 // of which the store lacks, being sent by a replay
+	moved   bool  // holds units merged from an older cell: their instants are not known
 }
 
 // newJournal returns the journal of a limiter of algorithm alg and the
@@ -116,6 +119,21 @@ func (j *journal) shard(key string) *journalShard {
 // store lacks them. It reports false, recording nothing, if key is new
 // and the journal is full of keys whose units still count.
 func (j *journal) record(key string, at int64, n int, pend bool) bool {
+	return j.put(key, at, n, pend, -1)
+}
+
+// recordGrant adds n > 0 units the store granted key at at (Unix µs) in a
+// reply that carried the reset marker epoch (see resetScript): a grant
+// from before a Reset the journal has seen is not recorded (the Reset
+// forgot it); one after a Reset it has not seen forgets the units the
+// store had granted before it. It reports false as record does.
+func (j *journal) recordGrant(key string, at int64, n int, epoch int64) bool {
+	return j.put(key, at, n, false, epoch)
+}
+
+// put is record and recordGrant: epoch is the reply's reset marker, or -1
+// for units the store has not seen.
+func (j *journal) put(key string, at int64, n int, pend bool, epoch int64) bool {
 	s := j.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -125,11 +143,18 @@ func (j *journal) record(key string, at int64, n int, pend bool) bool {
 			j.full.Add(1)
 			return false
 		}
-		k = &journalKey{}
+		k = &journalKey{epoch: max(0, epoch)}
 		if s.m == nil {
 			s.m = make(map[string]*journalKey)
 		}
 		s.m[key] = k
+	}
+	switch {
+	case epoch < 0:
+	case epoch < k.epoch:
+		return true // granted before a Reset that forgot it
+	case epoch > k.epoch:
+		j.resetKey(k, epoch)
 	}
 	p := int64(0)
 	if pend {
@@ -197,6 +222,7 @@ func (j *journal) add(k *journalKey, x journalEntry) {
 		k.e[1].n += k.e[0].n
 		k.e[1].pend += k.e[0].pend
 		k.e[1].sending += k.e[0].sending
+		k.e[1].moved = true
 		copy(k.e[:], k.e[1:])
 		k.len--
 	}

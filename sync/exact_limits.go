@@ -108,9 +108,13 @@ func (e *Exact) SetDefaultLimits(limits ...int) error {
 }
 
 // Reset forgets key's usage, in Redis (for every process), in the
-// fallback and in the journal; not its own limit. It returns an error
-// wrapping ErrUnavailable if Redis could not be reached within the
-// Timeout.
+// fallback and in the journal; not its own limit. In Redis it leaves a
+// marker in each rate's state key (a hash field e, kept for two of the
+// longest window plus a second): every process that reads it forgets the
+// units of key its journal held, instead of taking the Reset for a loss
+// of them and sending them back (see the package doc on outages). It
+// returns an error wrapping ErrUnavailable if Redis could not be reached
+// within the Timeout, or ErrRejected if it refused the script (an ACL).
 func (e *Exact) Reset(key string) error {
 	if err := e.checkKey(key); err != nil {
 		return err
@@ -127,8 +131,11 @@ func (e *Exact) Reset(key string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
 	defer cancel()
 	keys := e.StateKeys(key)
-	if _, err := call(ctx, func() (any, error) { return e.client.Del(ctx, keys...).Result() }, e.end); err != nil {
-		return fmt.Errorf("%w: reset %q: %w", ErrUnavailable, key, err)
+	px := 2*e.rates[e.longest].window.Milliseconds() + 1000
+	if _, err := call(ctx, func() (any, error) {
+		return resetScript.Run(ctx, e.client, keys, px).Result()
+	}, e.end); err != nil {
+		return fmt.Errorf("reset %q: %w", key, storeError(err))
 	}
 	return nil
 }

@@ -51,6 +51,9 @@ func (e *Exact) chargeAt(ctx context.Context, key string, at int64, n int) error
 	if !e.begin() {
 		return shardlimit.ErrClosed
 	}
+	if n < 0 {
+		e.journal.refunded(key, -n) // before it can reach the store (see journalView)
+	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
 	keys, args := e.chargeArgs(key, at, int64(n), e.replayNow())

@@ -11,23 +11,24 @@ import (
 type storeDecision struct {
 	res   shardlimit.Result
 	at    int64 // the instant the store decided at, Unix µs
+	epoch int64 // the key's reset marker (see resetScript), 0 if none
 	rates [shardlimit.MaxRates]rateOutcome
 }
 
 // decodeDecision checks the reply of a decision script for cost n under
 // limits lims, one per rate of rates: {allowed, then per rate: remaining,
-// reset_us, retry_us, then now_us}, every number in range and consistent
+// reset_us, retry_us, then now_us, then the reset marker}, every number in range and consistent
 // with n and the rate's limit. It converts the reply to a Result (see
 // bind) and keeps each rate's outcome and the instant the store decided
 // at.
 func decodeDecision(v any, n int, lims []int, rates []exactRate) (storeDecision, error) {
 	var d storeDecision
-	arr, x, err := replyInts(v, 2+3*len(rates))
+	arr, x, err := replyInts(v, 3+3*len(rates))
 	if err != nil {
 		return d, err
 	}
-	allowed, at := x[0], x[1+3*len(rates)]
-	if allowed != 0 && allowed != 1 || n == 0 && allowed == 0 || at < 0 || at > maxInstant {
+	allowed, at, epoch := x[0], x[1+3*len(rates)], x[2+3*len(rates)]
+	if allowed != 0 && allowed != 1 || n == 0 && allowed == 0 || at < 0 || at > maxInstant || epoch < 0 {
 		return d, fmt.Errorf("%w: inconsistent decision %v", ErrBadReply, arr)
 	}
 	for k, rt := range rates {
@@ -37,7 +38,7 @@ func decodeDecision(v any, n int, lims []int, rates []exactRate) (storeDecision,
 		}
 		d.rates[k] = o
 	}
-	d.res, d.at = bind(allowed == 1, d.rates[:len(rates)]), at
+	d.res, d.at, d.epoch = bind(allowed == 1, d.rates[:len(rates)]), at, epoch
 	return d, nil
 }
 
@@ -46,7 +47,7 @@ const maxInstant = 1<<52 - 1
 
 // replyInts checks that v is an array of want integers and returns it,
 // and its integers in the first want elements of x.
-func replyInts(v any, want int) (arr []any, x [2 + 3*shardlimit.MaxRates]int64, err error) {
+func replyInts(v any, want int) (arr []any, x [3 + 3*shardlimit.MaxRates]int64, err error) {
 	arr, ok := v.([]any)
 	if !ok || len(arr) != want {
 		return nil, x, fmt.Errorf("%w: got %T %v, want an array of %d integers", ErrBadReply, v, v, want)

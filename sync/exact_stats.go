@@ -46,6 +46,17 @@ type ExactStats struct {
 	ReplayFailures uint64
 	Replayed       uint64
 	ReplayRejected uint64
+
+	// LostUnits are the units of this process that replies showed the
+	// store had lost (evicted or restarted empty, before INFO showed it):
+	// a reply counted fewer units of a key than this process's journal
+	// proved the store held when the call was sent (the most by which one
+	// rate fell short). Losses counts those replies; each makes the
+	// limiter Degraded with ErrEvicting and decides by the policy until
+	// every unit of the journal is in the store again. A Reset (by any
+	// process) is not a loss.
+	LostUnits uint64
+	Losses    uint64
 }
 
 // Stats returns the counts of decisions of positive cost this limiter made
@@ -84,5 +95,7 @@ func (e *Exact) ExactStats() ExactStats {
 		ReplayFailures:  e.replayFails.Load(),
 		Replayed:        e.replayed.Load(),
 		ReplayRejected:  e.replayRejected.Load(),
+		LostUnits:       e.lostUnits.Load(),
+		Losses:          e.losses.Load(),
 	}
 }

@@ -32,12 +32,15 @@ func (h *hub) runExact(ctx context.Context, now time.Time, next *time.Time) {
 			e.settle(cause)
 		}
 		*next = minTime(*next, e.share.due())
+		if until := e.stepLoss(now); !until.IsZero() {
+			*next = minTime(*next, until)
+		}
 		switch {
 		case e.outage && now.Before(e.probeAt):
 			*next = minTime(*next, e.probeAt)
 		case e.outage:
 			due = append(due, e)
-		case e.evicting == nil && (e.replaying || e.checking || e.journal.pending.Load()):
+		case e.evicting == nil && e.lossErr == nil && (e.replaying || e.checking || e.journal.pending.Load()):
 			if now.Before(e.replayAt) {
 				*next = minTime(*next, e.replayAt)
 			} else {
@@ -68,7 +71,7 @@ func (h *hub) runExact(ctx context.Context, now time.Time, next *time.Time) {
 // units stay for the next try, after the probe's back-off.
 func (h *hub) replayExact(ctx context.Context, e *Exact, next *time.Time) {
 	e.hmu.Lock()
-	if e.outage || e.evicting != nil {
+	if e.outage || e.evicting != nil || e.lossErr != nil {
 		e.hmu.Unlock()
 		return
 	}

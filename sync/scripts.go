@@ -227,7 +227,9 @@ return out
 //	ARGV[4..]  each rate's arguments in turn, its limit first
 //	returns    {allowed, then per rate k: remaining, reset after (us),
 //	           retry after (us; 0 if rate k admits n, -1 if it never can),
-//	           then now (us): the instant decided at, Redis TIME or ARGV[3]}
+//	           then now (us): the instant decided at, Redis TIME or ARGV[3],
+//	           then the key's reset marker: the largest field e of its
+//	           rates' states (0 if none), which Exact.Reset sets}
 //
 // Remaining and reset after are the rate's after the decision (an admitted
 // cost counted even when not consumed; a denied one not at all); Go picks
@@ -272,18 +274,19 @@ local now = clock(ARGV[3])`
 
 // fixedScript decides a request by the fixed window counter.
 //
-//	KEYS[k]  hash {w = window id, c = units admitted in window w}
+//	KEYS[k]  hash {w = window id, c = units admitted in window w, e = reset marker}
 //	ARGV     n, consume, now; per rate: limit, window (us)
-//	returns  {allowed, per rate: remaining, reset (us), retry (us; -1 never), now (us)}
+//	returns  {allowed, per rate: remaining, reset (us), retry (us; -1 never), now (us), marker}
 var fixedScript = redis.NewScript(decisionLib + windowHead + `
 -- Every rate's window and usage at now; nothing is written before all fit.
-local id, used = {}, {}
+local id, used, epoch = {}, {}, 0
 local fits = true
 for k = 1, R do
   local i = fdiv(now, W[k])
-  local st = redis.call('HMGET', KEYS[k], 'w', 'c')
-  local sw, sc = int(st[1]), int(st[2])
-  if sw == false or sc == false or (sc and sc < 0) then return corrupt(KEYS[k]) end
+  local st = redis.call('HMGET', KEYS[k], 'w', 'c', 'e')
+  local sw, sc, se = int(st[1]), int(st[2]), int(st[3])
+  if sw == false or sc == false or se == false or (sc and sc < 0) then return corrupt(KEYS[k]) end
+  if se and se > epoch then epoch = se end
   local u = 0
   if sw and sc and sw >= i then
     -- w > i only if the server clock stepped back: keep counting its units.
@@ -316,6 +319,7 @@ for k = 1, R do
   out[3 * k - 1], out[3 * k], out[3 * k + 1] = rem, reset, retry
 end
 out[3 * R + 2] = now
+out[3 * R + 3] = epoch
 return out
 `)
 
@@ -324,9 +328,9 @@ return out
 // bucket that straddles now - W counts by its remaining overlap, rounded
 // up.
 //
-//	KEYS[k]  hash {bucket id = units admitted in it}
+//	KEYS[k]  hash {bucket id = units admitted in it, e = reset marker}
 //	ARGV     n, consume, now; per rate: limit, G (us), nb
-//	returns  {allowed, per rate: remaining, reset (us), retry (us; -1 never), now (us)}
+//	returns  {allowed, per rate: remaining, reset (us), retry (us; -1 never), now (us), marker}
 var counterScript = redis.NewScript(decisionLib + `
 local n, consume = head(3)
 if not n then return badargs() end
@@ -349,12 +353,17 @@ local now = clock(ARGV[3])
 local function load(k)
   local g, m = G[k], nb[k]
   local j = fdiv(now, g)
-  local s = {j = j, cnt = {}, full = 0, strad = 0, stale = {}}
+  local s = {j = j, cnt = {}, full = 0, strad = 0, stale = {}, epoch = 0}
   local h = redis.call('HGETALL', KEYS[k])
   for i = 1, #h, 2 do
     local id, c = int(h[i]), int(h[i + 1])
-    if not id or not c or c < 0 or c > 2147483647 then return nil end
-    if id < j - m then
+    if h[i] == 'e' then
+      -- the reset marker (Exact.Reset), not a bucket
+      if not c or c < 0 then return nil end
+      s.epoch = c
+    elseif not id or not c or c < 0 or c > 2147483647 then
+      return nil
+    elseif id < j - m then
       s.stale[#s.stale + 1] = h[i]
     else
       s.cnt[id] = c
@@ -406,10 +415,11 @@ end
 
 -- Every rate's estimate at now; nothing is written before all fit.
 local st = {}
-local fits = true
+local fits, epoch = true, 0
 for k = 1, R do
   st[k] = load(k)
   if not st[k] then return corrupt(KEYS[k]) end
+  if st[k].epoch > epoch then epoch = st[k].epoch end
   if n > lim[k] or st[k].est + n > lim[k] then fits = false end
 end
 local allowed = 0
@@ -440,6 +450,7 @@ for k = 1, R do
   out[3 * k - 1], out[3 * k], out[3 * k + 1] = rem, ((s.oldest or s.j) + m + 1) * g - now, retry
 end
 out[3 * R + 2] = now
+out[3 * R + 3] = epoch
 return out
 `)
 
@@ -448,19 +459,20 @@ return out
 // arrival time is t + r/l microseconds, l the limit the state is encoded
 // for, so the emission interval W/l is exact.
 //
-//	KEYS[k]  hash {t = TAT (us), r = fraction in 1/l us, l = limit}
+//	KEYS[k]  hash {t = TAT (us), r = fraction in 1/l us, l = limit, e = reset marker}
 //	ARGV     n, consume, now; per rate: limit, window (us)
-//	returns  {allowed, per rate: remaining, reset (us), retry (us; -1 never), now (us)}
+//	returns  {allowed, per rate: remaining, reset (us), retry (us; -1 never), now (us), marker}
 var gcraScript = redis.NewScript(decisionLib + windowHead + `
 -- Every rate's TAT at now, and after n more units if they fit; nothing is
 -- written before all fit.
 local tat, rem, ntat, nrem, fit = {}, {}, {}, {}, {}
-local fits = true
+local fits, epoch = true, 0
 for k = 1, R do
   local l, w = lim[k], W[k]
-  local st = redis.call('HMGET', KEYS[k], 't', 'r', 'l')
-  local t, r, old = int(st[1]), int(st[2]), int(st[3])
-  if t == false or r == false or old == false then return corrupt(KEYS[k]) end
+  local st = redis.call('HMGET', KEYS[k], 't', 'r', 'l', 'e')
+  local t, r, old, se = int(st[1]), int(st[2]), int(st[3]), int(st[4])
+  if t == false or r == false or old == false or se == false or (se and se < 0) then return corrupt(KEYS[k]) end
+  if se and se > epoch then epoch = se end
   if not t or not r or not old or old < 1 then
     t, r, old = now, 0, math.max(l, 1)
   end
@@ -524,5 +536,6 @@ for k = 1, R do
   out[3 * k - 1], out[3 * k], out[3 * k + 1] = remaining, reset, retry
 end
 out[3 * R + 2] = now
+out[3 * R + 3] = epoch
 return out
 `)

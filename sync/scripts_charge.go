@@ -195,3 +195,32 @@ func chargeScriptFor(alg shardlimit.Algorithm) *redis.Script {
 	}
 	return fixedChargeScript
 }
+
+// resetScript forgets a key's usage in every rate (Exact.Reset) and leaves
+// a reset marker in each rate's state: the field e, an instant in
+// microseconds (Redis TIME, or above any marker the key held if that is
+// later), which the decision scripts return. A process whose journal holds units of the key tells by it that
+// a reply counting fewer units follows a Reset (by any process), not a
+// loss, and does not send them back.
+//
+//	KEYS[k]  state of rate k, k = 1..R, 1 <= R <= 4 (any type: replaced)
+//	ARGV[1]  TTL of the marker in milliseconds >= 1
+//	returns  the marker
+var resetScript = redis.NewScript(luaLib + `
+local px = arg(ARGV[1], 1, 1e15)
+local R = #KEYS
+if not px or R < 1 or R > 4 then return badargs() end
+local e = clock(-1)
+for k = 1, R do
+  if redis.call('TYPE', KEYS[k]).ok == 'hash' then
+    local old = int(redis.call('HGET', KEYS[k], 'e'))
+    if old and old >= e then e = old + 1 end
+  end
+end
+for k = 1, R do
+  redis.call('DEL', KEYS[k])
+  redis.call('HSET', KEYS[k], 'e', fmt(e))
+  redis.call('PEXPIRE', KEYS[k], fmt(px))
+end
+return e
+`)

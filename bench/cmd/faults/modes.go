@@ -69,7 +69,7 @@ type snapshot struct {
 	policy, calls, errors, timeouts uint64
 	// Shared
 	flushes, failed, unknown, dropped, retried uint64
-	lost                                       uint64        // LostUnits: units read and then missing from a counter
+	lost                                       uint64        // LostUnits: units read (Shared) or granted (Exact) and then missing from the store
 	maxGap                                     time.Duration // MaxFlushGap since construction
 	// both
 	trips   uint64
@@ -152,7 +152,7 @@ func (n *node) exact(m mode, p params, cfg shardlimit.Config, prefix string, onC
 	n.snap = func() snapshot {
 		st, xs := e.Stats(), e.ExactStats()
 		s := snapshot{decisions: st.Allowed + st.Denied, policy: xs.PolicyDecisions, calls: xs.Calls,
-			errors: xs.Errors, timeouts: xs.Timeouts, trips: xs.Trips, evicted: xs.Eviction.Evicted}
+			errors: xs.Errors, timeouts: xs.Timeouts, trips: xs.Trips, evicted: xs.Eviction.Evicted, lost: xs.LostUnits}
 		if xs.LastError != nil {
 			s.lastErr = xs.LastError.Error()
 		}

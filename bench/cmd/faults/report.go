@@ -87,7 +87,8 @@ func healthTable(w io.Writer, p params, table []fault, runs [][]*row) {
 		"(Exact: ExactStats.PolicyDecisions over Stats' decisions; Shared reports no such count, n/a); **degraded**, the share of "+
 		"decisions before which State() said Degraded; then Shared's failed flushes over flushes and units whose reply was lost "+
 		"(UnknownUnits), and the other nodes' units a node had read that its counters later lacked (LostUnits: the store lost them; "+
-		"counted at every read until healed). Ranges over the runs.\n\n")
+		"counted at every read until healed); for Exact, its own units that a reply counted fewer of than it had in the store "+
+		"(ExactStats.LostUnits: proof of a loss before INFO shows it). Ranges over the runs.\n\n")
 	header(w, "fault")
 	for i, f := range table {
 		fmt.Fprintf(w, "| %s |", f.name)
@@ -122,7 +123,9 @@ func healthCell(m mode, runs [][]*row, i, j int) string {
 		b.WriteString("policy n/a")
 	}
 	fmt.Fprintf(&b, ", degraded %s", pctRange(deg))
-	if !m.exact {
+	if m.exact {
+		fmt.Fprintf(&b, ", lost units %s", intRange(lost))
+	} else {
 		fmt.Fprintf(&b, ", failed flushes %s/%s, unknown units %s, lost units %s", intRange(failed), intRange(flushes), intRange(unknown), intRange(lost))
 	}
 	return b.String()
@@ -185,8 +188,8 @@ func statsCell(c cell, fs time.Time) string {
 	d := delta(c)
 	var s string
 	if c.mode.exact {
-		s = fmt.Sprintf("decisions %d, policy %d, calls %d, errors %d, timeouts %d, trips %d",
-			d.decisions, d.policy, d.calls, d.errors, d.timeouts, d.trips)
+		s = fmt.Sprintf("decisions %d, policy %d, calls %d, errors %d, timeouts %d, lost %d, trips %d",
+			d.decisions, d.policy, d.calls, d.errors, d.timeouts, d.lost, d.trips)
 	} else {
 		var gap time.Duration
 		for _, a := range c.final {
