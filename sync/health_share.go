@@ -23,7 +23,9 @@ const (
 	DegradePercent = 10
 	// RecoverPercent: a limiter Degraded by its share becomes Healthy
 	// again after a whole interval in which less than this percentage (half
-	// of DegradePercent) went to the failure policy, or nothing failed.
+	// of DegradePercent) went to the failure policy, or nothing failed;
+	// an Exact that still decides by its policy (a call failed and its
+	// store has not been checked since) stays Degraded, however idle.
 	RecoverPercent = DegradePercent / 2
 	// MinHealthCount is the least work (decisions of Exact, store items of
 	// Shared) in one interval that can make a limiter Degraded by its
@@ -77,7 +79,11 @@ func (w *shareWatch) reset(now time.Time, total, bad uint64) {
 
 // step ends the current interval if it is over at now, given the
 // cumulative counts total and bad, and reports whether high changed.
-func (w *shareWatch) step(now time.Time, total, bad uint64) bool {
+// While policy is true the limiter still decides by its failure policy
+// (its store not yet checked): a high share then stays high, even over an
+// interval with no work, so an idle limiter whose store is still away
+// does not turn Healthy.
+func (w *shareWatch) step(now time.Time, total, bad uint64, policy bool) bool {
 	if now.Before(w.due()) {
 		return false
 	}
@@ -90,7 +96,7 @@ func (w *shareWatch) step(now time.Time, total, bad uint64) bool {
 	case !w.high && n >= MinHealthCount && 100*b > DegradePercent*n:
 		w.high = true
 		return true
-	case w.high && (b == 0 || 100*b < RecoverPercent*n):
+	case w.high && !policy && (b == 0 || 100*b < RecoverPercent*n):
 		w.high = false
 		return true
 	}

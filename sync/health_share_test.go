@@ -14,7 +14,8 @@ import (
 // TestShareWatchHysteresis: the health rule decided interval by interval
 // from counts alone: Degraded above DegradePercent of at least
 // MinHealthCount, Healthy again after a whole interval below
-// RecoverPercent (or with no failure), nothing in between.
+// RecoverPercent (or with no failure), nothing in between; and never
+// Healthy while the limiter still decides by its policy.
 func TestShareWatchHysteresis(t *testing.T) {
 	w, err := newShareWatch(time.Second)
 	if err != nil {
@@ -24,29 +25,32 @@ func TestShareWatchHysteresis(t *testing.T) {
 	w.reset(base, 0, 0)
 	var total, bad uint64
 	steps := []struct {
-		n, b uint64 // work and failures in the interval
-		high bool   // Degraded by the share after it
+		n, b   uint64 // work and failures in the interval
+		high   bool   // Degraded by the share after it
+		policy bool   // the limiter still decides by its policy
 	}{
-		{1, 1, false},    // one failure of an idle limiter
-		{19, 19, false},  // below MinHealthCount
-		{100, 10, false}, // 10%: not above it
-		{100, 11, true},  // above 10%
-		{100, 6, true},   // 6%: not below 5%
-		{100, 5, true},   // 5%: not below it
-		{10, 1, true},    // 10% of a few: no evidence either way
-		{100, 4, false},  // below 5% for a whole interval
-		{100, 6, false},  // 6%: not above 10%
-		{20, 3, true},    // 15% of MinHealthCount
-		{0, 0, false},    // an idle interval: nothing failed
+		{1, 1, false, false},    // one failure of an idle limiter
+		{19, 19, false, false},  // below MinHealthCount
+		{100, 10, false, false}, // 10%: not above it
+		{100, 11, true, false},  // above 10%
+		{100, 6, true, false},   // 6%: not below 5%
+		{100, 5, true, false},   // 5%: not below it
+		{10, 1, true, false},    // 10% of a few: no evidence either way
+		{100, 4, false, false},  // below 5% for a whole interval
+		{100, 6, false, false},  // 6%: not above 10%
+		{20, 3, true, false},    // 15% of MinHealthCount
+		{0, 0, true, true},      // idle, its store not yet checked: no recovery
+		{100, 0, true, true},    // nothing failed, but the policy still decides
+		{0, 0, false, false},    // an idle interval: nothing failed
 	}
 	for i, st := range steps {
 		total += st.n
 		bad += st.b
 		at := base.Add(time.Duration(i+1) * time.Second)
-		if w.step(at.Add(-time.Millisecond), total, bad) {
+		if w.step(at.Add(-time.Millisecond), total, bad, st.policy) {
 			t.Fatalf("step %d: changed before the interval ended", i)
 		}
-		changed := w.step(at, total, bad)
+		changed := w.step(at, total, bad, st.policy)
 		if w.high != st.high || changed != (i == 0 && st.high || i > 0 && st.high != steps[i-1].high) {
 			t.Fatalf("step %d (%d of %d): high %v changed %v, want high %v", i, st.b, st.n, w.high, changed, st.high)
 		}

@@ -24,7 +24,7 @@ func (h *hub) runExact(ctx context.Context, now time.Time, next *time.Time) {
 			continue
 		}
 		e.hmu.Lock()
-		if e.share.step(now, e.decisions.Load(), e.policyDecs.Load()) {
+		if e.share.step(now, e.decisions.Load(), e.policyDecs.Load(), e.checking) {
 			var cause error
 			if e.share.high {
 				cause = e.share.cause("decisions by the failure policy", e.lastErr.get())

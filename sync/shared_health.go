@@ -108,7 +108,7 @@ func (s *Shared) resetShare(now time.Time) {
 // state if the share of failed items crossed its bounds. Requires
 // s.flushMu held.
 func (s *Shared) stepShare(now time.Time) {
-	if s.share.step(now, s.itemCount.Load(), s.itemErrs.Load()) {
+	if s.share.step(now, s.itemCount.Load(), s.itemErrs.Load(), false) {
 		var cause error
 		if s.share.high {
 			cause = s.share.cause("store items failed", s.lastErr.get())
