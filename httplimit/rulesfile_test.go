@@ -366,3 +366,20 @@ func TestRulesFileOf100MBRefusedWithoutReadingIt(t *testing.T) {
 		t.Errorf("LoadRules allocated %d bytes refusing a 100 MB file, want under 1 MiB", alloc)
 	}
 }
+
+// TestSyntaxErrorSaysWhere checks that a rules file that is not JSON (a
+// trailing comma, a missing one) is refused with the line and column of
+// the offending byte, so a long file need not be searched by hand.
+func TestSyntaxErrorSaysWhere(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"{\"rules\":[\n  {\"name\":\"a\",\"path\":\"/a\",\"limit\":5,\"window\":\"1m\",}\n]}", "line 2, column 51:"},
+		{"{\"rules\":[\n  {\"name\":\"a\" \"path\":\"/a\"}]}", "line 2, column 15:"},
+		{"\n\n   x", "line 3, column 4:"},
+	} {
+		_, err := ParseRules([]byte(c.in))
+		var syn *json.SyntaxError
+		if !errors.Is(err, shardlimit.ErrInvalidConfig) || !errors.As(err, &syn) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseRules(%q) = %v; want ErrInvalidConfig and the json.SyntaxError, at %q", c.in, err, c.want)
+		}
+	}
+}

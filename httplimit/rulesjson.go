@@ -270,12 +270,26 @@ func decodeStrict(b []byte, v any) error {
 		if errors.Is(err, shardlimit.ErrInvalidConfig) {
 			return err
 		}
-		return fmt.Errorf("%w: %w", shardlimit.ErrInvalidConfig, err)
+		return withSyntaxPlace(b, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return fmt.Errorf("%w: trailing data after the JSON value", shardlimit.ErrInvalidConfig)
 	}
 	return nil
+}
+
+// withSyntaxPlace wraps err, an error decoding b, in
+// shardlimit.ErrInvalidConfig, and for a syntax error says where in b it
+// is, as a line and a column (of bytes, both from 1).
+func withSyntaxPlace(b []byte, err error) error {
+	var syn *json.SyntaxError
+	if !errors.As(err, &syn) || syn.Offset < 1 || syn.Offset > int64(len(b)) {
+		return fmt.Errorf("%w: %w", shardlimit.ErrInvalidConfig, err)
+	}
+	at := int(syn.Offset) - 1 // the offending byte: Offset counts the bytes read
+	line := 1 + bytes.Count(b[:at], []byte("\n"))
+	col := at - bytes.LastIndexByte(b[:at], '\n')
+	return fmt.Errorf("%w: line %d, column %d: %w", shardlimit.ErrInvalidConfig, line, col, err)
 }
 
 // decodeFile decodes one JSON value of a rules file from b into v, the
@@ -306,7 +320,9 @@ func decodeFile(b []byte, v any, kind string) error {
 // ParseRules decodes and validates a JSON rules file (see Rules for the
 // format, MaxRulesFileBytes for its caps). Errors wrap
 // shardlimit.ErrInvalidConfig and name the offending rule, tier or
-// override, or the cap exceeded; a file without rules that does not say
+// override, or the cap exceeded, or for text that is not JSON the line and
+// column of the offending byte (wrapping the *json.SyntaxError); a file
+// without rules that does not say
 // "limiting": "off" is an error wrapping ErrNoRules too.
 func ParseRules(data []byte) (*Rules, error) {
 	if len(data) > MaxRulesFileBytes {
