@@ -383,3 +383,19 @@ func TestSyntaxErrorSaysWhere(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodingErrorsNameTheRule checks that an unknown field or a value of
+// the wrong type in a rule or override names it, as a key given twice does.
+func TestDecodingErrorsNameTheRule(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{"rules":[{"name":"a","path":"/a","limit":5,"window":"1m","windw":"1s"}]}`, `rule "a": json: unknown field "windw"`},
+		{`{"rules":[{"name":"a","path":"/a","limit":"5","window":"1m"}]}`, `rule "a": json: cannot unmarshal`},
+		{`{"overrides":[{"rule":"a","ip":"192.0.2.1","limt":2}],"rules":[{"name":"a","path":"/a","limit":5,"window":"1m"}]}`, `override "192.0.2.1": json: unknown field "limt"`},
+	} {
+		_, err := ParseRules([]byte(c.in))
+		if !errors.Is(err, shardlimit.ErrInvalidConfig) || !strings.Contains(err.Error(), c.want) ||
+			strings.Count(err.Error(), shardlimit.ErrInvalidConfig.Error()) != 1 {
+			t.Errorf("ParseRules(%s) = %v; want ErrInvalidConfig once and %q", c.in, err, c.want)
+		}
+	}
+}
