@@ -1,7 +1,9 @@
 package shardlimit
 
 import (
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -25,5 +27,14 @@ func TestLimitersExposeOnlyTheInterface(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestNewWithoutAlgorithmSaysSo checks the error of the most common first
+// mistake, a Config without an Algorithm.
+func TestNewWithoutAlgorithmSaysSo(t *testing.T) {
+	l, err := New(Config{Limit: 10, Window: time.Minute})
+	if l != nil || !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "Algorithm is not set") {
+		t.Errorf("New(Config{Limit: 10, Window: time.Minute}) = %v, %v; want ErrInvalidConfig saying Algorithm is not set", l, err)
 	}
 }

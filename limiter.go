@@ -2,7 +2,6 @@ package shardlimit
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/shardlimit/shardlimit/internal/core"
@@ -506,5 +505,5 @@ func New(cfg Config) (Limiter, error) {
 	case GCRA:
 		return NewGCRA(cfg)
 	}
-	return nil, fmt.Errorf("%w: unknown algorithm %d", ErrInvalidConfig, int(cfg.Algorithm))
+	return nil, core.UnknownAlgorithm(core.Algorithm(cfg.Algorithm))
 }

@@ -366,3 +366,36 @@ func TestRulesFileOf100MBRefusedWithoutReadingIt(t *testing.T) {
 		t.Errorf("LoadRules allocated %d bytes refusing a 100 MB file, want under 1 MiB", alloc)
 	}
 }
+
+// TestSyntaxErrorSaysWhere checks that a rules file that is not JSON (a
+// trailing comma, a missing one) is refused with the line and column of
+// the offending byte, so a long file need not be searched by hand.
+func TestSyntaxErrorSaysWhere(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"{\"rules\":[\n  {\"name\":\"a\",\"path\":\"/a\",\"limit\":5,\"window\":\"1m\",}\n]}", "line 2, column 51:"},
+		{"{\"rules\":[\n  {\"name\":\"a\" \"path\":\"/a\"}]}", "line 2, column 15:"},
+		{"\n\n   x", "line 3, column 4:"},
+	} {
+		_, err := ParseRules([]byte(c.in))
+		var syn *json.SyntaxError
+		if !errors.Is(err, shardlimit.ErrInvalidConfig) || !errors.As(err, &syn) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("ParseRules(%q) = %v; want ErrInvalidConfig and the json.SyntaxError, at %q", c.in, err, c.want)
+		}
+	}
+}
+
+// TestDecodingErrorsNameTheRule checks that an unknown field or a value of
+// the wrong type in a rule or override names it, as a key given twice does.
+func TestDecodingErrorsNameTheRule(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{"rules":[{"name":"a","path":"/a","limit":5,"window":"1m","windw":"1s"}]}`, `rule "a": json: unknown field "windw"`},
+		{`{"rules":[{"name":"a","path":"/a","limit":"5","window":"1m"}]}`, `rule "a": json: cannot unmarshal`},
+		{`{"overrides":[{"rule":"a","ip":"192.0.2.1","limt":2}],"rules":[{"name":"a","path":"/a","limit":5,"window":"1m"}]}`, `override "192.0.2.1": json: unknown field "limt"`},
+	} {
+		_, err := ParseRules([]byte(c.in))
+		if !errors.Is(err, shardlimit.ErrInvalidConfig) || !strings.Contains(err.Error(), c.want) ||
+			strings.Count(err.Error(), shardlimit.ErrInvalidConfig.Error()) != 1 {
+			t.Errorf("ParseRules(%s) = %v; want ErrInvalidConfig once and %q", c.in, err, c.want)
+		}
+	}
+}

@@ -262,51 +262,85 @@ func (o *Override) UnmarshalJSON(b []byte) error {
 }
 
 // decodeStrict decodes one JSON value from b into v, rejecting unknown
-// fields and trailing data.
+// fields and trailing data, with errors wrapping
+// shardlimit.ErrInvalidConfig.
 func decodeStrict(b []byte, v any) error {
+	err := decodeJSON(b, v)
+	if err == nil || errors.Is(err, shardlimit.ErrInvalidConfig) {
+		return err
+	}
+	return withSyntaxPlace(b, err)
+}
+
+// errTrailingData is decodeJSON's error for bytes after the value.
+var errTrailingData = errors.New("trailing data after the JSON value")
+
+// decodeJSON is decodeStrict returning encoding/json's errors as they
+// are (and those of the UnmarshalJSON methods it calls, which wrap
+// shardlimit.ErrInvalidConfig).
+func decodeJSON(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, shardlimit.ErrInvalidConfig) {
-			return err
-		}
-		return fmt.Errorf("%w: %w", shardlimit.ErrInvalidConfig, err)
+		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("%w: trailing data after the JSON value", shardlimit.ErrInvalidConfig)
+		return errTrailingData
 	}
 	return nil
 }
 
+// withSyntaxPlace wraps err, an error decoding b, in
+// shardlimit.ErrInvalidConfig, and for a syntax error says where in b it
+// is, as a line and a column (of bytes, both from 1).
+func withSyntaxPlace(b []byte, err error) error {
+	var syn *json.SyntaxError
+	if !errors.As(err, &syn) || syn.Offset < 1 || syn.Offset > int64(len(b)) {
+		return fmt.Errorf("%w: %w", shardlimit.ErrInvalidConfig, err)
+	}
+	at := int(syn.Offset) - 1 // the offending byte: Offset counts the bytes read
+	line := 1 + bytes.Count(b[:at], []byte("\n"))
+	col := at - bytes.LastIndexByte(b[:at], '\n')
+	return fmt.Errorf("%w: line %d, column %d: %w", shardlimit.ErrInvalidConfig, line, col, err)
+}
+
 // decodeFile decodes one JSON value of a rules file from b into v, the
 // JSON form of a kind ("rule", "override", "rate"): it rejects a key given
-// twice, naming it and the rule or override, then decodes as decodeStrict
-// does.
+// twice, then decodes as decodeStrict does; its errors name the rule or
+// override (a key given twice, an unknown field, a value of the wrong
+// type).
 func decodeFile(b []byte, v any, kind string) error {
-	if err := checkDuplicateKeys(b); err != nil {
-		var dup *dupKeyError
-		if !errors.As(err, &dup) {
+	err := checkDuplicateKeys(b)
+	var dup *dupKeyError
+	if err != nil && !errors.As(err, &dup) {
+		return err
+	}
+	if err == nil {
+		// An error wrapping ErrInvalidConfig is a nested value's, which
+		// names itself.
+		if err = decodeJSON(b, v); err == nil || errors.Is(err, shardlimit.ErrInvalidConfig) {
 			return err
 		}
-		// Name the rule (or override) as far as b decodes.
-		var id struct{ Name, ID, IP string }
-		_ = json.Unmarshal(b, &id)
-		name := id.Name
-		if kind == "override" {
-			name = id.ID + id.IP
-		}
-		if kind == "rate" {
-			return fmt.Errorf("%w: %w", shardlimit.ErrInvalidConfig, dup)
-		}
-		return fmt.Errorf("%w: %s %s: %w", shardlimit.ErrInvalidConfig, kind, quoteName(name), dup)
 	}
-	return decodeStrict(b, v)
+	// Name the rule (or override) as far as b decodes.
+	var id struct{ Name, ID, IP string }
+	_ = json.Unmarshal(b, &id)
+	name := id.Name
+	if kind == "override" {
+		name = id.ID + id.IP
+	}
+	if kind == "rate" {
+		return fmt.Errorf("%w: %w", shardlimit.ErrInvalidConfig, err)
+	}
+	return fmt.Errorf("%w: %s %s: %w", shardlimit.ErrInvalidConfig, kind, quoteName(name), err)
 }
 
 // ParseRules decodes and validates a JSON rules file (see Rules for the
 // format, MaxRulesFileBytes for its caps). Errors wrap
 // shardlimit.ErrInvalidConfig and name the offending rule, tier or
-// override, or the cap exceeded; a file without rules that does not say
+// override, or the cap exceeded, or for text that is not JSON the line and
+// column of the offending byte (wrapping the *json.SyntaxError); a file
+// without rules that does not say
 // "limiting": "off" is an error wrapping ErrNoRules too.
 func ParseRules(data []byte) (*Rules, error) {
 	if len(data) > MaxRulesFileBytes {

@@ -37,6 +37,11 @@ type HTTPMiddleware interface {
 // *sync.Shared or *sync.Exact), the state of its store. Reading takes each
 // shard's lock of l in turn, briefly (shardlimit.Limiter.Stats), and adds
 // nothing to decisions.
+//
+// Give every source a distinct, non-empty name: WriteText refuses two
+// sources of one name (and a name of a middleware's rule), and an empty
+// name is written as limiter="", which Prometheus stores as no label at
+// all.
 func Limiter(name string, l shardlimit.Limiter) Source {
 	return limiterSource{name, l}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/shardlimit/shardlimit"
+	"github.com/shardlimit/shardlimit/internal/core"
 )
 
 // Defaults of ExactConfig fields left zero.
@@ -192,7 +193,7 @@ func scriptFor(alg shardlimit.Algorithm) (*redis.Script, error) {
 	case shardlimit.SlidingLog:
 		return nil, fmt.Errorf("%w: the sliding log has no exact mode; use SlidingCounter", shardlimit.ErrInvalidConfig)
 	}
-	return nil, fmt.Errorf("%w: unknown algorithm %d", shardlimit.ErrInvalidConfig, int(alg))
+	return nil, core.UnknownAlgorithm(core.Algorithm(alg))
 }
 
 // configureLimiter validates cfg.Config and applies it with its defaults

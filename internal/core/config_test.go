@@ -218,3 +218,21 @@ func TestExtremeRatesGiveSaneResults(t *testing.T) {
 		})
 	}
 }
+
+// TestAlgorithmErrorsNameTheChoices checks that a newcomer who leaves
+// Algorithm unset, or misspells one in a rules file, is told what to write.
+func TestAlgorithmErrorsNameTheChoices(t *testing.T) {
+	_, err := New(Config{Limit: 1, Window: time.Second})
+	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "Algorithm is not set") ||
+		!strings.Contains(err.Error(), "SlidingLog") {
+		t.Errorf("New without Algorithm: %v; want ErrInvalidConfig saying it is not set and naming the choices", err)
+	}
+	_, err = New(Config{Algorithm: 9, Limit: 1, Window: time.Second})
+	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "GCRA") {
+		t.Errorf("New with Algorithm 9: %v; want ErrInvalidConfig naming the choices", err)
+	}
+	_, err = ParseAlgorithm("leaky")
+	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), `"sliding_counter"`) {
+		t.Errorf(`ParseAlgorithm("leaky"): %v; want ErrInvalidConfig naming the accepted names`, err)
+	}
+}

@@ -84,7 +84,20 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 	case "gcra", "token_bucket":
 		return GCRA, nil
 	}
-	return 0, fmt.Errorf("%w: unknown algorithm %q", ErrInvalidConfig, s)
+	return 0, fmt.Errorf("%w: unknown algorithm %q (%s)", ErrInvalidConfig, s, algorithmNames)
+}
+
+// algorithmNames lists the names ParseAlgorithm accepts, for its error.
+const algorithmNames = `want "fixed_window", "sliding_log", "sliding_counter" or "gcra"`
+
+// UnknownAlgorithm returns the error for a Config whose Algorithm is none
+// of the four: it wraps ErrInvalidConfig and, for the zero value, says
+// that the field was left unset.
+func UnknownAlgorithm(a Algorithm) error {
+	if a == 0 {
+		return fmt.Errorf("%w: unknown algorithm 0: Config.Algorithm is not set; choose FixedWindow, SlidingLog, SlidingCounter or GCRA", ErrInvalidConfig)
+	}
+	return fmt.Errorf("%w: unknown algorithm %d (FixedWindow, SlidingLog, SlidingCounter or GCRA)", ErrInvalidConfig, int(a))
 }
 
 // MarshalText implements encoding.TextMarshaler with the names of String.
@@ -151,7 +164,7 @@ const (
 func (cfg Config) withDefaults(alg Algorithm) (Config, error) {
 	cfg.Algorithm = alg
 	if alg < FixedWindow || alg > GCRA {
-		return cfg, fmt.Errorf("%w: unknown algorithm %d", ErrInvalidConfig, int(alg))
+		return cfg, UnknownAlgorithm(alg)
 	}
 	if cfg.Buckets == 0 {
 		cfg.Buckets = DefaultBuckets
@@ -357,7 +370,7 @@ func New(cfg Config) (Limiter, error) {
 	case GCRA:
 		return NewGCRA(cfg)
 	}
-	return nil, fmt.Errorf("%w: unknown algorithm %d", ErrInvalidConfig, int(cfg.Algorithm))
+	return nil, UnknownAlgorithm(cfg.Algorithm)
 }
 
 // build returns a new limiter of type L, set up by its Init (whose errors

@@ -66,7 +66,7 @@ func (l *limiter[E]) settle(key string, h uint64, t int64, delta int, prev int64
 	case len(key) == 0 || len(key) > l.tab.maxKeyBytes:
 		return fmt.Errorf("%w: length %d", ErrInvalidKey, len(key))
 	case delta < -MaxLimit || delta > MaxLimit:
-		return fmt.Errorf("%w: settling %d units, more than MaxLimit", ErrInvalidCost, delta)
+		return fmt.Errorf("%w: delta %d outside [-MaxLimit, MaxLimit] ([%d, %d])", ErrInvalidCost, delta, -MaxLimit, MaxLimit)
 	case t < 0:
 		return ErrInvalidTime
 	case delta == 0:
