@@ -67,6 +67,11 @@ type journalKey struct {
 	len    int
 	stamps [journalStamps]stamp // a ring; next is the oldest
 	next   int
+	// forgot is the latest caller instant of a stamp the ring overwrote
+	// (valid once forgotten): a decision given at it or before may be
+	// one no stamp names any more.
+	forgot    int64
+	forgotten bool
 }
 
 // journalStamps is how many of a key's last grants the journal keeps the
@@ -148,6 +153,9 @@ func (j *journal) stamp(key string, caller, store int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if k := s.m[key]; k != nil {
+		if old := k.stamps[k.next]; old.set && (!k.forgotten || old.caller > k.forgot) {
+			k.forgot, k.forgotten = old.caller, true
+		}
 		k.stamps[k.next] = stamp{caller: caller, store: store, set: true}
 		k.next = (k.next + 1) % journalStamps
 	}
@@ -177,6 +185,11 @@ func (j *journal) storeInstant(key string, caller int64) (at int64, found, one b
 			at = st.store
 		}
 		found = true
+	}
+	// A forgotten grant given at caller (or before: instants need not
+	// come in order) may lie in another cell: its refund cannot be placed.
+	if k.forgotten && caller <= k.forgot {
+		one = false
 	}
 	return at, found, found && one
 }

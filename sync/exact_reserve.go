@@ -23,7 +23,8 @@ import (
 // decisions given at the same instant that the store decided in
 // different windows, is given back only locally (the store keeps
 // counting the units: the strict side, never a unit taken from another
-// decision's window). The local fallback, which records this process's
+// decision's window); so is a refund at an instant at which a grant
+// no longer known was also given. The local fallback, which records this process's
 // usage at the caller's instants, is settled too.
 //
 // While the limiter is Degraded, or when the call fails, a charge is
