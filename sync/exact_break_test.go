@@ -77,4 +77,70 @@ func TestExactSettleRefundOfForgottenDecisionAtRepeatedInstant(t *testing.T) {
 	}
 }
 
-var _ = redistest.Prefix
+// untilStoreDecides waits (at most 30 s) until e calls Redis again: its
+// checks of the store after a failed call are done.
+func untilStoreDecides(t *testing.T, e *Exact) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for e.bypass.Load() {
+		if time.Now().After(deadline) {
+			t.Fatalf("still deciding by the policy after 30 s: %+v", e.ExactStats())
+		}
+		time.Sleep(5 * time.Millisecond) // no event: the hub's check
+	}
+}
+
+// TestExactSettleChargeDuringFaultWithFullJournal: a key Redis granted a
+// unit while the journal was full of other keys is charged L-1 more (a
+// cost known after the response) while the store cannot be reached. The
+// charge is an overdraft, never refused, but the journal has no room to
+// keep it for the store: Settle must send it at once or say it failed
+// (before, it returned nil and the charge never reached the store, which
+// admitted L-1 more). When Settle returned nil and the store answers
+// again, the key's window holds L units: nothing more is admitted.
+func TestExactSettleChargeDuringFaultWithFullJournal(t *testing.T) {
+	const limit = 5
+	srv := redistest.StartServer(t)
+	p := redistest.StartProxy(t, srv.Addr)
+	e := newExact(t, newClient(t, p.Addr), ExactConfig{
+		Config: shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: limit, Window: time.Hour},
+		Prefix: redistest.Prefix(t), JournalKeys: 16, Timeout: 200 * time.Millisecond,
+		ProbeInterval: 10 * time.Millisecond, MaxProbeInterval: 50 * time.Millisecond,
+	})
+	e.callerTime = true
+	now := at(time.Second)
+	key := ""
+	for i := range 64 {
+		k := "k" + string(rune('A'+i))
+		if !e.AllowN(k, now, 1).Allowed {
+			t.Fatalf("key %s denied", k)
+		}
+		if s := e.journal.shard(k); key == "" {
+			s.mu.Lock()
+			if s.m[k] == nil {
+				key = k
+			}
+			s.mu.Unlock()
+		}
+	}
+	if key == "" {
+		t.Fatal("every key was journaled")
+	}
+	p.SetMode(redistest.Blackhole)
+	e.AllowN("trigger", now, 1) // fails: e decides by its policy
+	if !e.bypass.Load() {
+		t.Fatalf("a failed call did not make e decide by its policy: %+v", e.ExactStats())
+	}
+	err := e.Settle(key, now, limit-1)
+	p.SetMode(redistest.Pass)
+	untilStoreDecides(t, e)
+	if err != nil {
+		if !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("the lost charge's error = %v, want ErrUnavailable", err)
+		}
+		return // the caller was told the charge did not reach the store
+	}
+	if got := send(t, e, key, now, limit); got != 0 {
+		t.Errorf("%d admitted after the store answered again; the key held %d of %d already (%+v)", got, limit, limit, e.ExactStats())
+	}
+}
