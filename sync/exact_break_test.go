@@ -144,3 +144,52 @@ func TestExactSettleChargeDuringFaultWithFullJournal(t *testing.T) {
 		t.Errorf("%d admitted after the store answered again; the key held %d of %d already (%+v)", got, limit, limit, e.ExactStats())
 	}
 }
+
+// TestExactCloseDuringOutageEndsWaiters: a store that stops answering
+// (a black hole) while waiters sleep on a key whose unit is spent: the
+// one that began before the fault and the one that began during it, when
+// Exact decides by its policy, both end with ErrClosed at Close (not with
+// their context's error, not admitted), and nothing still sleeps on the clock. (TestExactCloseBoundedByBlackHole
+// bounds how long Close takes.)
+func TestExactCloseDuringOutageEndsWaiters(t *testing.T) {
+	srv := redistest.StartServer(t)
+	p := redistest.StartProxy(t, srv.Addr)
+	clk := shardlimit.NewManualClock(at(time.Second))
+	const timeout = 200 * time.Millisecond
+	e, err := NewExact(newClient(t, p.Addr), ExactConfig{
+		Config: shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: 1, Window: time.Hour, Clock: clk},
+		Prefix: redistest.Prefix(t), Timeout: timeout, DegradeAfter: time.Nanosecond,
+		ProbeInterval: 10 * time.Millisecond, MaxProbeInterval: 50 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.callerTime = true
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := e.WaitN(ctx, "k", 1); err != nil {
+		t.Fatalf("WaitN of the free unit: %v", err)
+	}
+	done := make(chan error, 2)
+	go func() { done <- e.WaitN(ctx, "k", 1) }()
+	waitSleepers(t, clk, 1)
+	p.SetMode(redistest.Blackhole)
+	e.AllowN("other", clk.Now(), 1) // fails: e decides by its policy
+	if !e.bypass.Load() {
+		t.Fatalf("a failed call did not make e decide by its policy: %+v", e.ExactStats())
+	}
+	go func() { done <- e.WaitN(ctx, "k", 1) }()
+	waitSleepers(t, clk, 2)
+	if err := e.Close(); err != nil && !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Close: %v", err)
+	}
+	for range 2 {
+		if err := receive(t, done); !errors.Is(err, shardlimit.ErrClosed) || errors.Is(err, context.Canceled) {
+			t.Fatalf("a wait when the limiter closed = %v, want ErrClosed", err)
+		}
+	}
+	if n := clk.Sleepers(); n != 0 {
+		t.Fatalf("%d sleepers after Close, want 0", n)
+	}
+	p.SetMode(redistest.Pass)
+}
