@@ -3,6 +3,7 @@ package sync
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -192,4 +193,82 @@ func TestExactCloseDuringOutageEndsWaiters(t *testing.T) {
 		t.Fatalf("%d sleepers after Close, want 0", n)
 	}
 	p.SetMode(redistest.Pass)
+}
+
+// TestExactRestartWithoutInfo: a store that answers scripts but refuses
+// INFO (renamed away, as some managed Redis services do), so Exact cannot
+// tell a restart from INFO. It is killed and restarted empty while a key's
+// window holds L units: a failed call must still lead to every unit of
+// the journal being sent before Redis decides again, so nothing more is
+// admitted in the window.
+func TestExactRestartWithoutInfo(t *testing.T) {
+	const limit = 5
+	srv := redistest.StartServer(t, "--rename-command", "INFO", "INFO_HIDDEN_BY_TEST")
+	e := newExact(t, newClient(t, srv.Addr), ExactConfig{
+		Config: shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: limit, Window: time.Hour},
+		Prefix: redistest.Prefix(t), Timeout: 300 * time.Millisecond, DegradeAfter: time.Minute,
+		ProbeInterval: 10 * time.Millisecond, MaxProbeInterval: 100 * time.Millisecond,
+	})
+	e.callerTime = true
+	now := at(time.Second)
+	if got := send(t, e, "user", now, limit); got != limit {
+		t.Fatalf("Redis admitted %d of %d", got, limit)
+	}
+	srv.Stop()
+	got := send(t, e, "user", now, 1)
+	srv.Start()
+	untilStoreDecides(t, e)
+	got += send(t, e, "user", now, 2*limit)
+	st := e.ExactStats()
+	if st.Eviction.Policy != "" {
+		t.Fatalf("INFO was read (policy %q): the store did not refuse it", st.Eviction.Policy)
+	}
+	if got != 0 {
+		t.Errorf("%d admitted after a restart without INFO; the window held L = %d already (%+v)", got, limit, e.ExactStats())
+	}
+}
+
+// TestExactManyKeysChargedDuringOutage: keys granted part of their limit
+// by Redis are charged the rest by Settle while the store is a black
+// hole (the charges wait in the journal); when the store answers again,
+// every key's window holds its limit: nothing more is admitted on any.
+func TestExactManyKeysChargedDuringOutage(t *testing.T) {
+	const (
+		limit = 5
+		keys  = 200
+	)
+	srv := redistest.StartServer(t)
+	p := redistest.StartProxy(t, srv.Addr)
+	e := newExact(t, newClient(t, p.Addr), ExactConfig{
+		Config: shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: limit, Window: time.Hour},
+		Prefix: redistest.Prefix(t), Timeout: 200 * time.Millisecond, DegradeAfter: time.Nanosecond,
+		ProbeInterval: 10 * time.Millisecond, MaxProbeInterval: 50 * time.Millisecond,
+	})
+	e.callerTime = true
+	now := at(time.Second)
+	key := func(i int) string { return "k" + strconv.Itoa(i) }
+	for i := range keys {
+		if got := send(t, e, key(i), now, 2); got != 2 {
+			t.Fatalf("key %d: Redis admitted %d of 2", i, got)
+		}
+	}
+	p.SetMode(redistest.Blackhole)
+	e.AllowN("trigger", now, 1) // fails: e decides by its policy
+	if !e.bypass.Load() {
+		t.Fatalf("a failed call did not make e decide by its policy: %+v", e.ExactStats())
+	}
+	for i := range keys {
+		if err := e.Settle(key(i), now, limit-2); err != nil {
+			t.Fatalf("charge of key %d: %v", i, err)
+		}
+	}
+	p.SetMode(redistest.Pass)
+	untilStoreDecides(t, e)
+	got := 0
+	for i := range keys {
+		got += send(t, e, key(i), now, 1)
+	}
+	if got != 0 {
+		t.Errorf("%d admitted over %d keys whose windows held their limit (%+v)", got, keys, e.ExactStats())
+	}
 }
