@@ -350,3 +350,48 @@ func TestExactOutageUnitsOfSkewedCaller(t *testing.T) {
 		})
 	}
 }
+
+// TestExactTwoNodesSettleWhileOtherDecides: two nodes (two clients) on one
+// Redis, deciding at Redis TIME; node B takes units and refunds each of
+// them with Settle while node A decides concurrently. Refunds give back
+// only B's own units, never below zero: A's admissions plus B's net units
+// stay within the limit.
+func TestExactTwoNodesSettleWhileOtherDecides(t *testing.T) {
+	const (
+		limit = 10
+		w     = time.Hour
+	)
+	srv := redistest.StartServer(t)
+	prefix := redistest.Prefix(t)
+	cfg := ExactConfig{Config: shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: limit, Window: w}, Prefix: prefix}
+	ca := newClient(t, srv.Addr)
+	a, b := newExact(t, ca, cfg), newExact(t, newClient(t, srv.Addr), cfg)
+	before, _ := redisWindow(t, ca, w)
+	var aAdm, bNet int
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 20 {
+			now := time.Now()
+			if r := b.AllowN("user", now, 1); r.Allowed {
+				bNet++
+				if err := b.Settle("user", now, -1); err == nil {
+					bNet--
+				}
+			}
+		}
+	}()
+	for range 3 * limit {
+		if a.AllowN("user", time.Now(), 1).Allowed {
+			aAdm++
+		}
+	}
+	<-done
+	if after, _ := redisWindow(t, ca, w); after != before {
+		t.Skip("Redis TIME crossed a window during the test")
+	}
+	if aAdm+bNet > limit {
+		t.Errorf("A admitted %d and B kept %d net: %d in a window of %d", aAdm, bNet, aAdm+bNet, limit)
+	}
+	t.Logf("A admitted %d, B kept %d net", aAdm, bNet)
+}
