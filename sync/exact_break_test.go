@@ -395,3 +395,34 @@ func TestExactTwoNodesSettleWhileOtherDecides(t *testing.T) {
 	}
 	t.Logf("A admitted %d, B kept %d net", aAdm, bNet)
 }
+
+// TestExactOutageStaleInstants: per key, time never goes back; during an outage the policy decides
+// a key's stale instants (two windows behind its latest) at its latest,
+// so what it admits counts in the latest's window; when the store answers
+// again those units must count there too: one node admits at most L in
+// the window (max(N*F, L), N = 1).
+func TestExactOutageStaleInstants(t *testing.T) {
+	const limit = 5
+	srv := redistest.StartServer(t)
+	p := redistest.StartProxy(t, srv.Addr)
+	e := newExact(t, newClient(t, p.Addr), ExactConfig{
+		Config: shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: limit, Window: time.Hour},
+		Prefix: redistest.Prefix(t), Timeout: 200 * time.Millisecond, DegradeAfter: time.Nanosecond,
+		ProbeInterval: 10 * time.Millisecond, MaxProbeInterval: 50 * time.Millisecond,
+	})
+	if id, into := redisWindow(t, e.client, time.Hour); into > 55*time.Minute {
+		t.Skipf("Redis TIME near the end of window %d", id)
+	}
+	p.SetMode(redistest.Blackhole)
+	got := send(t, e, "user", time.Now(), 1)
+	if !e.bypass.Load() {
+		t.Fatalf("a failed call did not make e decide by its policy: %+v", e.ExactStats())
+	}
+	got += send(t, e, "user", time.Now().Add(-2*time.Hour), 2*limit) // stale
+	p.SetMode(redistest.Pass)
+	untilStoreDecides(t, e)
+	got += send(t, e, "user", time.Now(), 2*limit)
+	if got > limit {
+		t.Errorf("%d admitted in a window of %d (%+v)", got, limit, e.ExactStats())
+	}
+}

@@ -117,7 +117,8 @@ func (j *journal) shard(key string) *journalShard {
 	return &j.shards[xxh3.HashStringSeed(key, j.seed)&(journalShards-1)]
 }
 
-// record adds n > 0 units granted to key at at (Unix µs); pend says the
+// record adds n > 0 units granted to key at at (Unix µs; one behind the
+// key's latest entry is recorded at that entry's instant); pend says the
 // store lacks them. It reports false, recording nothing, if key is new
 // and the journal is full of keys whose units still count.
 func (j *journal) record(key string, at int64, n int, pend bool) bool {
@@ -135,6 +136,12 @@ func (j *journal) record(key string, at int64, n int, pend bool) bool {
 			s.m = make(map[string]*journalKey)
 		}
 		s.m[key] = k
+	}
+	if k.len > 0 {
+		// Per key, time never goes back, as in the core: a unit of an
+		// instant behind the key's latest counts at the latest, as the
+		// fallback decided it, never in a window that has ended.
+		at = max(at, k.e[k.len-1].at)
 	}
 	p := int64(0)
 	if pend {
