@@ -69,6 +69,11 @@ type journalKey struct {
 	next   int
 	epoch  int64 // the store's reset marker of the key last seen (see lossOf)
 	refund int64 // units refunded (Settle) since the entries began: off every expectation
+	// forgot is the latest caller instant of a stamp the ring overwrote
+	// (valid once forgotten): a decision given at it or before may be
+	// one no stamp names any more.
+	forgot    int64
+	forgotten bool
 }
 
 // journalStamps is how many of a key's last grants the journal keeps the
@@ -115,7 +120,8 @@ func (j *journal) shard(key string) *journalShard {
 	return &j.shards[xxh3.HashStringSeed(key, j.seed)&(journalShards-1)]
 }
 
-// record adds n > 0 units granted to key at at (Unix µs); pend says the
+// record adds n > 0 units granted to key at at (Unix µs; one behind the
+// key's latest entry is recorded at that entry's instant); pend says the
 // store lacks them. It reports false, recording nothing, if key is new
 // and the journal is full of keys whose units still count.
 func (j *journal) record(key string, at int64, n int, pend bool) bool {
@@ -156,6 +162,12 @@ func (j *journal) put(key string, at int64, n int, pend bool, epoch int64) bool 
 	case epoch > k.epoch:
 		j.resetKey(k, epoch)
 	}
+	if k.len > 0 {
+		// Per key, time never goes back, as in the core: a unit of an
+		// instant behind the key's latest counts at the latest, as the
+		// fallback decided it, never in a window that has ended.
+		at = max(at, k.e[k.len-1].at)
+	}
 	p := int64(0)
 	if pend {
 		p = int64(n)
@@ -173,6 +185,9 @@ func (j *journal) stamp(key string, caller, store int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if k := s.m[key]; k != nil {
+		if old := k.stamps[k.next]; old.set && (!k.forgotten || old.caller > k.forgot) {
+			k.forgot, k.forgotten = old.caller, true
+		}
 		k.stamps[k.next] = stamp{caller: caller, store: store, set: true}
 		k.next = (k.next + 1) % journalStamps
 	}
@@ -202,6 +217,11 @@ func (j *journal) storeInstant(key string, caller int64) (at int64, found, one b
 			at = st.store
 		}
 		found = true
+	}
+	// A forgotten grant given at caller (or before: instants need not
+	// come in order) may lie in another cell: its refund cannot be placed.
+	if k.forgotten && caller <= k.forgot {
+		one = false
 	}
 	return at, found, found && one
 }

@@ -23,13 +23,17 @@ import (
 // decisions given at the same instant that the store decided in
 // different windows, is given back only locally (the store keeps
 // counting the units: the strict side, never a unit taken from another
-// decision's window). The local fallback, which records this process's
+// decision's window); so is a refund at an instant at which a grant
+// no longer known was also given. The local fallback, which records this process's
 // usage at the caller's instants, is settled too.
 //
 // While the limiter is Degraded, or when the call fails, a charge is
 // kept: the fallback counts it and the journal sends it to Redis when
 // the store answers again (see Outages in the package doc), so Settle
-// returns nil; a refund that cannot reach Redis is given back only
+// returns nil; when the journal is full of other keys (see
+// ExactConfig.JournalKeys), Settle sends the charge at once instead and
+// returns the store's error if it fails (the charge is then counted only
+// locally, and the store may admit its units again); a refund that cannot reach Redis is given back only
 // locally and Settle returns the store's error (the store keeps counting
 // the units: the strict side). Errors: shardlimit.ErrInvalidCost for
 // |delta| above shardlimit.MaxLimit, ErrInvalidKey, ErrClosed, or the
@@ -60,6 +64,7 @@ func (e *Exact) Settle(key string, at time.Time, delta int) error {
 	if delta < 0 {
 		return err
 	}
+	at0 := target // the store's instant (-1: its now)
 	if !found {
 		target = e.journalNow()
 	}
@@ -67,10 +72,12 @@ func (e *Exact) Settle(key string, at time.Time, delta int) error {
 	// in the journal for the store to answer again; one it took is
 	// recorded as granted, to be restored should the store lose it.
 	if !e.journal.record(key, target, delta, !sent || err != nil) {
-		if err == nil {
-			return nil // applied in the store; only its restoration is lost (JournalFull counts it)
+		if !sent {
+			// No room to keep it for the store: send it now (more units
+			// in the store, never fewer), or tell the caller it is lost.
+			err = e.chargeAt(context.Background(), key, at0, delta)
 		}
-		return err
+		return err // nil: applied in the store; only its restoration is lost (JournalFull counts it)
 	}
 	return nil
 }
