@@ -426,7 +426,9 @@ type Limiter interface {
 	// key to just after its newest, so each counts at least as long as
 	// before, and the units beyond are kept as a count beside them that
 	// expires with them, in every rate, whatever the limit becomes (a
-	// raised limit still counts them); no refund or cancel gives any of
+	// raised limit still counts them; the count takes an entry in a map
+	// of the key's shard, the one allocation such a Settle may make, as
+	// exactness comes before speed here); no refund or cancel gives any of
 	// them back any more (less, never more). Only a key whose shard has
 	// no ring memory left for a single stamp loses a charge. A settle under a ban (a limit of 0) is
 	// kept, and counts once the ban is lifted. A refund for a key not stored does nothing; a charge
