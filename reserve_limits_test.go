@@ -247,6 +247,13 @@ func TestSettleLogOverdraftThenRaisedLimit(t *testing.T) {
 	if r := l.AllowN("k", ms(100), 2); r.Allowed {
 		t.Errorf("2 units at 100ms admitted beside the 5 of [0, 1s) (limit 6 per second): %+v", r)
 	}
+	if r := l.AllowN("k", ms(200), 0); r.Remaining != 1 {
+		t.Errorf("a peek at 200ms: %+v, want 1 remaining", r)
+	}
+	// The excess expires with the stamps that hold it, one step after 0.
+	if r := l.AllowN("k", ms(1001), 6); !r.Allowed {
+		t.Errorf("6 units at 1001ms, after the window of the 5, denied: %+v", r)
+	}
 }
 
 // TestWaitCancelledWhileOthersReserve: on a ManualClock, limit 2 per
