@@ -423,11 +423,13 @@ type Limiter interface {
 	// the same window, bucket or stamp, which they still use. A SlidingLog key holds at most twice
 	// its limit of stamps: a charge beyond that moves every stamp of the
 	// key to just after its newest, so each counts at least as long as
-	// before and the excess counts as long as its own stamps would have,
-	// and no refund or cancel gives any of them back any more (less,
-	// never more); but the units beyond the ring's room are held by no
-	// stamp, so a limit raised while the others still count admits them
-	// again (a known defect). A settle under a ban (a limit of 0) is
+	// before, and the units beyond are kept as a count beside them that
+	// expires with them, in every rate, whatever the limit becomes (a
+	// raised limit still counts them; the count takes an entry in a map
+	// of the key's shard, the one allocation such a Settle may make, as
+	// exactness comes before speed here); no refund or cancel gives any of
+	// them back any more (less, never more). Only a key whose shard has
+	// no ring memory left for a single stamp loses a charge. A settle under a ban (a limit of 0) is
 	// kept, and counts once the ban is lifted. A refund for a key not stored does nothing; a charge
 	// stores it. A Reset, or the eviction of a key still in use from a
 	// full table (EvictLeastRecent), forgets its decisions' units: a

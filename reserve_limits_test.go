@@ -228,12 +228,12 @@ func TestReserveRaceWithAdmin(t *testing.T) {
 
 // TestSettleLogOverdraftThenRaisedLimit: a SlidingLog key of 2 per second
 // spends 2 units at 0 and is charged 3 more (its ring, of twice the
-// limit, has room for 2: the last unit is an overdraft no stamp holds);
-// its limit is then raised to 6. The window already holds 5 units, so 2
+// limit, has room for 2: the last unit is an overdraft's excess, which
+// the ring's oldest stamp holds besides its own); its limit is then
+// raised to 6. The window already holds 5 units, so 2
 // more must be denied: the raise must not forget the unit the ring could
 // not stamp.
 func TestSettleLogOverdraftThenRaisedLimit(t *testing.T) {
-	t.Skip("known defect: a SlidingLog charge beyond the ring's room (twice the limit) keeps only the stamps the ring holds; a limit raised before they expire admits the units not stamped again")
 	l := newReserveLimiter(t, Config{Algorithm: SlidingLog, Limit: 2, Window: time.Second})
 	if !l.AllowN("k", ms(0), 2).Allowed {
 		t.Fatal("2 units at 0 denied")
@@ -246,6 +246,13 @@ func TestSettleLogOverdraftThenRaisedLimit(t *testing.T) {
 	}
 	if r := l.AllowN("k", ms(100), 2); r.Allowed {
 		t.Errorf("2 units at 100ms admitted beside the 5 of [0, 1s) (limit 6 per second): %+v", r)
+	}
+	if r := l.AllowN("k", ms(200), 0); r.Remaining != 1 {
+		t.Errorf("a peek at 200ms: %+v, want 1 remaining", r)
+	}
+	// The excess expires with the stamps that hold it, one step after 0.
+	if r := l.AllowN("k", ms(1001), 6); !r.Allowed {
+		t.Errorf("6 units at 1001ms, after the window of the 5, denied: %+v", r)
 	}
 }
 

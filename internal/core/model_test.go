@@ -374,7 +374,7 @@ func (h *harness) settle(key string, at int64, delta int) {
 		if enc[k] == 0 || h.alg == SlidingLog && k == longest && lims[k] != 0 {
 			enc[k] = e
 		}
-		h.m[k].settle(key, settleOp{at: at, last: h.last[key], delta: delta, enc: e, room: room})
+		h.m[k].settle(key, settleOp{at: at, last: h.last[key], delta: delta, enc: e})
 	}
 	if lm, ok := h.m[longest].(*logModel); ok && delta > room {
 		h.overdraw(lm, key)
@@ -382,9 +382,10 @@ func (h *harness) settle(key string, at int64, delta int) {
 }
 
 // overdraw is the log's charge beyond its ring's room (slidingLog.overdraw):
-// every unit the ring holds, those of the longest window at the key's
-// latest instant, moves to one stamp after the newest of them or of that
-// instant, in every rate's model.
+// every unit the key holds, those of the longest window at the key's
+// latest instant, the charge's included (those the ring had no room for
+// too), moves to one stamp after the newest of them or of that instant,
+// in every rate's model.
 func (h *harness) overdraw(lm *logModel, key string) {
 	last := h.last[key]
 	var live []int64

@@ -37,7 +37,6 @@ type settleOp struct {
 	at, last int64 // the decision's instant as the caller gave it; the key's latest
 	delta    int
 	enc      int // the limit the rate's state is encoded for (0: none)
-	room     int // the sliding log's: how many units a charge may add (see logModel.room)
 }
 
 func (m *fixedModel) settle(key string, op settleOp) {
@@ -54,9 +53,9 @@ func (m *fixedModel) settle(key string, op settleOp) {
 	}
 }
 
-// room returns how many units a charge of key at last may add under
-// limit lim of this model's window, the longest: its ring holds at most
-// twice the limit.
+// room returns how many units a charge of key at last may add before
+// it overdraws, under limit lim of this model's window, the longest: its
+// ring holds at most twice the limit, an overdraft's excess counted in.
 func (m *logModel) room(key string, last int64, lim int) int {
 	live := 0
 	for _, s := range m.units[key] {
@@ -67,10 +66,10 @@ func (m *logModel) room(key string, last int64, lim int) int {
 	return max(0, 2*lim-live)
 }
 
-// settle: a charge adds op.room units at most at the key's latest
-// instant (the harness moves them all if it has more: see
-// harness.overdraw); a refund removes units of the caller's instant
-// exactly.
+// settle: a charge adds its units at the key's latest instant (the
+// harness moves them all if the ring has no room for them: see
+// harness.overdraw), every one of them, whatever the ring's room; a
+// refund removes units of the caller's instant exactly.
 func (m *logModel) settle(key string, op settleOp) {
 	u := m.units[key]
 	if op.delta > 0 {
@@ -78,7 +77,7 @@ func (m *logModel) settle(key string, op settleOp) {
 		if len(u) > 0 {
 			at = max(at, u[len(u)-1])
 		}
-		for range min(op.delta, op.room) {
+		for range op.delta {
 			u = append(u, at)
 		}
 		m.units[key] = u

@@ -18,7 +18,17 @@ type ringPool struct {
 	used      int                 // words carved from pages[cur]
 	liveWords int                 // words in rings in use
 	freeWords int                 // words in free lists
+	// excess holds, by ring ref, the units an overdraft charged beyond its
+	// ring's room (see slidingLog.overdraw): its oldest stamp holds them,
+	// besides its own. Nil while no ring of the shard has any, so the keys
+	// that never overdraw pay a nil check, and no memory.
+	excess map[uint32]excess
 }
+
+// excess is the units a ring's oldest stamp holds besides its own, as
+// long as that stamp, stamp, is the oldest (a peek's copy of a key's
+// record may have dropped it: the units expired with it).
+type excess struct{ stamp, units uint32 }
 
 const (
 	ringPageWords  = 1 << 16 // largest shared page

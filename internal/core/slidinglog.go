@@ -1,6 +1,7 @@
 package core
 
 import (
+	"math"
 	"math/bits"
 	"time"
 )
@@ -71,6 +72,9 @@ func logUnit(w int64) int64 {
 }
 
 func (a *slidingLog) init(s *shard[logRec], r *logRec, slot uint32, t int64) {
+	if r.cap > 0 && slot != scratchSlot {
+		a.setExcess(s, r, 0)
+	}
 	r.head, r.count, r.last = 0, 0, t
 	if a.rates > 1 {
 		_, extra := s.keyState(slot, r.side)
@@ -143,11 +147,17 @@ func (a *slidingLog) advance(s *shard[logRec], r *logRec, slot uint32, te int64)
 		}
 	}
 	r.last = te
+	dropped := count - r.count
+	if dropped > 0 && slot != scratchSlot {
+		// The oldest stamp expired, and its excess with it (a peek's copy
+		// of the record, in scratchSlot, shares the key's ring and excess,
+		// and keeps them).
+		a.setExcess(s, r, 0)
+	}
 	if a.rates == 1 {
 		return
 	}
 	_, extra := s.keyState(slot, r.side)
-	dropped := count - r.count
 	for k := range extra {
 		p := &extra[k]
 		p.head -= min(p.head, dropped)
@@ -193,7 +203,7 @@ func (a *slidingLog) decide(s *shard[logRec], r *logRec, slot uint32, t int64, n
 	if k > 0 {
 		lim, skip = a.rateLimit(s, r, k)
 	}
-	allowed := fits(n, lim, int64(key.count-skip)+others)
+	allowed := fits(n, lim, a.counted(s, key, skip)+others)
 	pushed := false // this decision's units are in the ring
 	if allowed && n > 0 && mode&consume != 0 {
 		if k == 0 && !a.push(s, key, te, uint32(n), lim0) {
@@ -240,8 +250,8 @@ func (a *slidingLog) refund(s *shard[logRec], r *logRec, slot uint32, n int, k i
 	key := r // the key's record; r is that of its rate k
 	if k > 0 {
 		key = s.keyRec(slot)
-	} else {
-		key.count -= uint32(n)
+	} else if key.count -= uint32(n); key.count == 0 {
+		a.setExcess(s, key, 0)
 	}
 	if p := s.peers; p != nil {
 		side, _ := s.keyState(slot, key.side)
@@ -277,16 +287,61 @@ func (a *slidingLog) dropOldest(s *shard[logRec], r *logRec, slot uint32, d uint
 
 // room returns how many of n more stamps the key's ring (record r) may
 // take under limit lim: it holds at most twice the limit (a window's
-// units and a window's reservations, or an overdraft of a window's worth).
-// Stamps are never dropped to make room: a refund could then give back
-// units that the dropped ones still held.
-func (a *slidingLog) room(r *logRec, n, lim uint32) uint32 {
-	return min(n, 2*lim-min(2*lim, r.count))
+// units and a window's reservations, or an overdraft of a window's worth),
+// an overdraft's excess counted in. Stamps are never dropped to make
+// room: a refund could then give back units that the dropped ones still
+// held.
+func (a *slidingLog) room(s *shard[logRec], r *logRec, n, lim uint32) uint32 {
+	held := uint64(r.count) + uint64(a.excessOf(s, r))
+	return uint32(min(uint64(n), 2*uint64(lim)-min(2*uint64(lim), held)))
+}
+
+// counted returns the units the key's ring (record r) counts after its
+// skip oldest stamps: those stamps, and an overdraft's excess while the
+// oldest stamp, which holds it, still counts (skip 0).
+func (a *slidingLog) counted(s *shard[logRec], r *logRec, skip uint32) int64 {
+	c := int64(r.count - skip)
+	if skip == 0 {
+		c += int64(a.excessOf(s, r))
+	}
+	return c
+}
+
+// excessOf returns the units the oldest stamp of r's ring holds besides
+// itself: an overdraft's (see overdraw), 0 for a key that never overdrew.
+func (a *slidingLog) excessOf(s *shard[logRec], r *logRec) uint32 {
+	if s.rings.excess == nil || r.count == 0 {
+		return 0
+	}
+	x, ok := s.rings.excess[r.ref]
+	if !ok || s.rings.ring(r.ref, r.cap)[r.head] != x.stamp {
+		return 0 // the stamp that held it has expired
+	}
+	return x.units
+}
+
+// setExcess sets the units the oldest stamp of r's ring, which has one,
+// holds besides itself to x. The shard's map is nil again once no ring
+// has any.
+func (a *slidingLog) setExcess(s *shard[logRec], r *logRec, x uint32) {
+	m := &s.rings.excess
+	switch {
+	case x != 0:
+		if *m == nil {
+			*m = make(map[uint32]excess)
+		}
+		(*m)[r.ref] = excess{stamp: s.rings.ring(r.ref, r.cap)[r.head], units: x}
+	case *m != nil:
+		delete(*m, r.ref)
+		if len(*m) == 0 {
+			*m = nil
+		}
+	}
 }
 
 // settle, for the ring's rate (k = 0, which settles every rate's shared
 // units too), stamps a charge at the key's latest instant (what the ring
-// has no room for, see room, is an overdraft: see overdraw), or refunds up to |delta| stamps of at's
+// has no room for, see room, is an overdraft's excess: see overdraw), or refunds up to |delta| stamps of at's
 // own stamp: a decision at at or later stamped its units there or later,
 // so these are the decision's own or older ones, never newer. A refund of
 // a decision whose instant was after at (a stale at) finds fewer, and
@@ -307,8 +362,12 @@ func (a *slidingLog) settle(s *shard[logRec], r *logRec, slot uint32, at int64, 
 	var n uint32
 	if delta > 0 {
 		n = uint32(delta)
-		if room := a.room(r, n, lim); room == 0 || !a.push(s, r, r.last, room, 2*lim) || room < n {
-			a.overdraw(s, r, slot) // the ring is full, or no memory for the stamps
+		room := a.room(s, r, n, lim)
+		if room > 0 && !a.push(s, r, r.last, room, 2*lim) {
+			room = 0 // no memory for the stamps
+		}
+		if room < n {
+			a.overdraw(s, r, slot, n-room) // the ring is full
 		}
 	} else if n = a.unstamp(s, r, slot, a.stamp(at), uint32(-delta)); n == 0 {
 		return
@@ -325,18 +384,22 @@ func (a *slidingLog) settle(s *shard[logRec], r *logRec, slot uint32, at int64, 
 	}
 }
 
-// overdraw records a charge the key's ring (record r, in slot) has no
-// room or memory for: every stamp moves to one step after the newest, or
-// after the key's latest instant if later. Each then counts no shorter
-// than before, the charge's units are counted as long as the stamps it
-// could not add (until the newest stamp plus the window, at least), and
-// no refund or cancel can take any of them back: they are no decision's
+// overdraw records x units of a charge the key's ring (record r, in
+// slot) has no room or memory for: every stamp moves to one step after
+// the newest, or after the key's latest instant if later, and the oldest
+// (now one of equals) holds the x units besides itself, as its excess,
+// until it expires or the ring empties: each unit then counts no shorter
+// than before, the x units count exactly as long as stamps of that step
+// would, in every rate (no skip), whatever the limit becomes, and no
+// refund or cancel can take any of them back: they are no decision's
 // stamps any more. A refund then gives back less, never units that the
-// missing stamps held. Every rate counts them all (no skip).
-func (a *slidingLog) overdraw(s *shard[logRec], r *logRec, slot uint32) {
+// excess holds. A key with no stamp and no memory for one (the shard's
+// ring memory exhausted) cannot hold x: the charge is lost.
+func (a *slidingLog) overdraw(s *shard[logRec], r *logRec, slot uint32, x uint32) {
 	if r.count == 0 {
 		return
 	}
+	x = uint32(min(uint64(a.excessOf(s, r))+uint64(x), math.MaxUint32))
 	buf := s.rings.ring(r.ref, r.cap)
 	e := a.newest(s, r)
 	if lq := a.stamp(r.last); int32(lq-e) > 0 {
@@ -346,6 +409,7 @@ func (a *slidingLog) overdraw(s *shard[logRec], r *logRec, slot uint32) {
 	for i := range r.count {
 		buf[wrap(r.head+i, r.cap)] = e
 	}
+	a.setExcess(s, r, x)
 	if a.rates > 1 {
 		_, extra := s.keyState(slot, r.side)
 		for k := range extra {
@@ -354,8 +418,9 @@ func (a *slidingLog) overdraw(s *shard[logRec], r *logRec, slot uint32) {
 	}
 }
 
-// unstamp removes up to n stamps equal to e from the key in slot (record
-// r) and returns how many it removed.
+// unstamp removes up to n units stamped e from the key in slot (record
+// r), the oldest stamp's excess first if that stamp is e, and returns how
+// many it removed.
 func (a *slidingLog) unstamp(s *shard[logRec], r *logRec, slot uint32, e, n uint32) uint32 {
 	if r.count == 0 {
 		return 0
@@ -377,17 +442,26 @@ func (a *slidingLog) unstamp(s *shard[logRec], r *logRec, slot uint32, e, n uint
 	if int32(newest-e) < 0 {
 		return 0
 	}
+	y := uint32(0) // units of the oldest stamp's excess, which are e's units too
+	if lo == 0 && at(0) == e {
+		xs := a.excessOf(s, r)
+		y = min(n, xs)
+		a.setExcess(s, r, xs-y)
+		n -= y
+	}
 	x := uint32(0)
 	for lo+x < r.count && x < n && at(lo+x) == e {
 		x++
 	}
 	if x == 0 {
-		return 0
+		return y
 	}
 	for i := lo + x; i < r.count; i++ { // close the gap: newer stamps move down
 		buf[wrap(r.head+i-x, r.cap)] = at(i)
 	}
-	r.count -= x
+	if r.count -= x; r.count == 0 {
+		a.setExcess(s, r, 0)
+	}
 	if a.rates > 1 {
 		_, extra := s.keyState(slot, r.side)
 		for k := range extra {
@@ -396,7 +470,7 @@ func (a *slidingLog) unstamp(s *shard[logRec], r *logRec, slot uint32, e, n uint
 			}
 		}
 	}
-	return x
+	return x + y
 }
 
 // reserve stamps n units at t, after the key's latest instant, for the
@@ -411,7 +485,7 @@ func (a *slidingLog) reserve(s *shard[logRec], r *logRec, slot uint32, t int64, 
 		return true
 	}
 	lim := r.lim & limitMask
-	return a.room(r, uint32(n), lim) == uint32(n) && a.push(s, r, t, uint32(n), 2*lim)
+	return a.room(s, r, uint32(n), lim) == uint32(n) && a.push(s, r, t, uint32(n), 2*lim)
 }
 
 // logView is rate k of a key as a decision's numbers read it, after the
@@ -444,7 +518,7 @@ func (a *slidingLog) numbers(s *shard[logRec], v *logView, t int64, n int, lim u
 	if r.count > 0 {
 		buf = s.rings.ring(r.ref, r.cap)
 	}
-	used := int64(r.count-skip) + v.others
+	used := a.counted(s, r, skip) + v.others
 	if v.allowed && !v.pushed {
 		used += int64(n)
 	}
@@ -456,8 +530,11 @@ func (a *slidingLog) numbers(s *shard[logRec], v *logView, t int64, n int, lim u
 	case v.others > 0:
 		retry = time.Duration(a.admitAtShared(s, v, int64(n), int64(lim)) - t)
 	default:
-		// The (used+n-lim)-th oldest counted timestamp must expire first.
-		i := wrap(r.head+skip+uint32(used+int64(n)-int64(lim))-1, r.cap)
+		// The (used+n-lim)-th oldest counted unit must expire first: the
+		// oldest stamp holds its excess's units besides its own.
+		x := a.counted(s, r, skip) - int64(r.count-skip) // the excess counted
+		j := used + int64(n) - int64(lim) - x
+		i := wrap(r.head+skip+uint32(max(j, 1))-1, r.cap)
 		retry = time.Duration(a.expiry(te, buf[i], w) - t)
 	}
 	// ResetAfter: the expiry of the oldest unit counted; of a unit admitted
@@ -515,7 +592,7 @@ func (a *slidingLog) admitAtShared(s *shard[logRec], v *logView, n, lim int64) i
 				hi = mid
 			}
 		}
-		return int64(r.count-lo)+p.units(side, k, at)+n <= lim
+		return a.counted(s, r, lo)+p.units(side, k, at)+n <= lim
 	}
 	lo, hi := te, te+w+2*p.size(k) // fits(lo) is false, fits(hi) true
 	for hi-lo > 1 {
@@ -578,10 +655,15 @@ func (a *slidingLog) resize(s *shard[logRec], r *logRec, c uint32) bool {
 			dst[i] = src[(first+i)%r.cap]
 		}
 	}
+	x, whole := a.excessOf(s, r), keep == r.count
 	if r.cap > 0 {
+		a.setExcess(s, r, 0)
 		s.rings.free(r.ref, r.cap)
 	}
 	r.ref, r.cap, r.head, r.count = ref, c, 0, keep
+	if whole && keep > 0 {
+		a.setExcess(s, r, x) // the oldest stamp moved with its excess
+	}
 	return true
 }
 
@@ -635,6 +717,7 @@ func (a *slidingLog) sideRef(r *logRec) *uint32   { return &r.side }
 
 func (a *slidingLog) release(s *shard[logRec], r *logRec) {
 	if r.cap > 0 {
+		a.setExcess(s, r, 0)
 		s.rings.free(r.ref, r.cap)
 		r.cap, r.count = 0, 0
 	}
@@ -655,6 +738,12 @@ func (a *slidingLog) compact(s *shard[logRec]) {
 			}
 			ref, _ := p.alloc(r.cap) // never fails: fewer pages than before
 			copy(p.ring(ref, r.cap), s.rings.ring(r.ref, r.cap))
+			if x, ok := s.rings.excess[r.ref]; ok {
+				if p.excess == nil {
+					p.excess = make(map[uint32]excess)
+				}
+				p.excess[ref] = x
+			}
 			r.ref = ref
 		}
 		s.rings = p
