@@ -116,6 +116,30 @@ func TestSettleRates(t *testing.T) {
 	}
 }
 
+// TestSettleChargeAfterLatest: a charge at an instant after the key's
+// latest decision (one made elsewhere, as a store's) counts at that
+// instant, in its window: a key first decided a window earlier is full
+// after a charge of the limit there, every algorithm, one rate and two.
+func TestSettleChargeAfterLatest(t *testing.T) {
+	for _, alg := range allAlgorithms {
+		for _, rates := range [][]Rate{{{4, 10 * time.Second}}, {{4, 10 * time.Second}, {8, time.Minute}}} {
+			t.Run(fmt.Sprintf("%v/%d", alg, len(rates)), func(t *testing.T) {
+				l := newReserveLimiter(t, Config{Algorithm: alg, Rates: rates})
+				if !l.AllowN("k", ms(0), 1).Allowed {
+					t.Fatal("first decision denied")
+				}
+				later := ms(20_000) // two windows on
+				if err := l.Settle("k", later, 4); err != nil {
+					t.Fatal(err)
+				}
+				if r := l.AllowN("k", later, 1); r.Allowed {
+					t.Fatalf("a charge of the limit at %v left room there: %+v", later, r)
+				}
+			})
+		}
+	}
+}
+
 // TestSettleErrors: bad input returns errors wrapping the sentinels.
 func TestSettleErrors(t *testing.T) {
 	l := newReserveLimiter(t, Config{Algorithm: GCRA, Limit: 3, Window: time.Second})

@@ -343,6 +343,17 @@ func (h *harness) settle(key string, at int64, delta int) {
 		h.enc[key] = enc
 	}
 	lims := h.limitsOf(key)
+	if stored && delta > 0 && at > h.last[key] {
+		// A charge after the key's latest instant moves the key to at
+		// first, as a decision of no units that keeps its state does.
+		for k := range h.m {
+			h.m[k].decide(key, at, 0, true, lims[k], enc[k])
+			if lims[k] > 0 {
+				enc[k] = lims[k]
+			}
+		}
+		h.last[key] = at
+	}
 	longest := 0 // the log's ring: the longest window's
 	for k, r := range h.rates {
 		if r.Window > h.rates[longest].Window {

@@ -43,6 +43,10 @@ const noEvent = math.MinInt64
 // A charge is an overdraft, never refused: it counts at the key's latest
 // instant, which is at least the decision's (so it counts no shorter than
 // the decision's units would), and it shows in the next decisions. A
+// charge at a t after the key's latest instant (a decision this limiter
+// did not make, such as a store's) first moves the key to t, as a
+// decision of no units at t does, and counts there: time never goes back,
+// and a charge never lands in a window or bucket that has ended. A
 // refund takes units back from t's window (fixed window, while current),
 // bucket (counter) or stamp (log), which hold the decision's own units or
 // older ones, never newer ones: taking back an older unit instead of the
@@ -90,6 +94,13 @@ func (l *limiter[E]) settle(key string, h uint64, t int64, delta int, prev int64
 		l.alg.init(s, s.rec(slot), slot, first)
 	}
 	rec := s.rec(slot)
+	if delta > 0 && t > l.alg.lastSeen(rec) {
+		// A charge at t after the key's latest instant (a decision made
+		// elsewhere, as a store's) counts at t: a decision of no units
+		// brings every rate to t first, or it would count in a window
+		// or bucket that has ended.
+		l.decide(s, rec, slot, t, 0, consume)
+	}
 	if l.rates.n == 1 {
 		l.alg.settle(s, rec, slot, t, delta, 0)
 	} else {
