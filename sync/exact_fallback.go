@@ -98,9 +98,10 @@ func (e *Exact) Sweep(now time.Time) int {
 // its usage of the binding rate becomes at least ceil(c*F/L), c = L -
 // r.Remaining the units Redis counts for every process in that rate, F
 // the fallback's limit of it, and at least its usage before plus n if
-// Redis admitted them. The difference is charged with Settle, an
+// Redis admitted them. The difference is charged with Settle at now, an
 // overdraft never refused, so an own grant is recorded even in a full
-// fallback. When the store fails, the fallback then admits at most F -
+// fallback; it counts in now's window even when the fallback last decided
+// the key in an earlier one (Settle moves the key to now first). When the store fails, the fallback then admits at most F -
 // max(own units, c*F/L) more in the window, however unevenly the
 // processes' traffic was spread (see the package doc on outages).
 //
