@@ -404,9 +404,10 @@ type Limiter interface {
 	// after the response (tokens of an answer, bytes sent), or to count
 	// only failed or only successful responses (charge 1 after, or refund
 	// the 1 taken before). A charge counts at the key's latest instant,
-	// which is never before the decision's; a charge at an at after it
-	// (a decision made elsewhere, such as a shared store's) first makes
-	// at the key's latest instant and counts there. A refund gives back units of
+	// which is never before the decision's; a charge whose at is after
+	// it (a decision made elsewhere, such as a shared store's) first
+	// moves the key's latest instant to at and counts there, never in a
+	// window that has ended. A refund gives back units of
 	// the decision's own window (FixedWindow, while it is the current
 	// one), bucket (SlidingCounter), stamp (SlidingLog: the stamps of at;
 	// with at before the key's latest instant then, the decision's stamps
