@@ -242,7 +242,11 @@ func TestSharedUnitsConserved(t *testing.T) {
 						t.Fatalf("concurrent=%v seed %d: %d sent + %d dropped = %d, want %d rates x %d admitted = %d",
 							concurrent, seed, collected.Load(), dropped, got, len(c.rates), admitted.Load(), want)
 					}
-					if admitted.Load() < 300 {
+					// A run that admitted almost nothing proves nothing.
+					// The count depends on the limiter's random hash seed
+					// (which keys share a shard): seed 2 of the log's three
+					// rates admits 270-400, so the guard sits well below.
+					if admitted.Load() < 100 {
 						t.Fatalf("concurrent=%v seed %d: only %d units admitted", concurrent, seed, admitted.Load())
 					}
 				}
