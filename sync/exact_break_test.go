@@ -239,11 +239,7 @@ func TestExactManyKeysChargedDuringOutage(t *testing.T) {
 	)
 	srv := redistest.StartServer(t)
 	p := redistest.StartProxy(t, srv.Addr)
-	e := newExact(t, newClient(t, p.Addr), ExactConfig{
-		Config: shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: limit, Window: time.Hour},
-		Prefix: redistest.Prefix(t), Timeout: 200 * time.Millisecond, DegradeAfter: time.Nanosecond,
-		ProbeInterval: 10 * time.Millisecond, MaxProbeInterval: 50 * time.Millisecond,
-	})
+	e := newFaultExact(t, p.Addr, limit, 200*time.Millisecond)
 	e.callerTime = true
 	now := at(time.Second)
 	key := func(i int) string { return "k" + strconv.Itoa(i) }
@@ -283,11 +279,7 @@ func TestExactScriptsStallWhileInfoAnswers(t *testing.T) {
 	const limit = 5
 	srv := redistest.StartServer(t)
 	p := redistest.StartCommandProxy(t, srv.Addr)
-	e := newExact(t, newClient(t, p.Addr), ExactConfig{
-		Config: shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: limit, Window: time.Hour},
-		Prefix: redistest.Prefix(t), Timeout: 100 * time.Millisecond, DegradeAfter: time.Nanosecond,
-		ProbeInterval: 10 * time.Millisecond, MaxProbeInterval: 50 * time.Millisecond,
-	})
+	e := newFaultExact(t, p.Addr, limit, 100*time.Millisecond)
 	e.callerTime = true
 	now := at(time.Second)
 	got := send(t, e, "user", now, 2)
@@ -326,11 +318,7 @@ func TestExactOutageUnitsOfSkewedCaller(t *testing.T) {
 			const limit = 5
 			srv := redistest.StartServer(t)
 			p := redistest.StartProxy(t, srv.Addr)
-			e := newExact(t, newClient(t, p.Addr), ExactConfig{
-				Config: shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: limit, Window: time.Hour},
-				Prefix: redistest.Prefix(t), Timeout: 200 * time.Millisecond, DegradeAfter: time.Nanosecond,
-				ProbeInterval: 10 * time.Millisecond, MaxProbeInterval: 50 * time.Millisecond,
-			})
+			e := newFaultExact(t, p.Addr, limit, 200*time.Millisecond)
 			now := func() time.Time { return time.Now().Add(skew) } // the caller's clock
 			if id, into := redisWindow(t, e.client, time.Hour); into > 55*time.Minute {
 				t.Skipf("Redis TIME near the end of window %d", id)
@@ -405,11 +393,7 @@ func TestExactOutageStaleInstants(t *testing.T) {
 	const limit = 5
 	srv := redistest.StartServer(t)
 	p := redistest.StartProxy(t, srv.Addr)
-	e := newExact(t, newClient(t, p.Addr), ExactConfig{
-		Config: shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: limit, Window: time.Hour},
-		Prefix: redistest.Prefix(t), Timeout: 200 * time.Millisecond, DegradeAfter: time.Nanosecond,
-		ProbeInterval: 10 * time.Millisecond, MaxProbeInterval: 50 * time.Millisecond,
-	})
+	e := newFaultExact(t, p.Addr, limit, 200*time.Millisecond)
 	if id, into := redisWindow(t, e.client, time.Hour); into > 55*time.Minute {
 		t.Skipf("Redis TIME near the end of window %d", id)
 	}
@@ -425,4 +409,16 @@ func TestExactOutageStaleInstants(t *testing.T) {
 	if got > limit {
 		t.Errorf("%d admitted in a window of %d (%+v)", got, limit, e.ExactStats())
 	}
+}
+
+// newFaultExact returns an Exact on addr for the fault tests: a fixed
+// window of limit per hour, calls timed out after timeout, Degraded at the
+// first failed call, the store probed every 10-50 ms.
+func newFaultExact(t *testing.T, addr string, limit int, timeout time.Duration) *Exact {
+	t.Helper()
+	return newExact(t, newClient(t, addr), ExactConfig{
+		Config: shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: limit, Window: time.Hour},
+		Prefix: redistest.Prefix(t), Timeout: timeout, DegradeAfter: time.Nanosecond,
+		ProbeInterval: 10 * time.Millisecond, MaxProbeInterval: 50 * time.Millisecond,
+	})
 }
