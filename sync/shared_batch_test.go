@@ -57,7 +57,9 @@ func TestSharedFlushBatchesKeys(t *testing.T) {
 	}
 	sent(900, 750)
 	var calls, items int
-	for _, cmd := range m.Stop() {
+	cmds := m.Sync(t) // every command executed so far, the last flush's too
+	m.Stop()
+	for _, cmd := range cmds {
 		if name := strings.ToUpper(cmd[0]); name == "EVALSHA" || name == "EVAL" {
 			calls++
 			n := (len(cmd) - 3 - len(callKeys(cmd))) / 6
