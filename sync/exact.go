@@ -116,6 +116,7 @@ type Exact struct {
 	script     *redis.Script // the algorithm's script
 	charger    *redis.Script // the algorithm's charge script
 	journal    *journal      // the units this process was granted (see journal)
+	births     *births       // the states of keys it saw alive in the store (see births)
 	replayBuf  []charge      // the hub's, for replay
 	timeout    time.Duration
 	degrade    time.Duration // DegradeAfter
@@ -234,6 +235,7 @@ func NewExact(client RedisClient, cfg ExactConfig) (*Exact, error) {
 		return nil, fmt.Errorf("%w: journal keys %d outside [1, %d]", shardlimit.ErrInvalidConfig, keys, maxJournalKeys)
 	}
 	e.journal = newJournal(e.cfg.Algorithm, e.rates, e.cfg.Buckets, keys)
+	e.births = newBirths(len(e.rates), keys)
 	e.start()
 	return e, nil
 }
@@ -303,6 +305,7 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 	if !e.bypass.Load() {
 		start := time.Now()
 		v, known := e.journal.view(key) // before the call leaves (see journalView)
+		gen := e.births.gen.Load()
 		d, err := e.remote(ctx, key, now, n, &lims, consume)
 		if errors.Is(err, shardlimit.ErrClosed) {
 			return shardlimit.Result{Err: shardlimit.ErrClosed}
@@ -315,7 +318,8 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 			if d.epoch > v.epoch {
 				e.journal.observe(key, d.epoch)
 			}
-			if lost == 0 {
+			reborn := e.births.check(key, gen, &d, &lims, n, consume)
+			if lost == 0 && !reborn {
 				e.byStore(key, now, n, consume, &d)
 				return d.res
 			}

@@ -120,6 +120,7 @@ func (e *Exact) Reset(key string) error {
 		return err
 	}
 	e.journal.forget(key)
+	e.births.forget(key)
 	if e.fallback != nil {
 		if err := e.fallback.Reset(key); err != nil {
 			return err
