@@ -74,7 +74,8 @@
 //     a flush read fewer units of the other nodes in a live window or
 //     bucket than it had read before; for Exact, a decision's reply
 //     counted fewer units of a key than this process had in the store
-//     when the call was sent (see Eviction below).
+//     when the call was sent, or showed a key's state born again before
+//     it could expire (see Eviction below).
 //   - Its failure share is too large: more than DegradePercent (10%) of
 //     its work in one HealthInterval (1 s by default, intervals aligned to
 //     multiples of it) went to the failure policy, out of at least
@@ -295,12 +296,14 @@
 // same loss again. The births are held for at most JournalKeys keys, only
 // those whose state must still live; a key past that is not remembered,
 // and its loss is proved by the journal alone, or seen by INFO. Births are
-// compared in the store's instants: a refund (Settle) of another process
-// that takes more than a second off a GCRA state's life may make the
-// state expire before the instant this process remembered, and its new
-// birth is then taken for a loss (Degraded for a while, the strict side).
-// A failover to a replica that holds an older copy of a state (same
-// birth, fewer units) is proved only by the journal.
+// compared in the store's instants. A refund (Settle) moves a GCRA
+// state's TAT, and its TTL, back: the process that refunds forgets what it
+// saw of the key, but a refund of another process that takes more than a
+// second off the state's life may make it expire before the instant this
+// process remembered, and its new birth is then taken for a loss
+// (Degraded for a while, the strict side). A failover to a replica that
+// holds an older copy of a state (same birth, fewer units) is proved only
+// by the journal.
 //
 // # Outages
 //

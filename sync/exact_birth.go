@@ -152,15 +152,3 @@ func (b *births) clear() {
 		s.mu.Unlock()
 	}
 }
-
-// keys returns the number of keys b holds.
-func (b *births) keys() int {
-	n := 0
-	for i := range b.shards {
-		s := &b.shards[i]
-		s.mu.Lock()
-		n += len(s.m)
-		s.mu.Unlock()
-	}
-	return n
-}

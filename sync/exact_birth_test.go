@@ -143,6 +143,27 @@ func TestExactBirthNotALoss(t *testing.T) {
 	}
 }
 
+// TestExactOwnRefundIsNotALoss: a GCRA unit of 3 minutes refunded
+// (Settle) moves the TAT back, so the state may expire long before the
+// TAT its grant's reply showed (the TTL follows the TAT). The process
+// forgets what it saw of the state when it refunds: the state born again
+// after is no loss. (Deleting the keys stands for the TTL's expiry.)
+func TestExactOwnRefundIsNotALoss(t *testing.T) {
+	a, _, _, del := birthPair(t, func() ExactConfig { return ExactConfig{Config: gcraCfg(20, time.Hour)} })
+	now := at(time.Second)
+	if r := a.AllowN("k", now, 1); !r.Allowed || r.Err != nil {
+		t.Fatalf("grant: %+v", r)
+	}
+	if err := a.Settle("k", now, -1); err != nil {
+		t.Fatal(err)
+	}
+	del("k")
+	r := a.AllowN("k", now.Add(time.Minute), 1)
+	if st := a.ExactStats(); !r.Allowed || st.Losses != 0 || st.PolicyDecisions != 0 || st.State != Healthy {
+		t.Fatalf("after the refund: %+v; %+v", r, st)
+	}
+}
+
 // waitFor polls cond every millisecond for at most 10 s.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
@@ -219,7 +240,7 @@ func TestBirthsBounded(t *testing.T) {
 		d := birthReply(100, 5, 0, 0, 1, 1000)
 		b.check(fmt.Sprint("k", i), 0, &d, &lims, 1, true)
 	}
-	if n := b.keys(); n > 32 || n < journalShards {
+	if n := birthKeys(b); n > 32 || n < journalShards {
 		t.Fatalf("%d keys held, want at most the cap 32 (and some in every shard)", n)
 	}
 	// 100 ms of instants later every state seen has expired: room again.
@@ -229,7 +250,15 @@ func TestBirthsBounded(t *testing.T) {
 	if !b.check("late", 0, &d, &lims, 1, true) {
 		t.Fatal("a key taken after the sweep is not remembered")
 	}
-	if n := b.keys(); n > 32 {
+	if n := birthKeys(b); n > 32 {
 		t.Fatalf("%d keys held after the sweep", n)
 	}
+}
+
+// birthKeys returns the number of keys b holds (no call may run).
+func birthKeys(b *births) (n int) {
+	for i := range b.shards {
+		n += len(b.shards[i].m)
+	}
+	return n
 }
