@@ -291,7 +291,9 @@
 // (Losses counts it; LostUnits only the process's own units). So the
 // first call of any process that had seen the state alive, granted or
 // denied, proves the loss; a state that expired, or a key's first state,
-// proves nothing. A replay of the whole journal (see Outages) forgets the
+// proves nothing. Calls of the process in flight when a reply proves a
+// loss (of either kind) cross it: the policy decides them too, as the
+// store that decided them may have lost state. A replay of the whole journal (see Outages) forgets the
 // births seen before it, so the states born after are not taken for the
 // same loss again. The births are held for at most JournalKeys keys, only
 // those whose state must still live; a key past that is not remembered,
@@ -455,11 +457,11 @@
 //     what the processes admit until then, at most N*R*Δ for R requests
 //     per second each; the journal has those units, and the replay at the
 //     end of the episode brings the store's count back above them. For a
-//     process that had seen the state alive (granted or denied), Δ is one
-//     round trip: its first reply after the loss proves it (see Eviction)
-//     and its policy decides that call and the next (the store's grant
-//     from the empty state stays counted, in the store and its journal);
-//     only calls already in flight then are decided by the store. A
+//     process that had seen the state alive (granted or denied), Δ is
+//     zero: its first reply after the loss proves it (see Eviction), and
+//     its policy decides that call, the calls in flight then and the next
+//     (the store's grants from the empty state stay counted, in the store
+//     and its journal). A
 //     process that had not seen the state (it started since, or its
 //     births were full) waits for the eviction check: Δ up to
 //     EvictionCheck. A process that proved the loss decides by its policy

@@ -302,10 +302,10 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 	if !e.hot.Load() {
 		e.hub.activateExact(e)
 	}
+	gen := e.births.gen.Load() // before bypass: a loss proved since is seen by one of them (see storeLoss)
 	if !e.bypass.Load() {
 		start := time.Now()
 		v, known := e.journal.view(key) // before the call leaves (see journalView)
-		gen := e.births.gen.Load()
 		d, err := e.remote(ctx, key, now, n, &lims, consume)
 		if errors.Is(err, shardlimit.ErrClosed) {
 			return shardlimit.Result{Err: shardlimit.ErrClosed}
@@ -319,17 +319,22 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 				e.journal.observe(key, d.epoch)
 			}
 			reborn := e.births.check(key, gen, &d, &lims, n, consume)
-			if lost == 0 && !reborn {
+			crossed := e.births.crossed(gen)
+			if lost == 0 && !reborn && !crossed {
 				e.byStore(key, now, n, consume, &d)
 				return d.res
 			}
-			// The store decided from state that lost this process's
-			// units: the policy decides instead. Units the store
-			// admitted stay in it, recorded as granted (the strict side).
+			// The store decided from state that lost units (this
+			// process's, or any of a state it had seen), or the call
+			// crossed a reply that proved a loss: the policy decides
+			// instead. Units the store admitted stay in it, recorded as
+			// granted (the strict side).
 			if consume && d.res.Allowed && n > 0 {
 				e.journal.recordGrant(key, d.at, n, d.epoch)
 			}
-			e.storeLoss(lost)
+			if lost > 0 || reborn {
+				e.storeLoss(lost)
+			}
 		} else {
 			if cerr := callerErr(ctx); cerr != nil {
 				// The caller gave up; not a sign of Redis's health.

@@ -30,9 +30,12 @@ import (
 type births struct {
 	shards [journalShards]birthShard
 	seed   uint64
-	perMax int           // keys per shard
-	rates  int           // of the limiter
-	gen    atomic.Uint64 // bumped by clear: replies of calls sent before are ignored
+	perMax int // keys per shard
+	rates  int // of the limiter
+	// gen is bumped by clear and by every loss a reply proves (here, and
+	// again by Exact.storeLoss once its policy decides; see crossed): the
+	// replies of calls sent before are not compared.
+	gen atomic.Uint64
 }
 
 type birthShard struct {
@@ -80,12 +83,13 @@ func lives(d *storeDecision, k, lim, n int, consume bool) int64 {
 // sent when b's generation was gen, with what b last saw of key, and
 // records it. It reports whether d proves the store lost a state of key
 // that had to live on (see births). A reply decided before the one last
-// seen (replies of one process may cross) is ignored.
+// seen (replies of one process may cross), or of a call sent before the
+// generation changed, is not compared.
 func (b *births) check(key string, gen uint64, d *storeDecision, lims *limitSet, n int, consume bool) (lost bool) {
 	s := b.shard(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if b.gen.Load() != gen {
+	if b.crossed(gen) {
 		return false
 	}
 	old, ok := s.m[key]
@@ -110,6 +114,12 @@ func (b *births) check(key string, gen uint64, d *storeDecision, lims *limitSet,
 	case ok && !keep:
 		delete(s.m, key)
 	}
+	if lost {
+		// Under s.mu: a reply of the key checked after this one, from
+		// a call sent before, crosses the proof (it would find the new
+		// birth recorded, and prove nothing).
+		b.gen.Add(1)
+	}
 	return lost
 }
 
@@ -130,6 +140,14 @@ func (b *births) room(s *birthShard, now int64) bool {
 		}
 	}
 	return len(s.m) < b.perMax
+}
+
+// crossed reports whether a call sent when b's generation was gen
+// crossed a loss proved since, or a clear: the store that decided it may
+// have lost state the process has not replayed yet, so the policy decides
+// it (see Exact.decide).
+func (b *births) crossed(gen uint64) bool {
+	return b.gen.Load() != gen
 }
 
 // forget drops what b saw of key (Exact.Reset).

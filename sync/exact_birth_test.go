@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	stdsync "sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/shardlimit/shardlimit/internal/redistest"
 )
 
@@ -161,6 +163,67 @@ func TestExactOwnRefundIsNotALoss(t *testing.T) {
 	r := a.AllowN("k", now.Add(time.Minute), 1)
 	if st := a.ExactStats(); !r.Allowed || st.Losses != 0 || st.PolicyDecisions != 0 || st.State != Healthy {
 		t.Fatalf("after the refund: %+v; %+v", r, st)
+	}
+}
+
+// TestExactCallsCrossingALossProof: calls of a process in flight when
+// the reply of one of them proves a loss are decided by its policy too,
+// not by the store that lost the state. Process b, which had only been
+// denied, sends K calls after the key's state is deleted; Redis decides
+// them all from the empty state (a proxy holds the replies until it
+// has), and the first reply b reads proves the loss: b admits none of
+// them (its fallback holds the cluster's usage its denials told). Before,
+// every reply but the proving one was taken from the store: K-1 admitted.
+func TestExactCallsCrossingALossProof(t *testing.T) {
+	srv := redistest.StartServer(t)
+	p := redistest.StartProxy(t, srv.Addr)
+	prefix := redistest.Prefix(t)
+	mk := func(c *redis.Client) *Exact {
+		e := newExact(t, c, ExactConfig{
+			Config: outageConfigs[0].cfg, Prefix: prefix, Timeout: 20 * time.Second,
+			EvictionCheck: time.Hour, HealthInterval: time.Hour,
+		})
+		e.callerTime = true
+		return e
+	}
+	const key, K = "user", 5
+	cb := newClient(t, p.Addr)
+	a, b := mk(newClient(t, srv.Addr)), mk(cb)
+	// K connections in b's pool, so the K calls need no new one (whose
+	// handshake's reply the proxy would hold).
+	var warm stdsync.WaitGroup
+	for range K {
+		warm.Go(func() { cb.BLPop(context.Background(), 300*time.Millisecond, prefix+"none") })
+	}
+	warm.Wait()
+	L := outageConfigs[0].lims[0]
+	now := at(time.Second)
+	if got := send(t, a, key, now, L); got != L {
+		t.Fatalf("a: Redis admitted %d of %d", got, L)
+	}
+	if got := send(t, b, key, now, 3); got != 0 {
+		t.Fatalf("b: Redis admitted %d past the limit", got)
+	}
+	c := newClient(t, srv.Addr)
+	state := b.StateKeys(key)[0]
+	if err := c.Del(context.Background(), state).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p.SetMode(redistest.HoldReplies)
+	var wg stdsync.WaitGroup
+	var admitted atomic.Int64
+	for range K {
+		wg.Go(func() {
+			if r := b.AllowN(key, now, 1); r.Allowed {
+				admitted.Add(1)
+			}
+		})
+	}
+	waitFor(t, func() bool { return c.HGet(context.Background(), state, "c").Val() == fmt.Sprint(K) })
+	p.SetMode(redistest.Pass)
+	wg.Wait()
+	if st := b.ExactStats(); admitted.Load() != 0 || st.Losses == 0 || st.PolicyDecisions != K {
+		t.Fatalf("%d of %d calls crossing the proof admitted, want 0 (the policy decides them); %+v", admitted.Load(), K, st)
 	}
 }
 

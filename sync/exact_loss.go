@@ -190,6 +190,10 @@ func (e *Exact) storeLoss(units int64) {
 		e.settle(e.lossErr)
 	}
 	e.hmu.Unlock()
+	// After bypass is set: a call that read the generation after this
+	// reads bypass too, and the calls in flight, sent before, cross it:
+	// the policy decides them all (see births.crossed).
+	e.births.gen.Add(1)
 	e.hub.activateExact(e)
 	e.hub.poke()
 }
