@@ -110,18 +110,20 @@ local function badargs() return redis.error_reply('ERR shardlimit: bad arguments
 //	KEYS       each item's keys in turn: its counter of id, then the
 //	           counters of id-1, id-2, ... (Span of them); each a hash
 //	           {t = total, n:<node> = units node sent, q:<node> = seq}
-//	ARGV       six per item, in turn:
-//	  1        count of the item's keys, 1 + Span
-//	  2        delta >= 0: 0 writes nothing (unless floor heals)
-//	  3        TTL in milliseconds >= 1, set by the write that creates the
+//	ARGV       groups of items in turn, each a header and its items:
+//	  node     the writer's id (any string, at most 64 bytes)
+//	  seq      >= 0: if positive, an item's delta is added only if the
+//	           counter's q:<node> (the highest seq of node whose delta it
+//	           added) is below seq, and q:<node> is then set to seq; so a
+//	           write sent twice adds its delta once (floor applies either
+//	           way)
+//	  TTL      in milliseconds >= 1, set by the write that creates a
 //	           counter (see below)
-//	  4        floor >= 0: node's share is raised to at least floor after
+//	  m        the count of the group's items, >= 1; then three per item:
+//	    1      count of the item's keys, 1 + Span
+//	    2      delta >= 0: 0 writes nothing (unless floor heals)
+//	    3      floor >= 0: node's share is raised to at least floor after
 //	           delta is added, and the total by as much
-//	  5        node: the writer's id (any string, at most 64 bytes)
-//	  6        seq >= 0: if positive, delta is added only if the counter's
-//	           q:<node> (the highest seq of node whose delta it added) is
-//	           below seq, and q:<node> is then set to seq; so a write sent
-//	           twice adds its delta once (floor applies either way)
 //	returns    per item: total(id) for an item of one key; for an item of
 //	           Span > 0 {total(id-span), ..., total(id-1), total(id)},
 //	           oldest first; or an error reply if one of its counters holds
@@ -129,12 +131,12 @@ local function badargs() return redis.error_reply('ERR shardlimit: bad arguments
 //	           ours) or one of its arguments is out of range: that item
 //	           writes nothing, the others run
 //
-// The counts of keys are checked before anything runs (a bad one: an error
-// reply for the whole batch, nothing written); an item's other arguments
-// and its counters' fields are checked before its write; reads go through
-// pcall, so a key of another type is that item's error; no write can fail
-// after the first one (Redis denies a script's writes for memory only up to
-// its first).
+// The layout (the counts of items and keys) is checked before anything
+// runs (a bad one: an error reply for the whole batch, nothing written); an
+// item's other arguments and its counters' fields are checked before its
+// write; reads go through pcall, so a key of another type is that item's
+// error; no write can fail after the first one (Redis denies a script's
+// writes for memory only up to its first).
 //
 // The write that creates a counter (no total yet) sets its TTL in the same
 // step, so no counter is ever without one; later writes keep it (HSET keeps
@@ -145,11 +147,12 @@ local function badargs() return redis.error_reply('ERR shardlimit: bad arguments
 // a bucket and a second disagree on which buckets count anyway).
 //
 // The script runs for every item of every flush, so it is written for the
-// store's CPU (measured in bench/syncbench): one read (HMGET) and one write
-// (HSET) per counter written, the new share stored as the floor argument
-// itself when it equals it (the usual case: this node's share plus delta),
-// tonumber rather than pattern matching to read a field, and a bare
-// integer, not an array, as the reply of an item of one key.
+// store's CPU (measured in bench/syncbench): node, seq and TTL sent once
+// for a group of items (a flush's items of one bucket share them), one read
+// (HMGET) and one write (HSET) per counter written, the new share stored as
+// the floor argument itself when it equals it (the usual case: this node's
+// share plus delta), tonumber rather than pattern matching to read a field,
+// and a bare integer, not an array, as the reply of an item of one key.
 var addScript = redis.NewScript(luaLib + `
 local tonumber, format = tonumber, string.format
 
@@ -175,27 +178,27 @@ local function num(v, hi)
   return x
 end
 
-if #ARGV == 0 or #ARGV % 6 ~= 0 then return badargs() end
-local used = 0
-for b = 1, #ARGV, 6 do
-  local n = num(ARGV[b], 65537)
-  if not n or n < 1 then return badargs() end
-  used = used + n
+-- the layout: groups of node, seq, TTL, m and m items of three arguments
+local used, b = 0, 1
+while b <= #ARGV do
+  local m = num(ARGV[b + 3], 65536)
+  if not m or m < 1 or b + 3 + 3 * m > #ARGV then return badargs() end
+  for c = b + 4, b + 1 + 3 * m, 3 do
+    local n = num(ARGV[c], 65537)
+    if not n or n < 1 then return badargs() end
+    used = used + n
+  end
+  b = b + 4 + 3 * m
 end
-if used ~= #KEYS then return badargs() end
+if b == 1 or used ~= #KEYS then return badargs() end
 
--- fields caches each node's field names: a batch's items are mostly one
--- node's.
-local fields = {}
-
--- add applies the item of ARGV[b .. b+5], of n keys from KEYS[k+1]; a read
--- the store refused (a key of another type: WRONGTYPE), a value not a
--- counter's or an argument out of range ends it, with nothing written.
-local function add(b, k, n)
-  local delta, px, floor, seq = num(ARGV[b + 1], 4294967295), num(ARGV[b + 2], 1e15),
-    num(ARGV[b + 3], 4503599627370495), num(ARGV[b + 5], 4503599627370495)
-  local node = ARGV[b + 4]
-  if not delta or not px or px < 1 or not floor or not seq or #node > 64 then return badargs() end
+-- add applies the item of ARGV[c .. c+2] of group g, of n keys from
+-- KEYS[k+1]; a read the store refused (a key of another type: WRONGTYPE),
+-- a value not a counter's or an argument out of range ends it, with
+-- nothing written.
+local function add(g, c, k, n)
+  local delta, floor = num(ARGV[c + 1], 4294967295), num(ARGV[c + 2], 4503599627370495)
+  if not g.ok or not delta or not floor then return badargs() end
   local out
   if n > 1 then
     out = {}
@@ -207,40 +210,45 @@ local function add(b, k, n)
       out[n - i + 1] = x
     end
   end
-  local key, f = KEYS[k + 1], fields[node]
-  if not f then
-    f = {'n:' .. node, 'q:' .. node}
-    fields[node] = f
-  end
-  local st = redis.pcall('HMGET', key, 't', f[1], f[2])
+  local key, seq = KEYS[k + 1], g.seq
+  local st = redis.pcall('HMGET', key, 't', g.n, g.q)
   if st.err then return st end
   local total, mine, last = count(st[1]), count(st[2]), count(st[3])
   if not total or not mine or not last then return corrupt(key) end
   if seq > 0 and last >= seq then delta = 0 end
   local share, as = mine + delta, nil
-  if share <= floor then share, as = floor, ARGV[b + 3] end
+  if share <= floor then share, as = floor, ARGV[c + 2] end
   if share > mine then
     total = total + share - mine
     if total >= 9007199254740992 then return corrupt(key) end
     as = as or fmt(share)
     local t = total < 2147483648 and format('%d', total) or fmt(total)
     if seq > 0 and delta > 0 then
-      redis.call('HSET', key, f[1], as, 't', t, f[2], ARGV[b + 5])
+      redis.call('HSET', key, g.n, as, 't', t, g.q, g.sq)
     else
-      redis.call('HSET', key, f[1], as, 't', t)
+      redis.call('HSET', key, g.n, as, 't', t)
     end
-    if not st[1] then redis.call('PEXPIRE', key, ARGV[b + 2]) end
+    if not st[1] then redis.call('PEXPIRE', key, g.px) end
   end
   if not out then return total end
   out[n] = total
   return out
 end
 
-local out, k = {}, 0
-for b = 1, #ARGV, 6 do
-  local n = tonumber(ARGV[b])
-  out[#out + 1] = add(b, k, n)
-  k = k + n
+local out, o, k = {}, 0, 0
+b = 1
+while b <= #ARGV do
+  local node, seq, px = ARGV[b], num(ARGV[b + 1], 4503599627370495), num(ARGV[b + 2], 1e15)
+  local g = {ok = seq and px and px >= 1 and #node <= 64, seq = seq, sq = ARGV[b + 1], px = ARGV[b + 2],
+    n = 'n:' .. node, q = 'q:' .. node}
+  local m = tonumber(ARGV[b + 3])
+  for c = b + 4, b + 1 + 3 * m, 3 do
+    local n = tonumber(ARGV[c])
+    o = o + 1
+    out[o] = add(g, c, k, n)
+    k = k + n
+  end
+  b = b + 4 + 3 * m
 end
 return out
 `)
