@@ -259,6 +259,37 @@ func TestBackendGroups(t *testing.T) {
 	}
 }
 
+// TestAddScriptArgs: an argument the script would store or pass on as it
+// came (floor, Seq, TTL) must be written as the script writes numbers: any
+// other spelling fails its item alone, with nothing written; a layout that
+// does not add up fails the whole call.
+func TestAddScriptArgs(t *testing.T) {
+	c := sharedClient(t)
+	ctx := ctxT(t, 10*time.Second)
+	p := redistest.Prefix(t)
+	keys := []string{p + "{a}:sh:1", p + "{b}:sh:1", p + "{c}:sh:1", p + "{d}:sh:1"}
+	argv := []any{"n", "1", "60000", "2", "1", "1", "1e3", "1", "1", "1", // floor 1e3; a good item
+		"n", "01", "60000", "1", "1", "1", "1", // Seq 01
+		"n", "1", " 6e4", "1", "1", "1", "1"} // TTL " 6e4"
+	v, err := addScript.Run(ctx, c, keys, argv...).Result()
+	arr, ok := v.([]any)
+	if err != nil || !ok || len(arr) != 4 {
+		t.Fatalf("reply %v, %v; want 4 items", v, err)
+	}
+	for i, e := range arr {
+		_, isErr := e.(redis.Error)
+		if isErr != (i != 1) {
+			t.Errorf("item %d: %v", i, e)
+		}
+		if n := c.Exists(ctx, keys[i]).Val(); (n == 1) != (i == 1) {
+			t.Errorf("item %d: key %s exists %d", i, keys[i], n)
+		}
+	}
+	if _, err := addScript.Run(ctx, c, keys[:1], "n", "1", "60000", "2", "1", "1", "1").Result(); err == nil {
+		t.Error("a group of 2 items with one: no error")
+	}
+}
+
 // TestBackendSeq: an item sent again with the same Seq (a client's re-send)
 // adds its Delta once, and so does a late copy of an older write; the Floor
 // applies either way; Seq 0 adds every time; each node's Seq is its own.

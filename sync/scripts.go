@@ -170,11 +170,12 @@ local function count(v)
   return x
 end
 
--- num decodes an argument: an integer in [0, hi], or nil. Cheaper than
--- count: an argument written "1e3" means the same number.
+-- num decodes an argument: an integer in [0, hi] written as count reads
+-- one, or nil. Floor, Seq and TTL are stored or passed on as they came, so
+-- they must be in the form the script writes and Redis reads.
 local function num(v, hi)
-  local x = tonumber(v)
-  if not x or x < 0 or x > hi or x % 1 ~= 0 then return nil end
+  local x = count(v)
+  if not v or not x or x > hi then return nil end
   return x
 end
 
