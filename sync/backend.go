@@ -303,9 +303,17 @@ func sizeResults(out []ItemResult, n int) []ItemResult {
 	return out
 }
 
-// decodeTotals checks that v is an array of n non-negative integers and
-// appends them to dst.
+// decodeTotals checks that v, one item's element of addScript's reply, holds
+// n non-negative integers (a bare integer if n is 1, else an array of n)
+// and appends them to dst.
 func decodeTotals(v any, n int, dst []int64) ([]int64, error) {
+	if n == 1 {
+		x, ok := v.(int64)
+		if !ok || x < 0 {
+			return dst, fmt.Errorf("%w: got %v (%T), want a non-negative integer", ErrBadReply, v, v)
+		}
+		return append(dst, x), nil
+	}
 	arr, ok := v.([]any)
 	if !ok {
 		return dst, fmt.Errorf("%w: got %T, want an array", ErrBadReply, v)

@@ -212,6 +212,84 @@ func TestBackendFloor(t *testing.T) {
 	}
 }
 
+// TestBackendGroups: one script call carries items of several nodes, Seqs
+// and TTLs, each group's node, Seq and TTL sent once before its items; every
+// item is applied with its own, as if sent alone.
+func TestBackendGroups(t *testing.T) {
+	items := []Item{
+		{Key: "g1", ID: 1, Delta: 1, Floor: 1, Node: "a", Seq: 1, TTL: time.Minute},
+		{Key: "g2", ID: 1, Delta: 2, Floor: 2, Node: "a", Seq: 1, TTL: time.Minute},
+		{Key: "g1", ID: 1, Delta: 3, Floor: 3, Node: "b", Seq: 1, TTL: time.Minute},
+		{Key: "g3", ID: 1, Delta: 4, Floor: 4, Node: "b", Seq: 2, TTL: time.Minute},
+		{Key: "g4", ID: 1, Delta: 5, Floor: 5, Node: "b", Seq: 2, TTL: 2 * time.Minute},
+		{Key: "g1", ID: 1, Delta: 1, Floor: 1, Node: "a", Seq: 1, TTL: time.Minute}, // a re-send
+	}
+	var call scriptCall
+	for i := range items {
+		call.add("p:{"+items[i].Key+"}", &items[i])
+	}
+	want := []any{
+		"a", int64(1), int64(60000), 2, 1, uint32(1), int64(1), 1, uint32(2), int64(2),
+		"b", int64(1), int64(60000), 1, 1, uint32(3), int64(3),
+		"b", int64(2), int64(60000), 1, 1, uint32(4), int64(4),
+		"b", int64(2), int64(120000), 1, 1, uint32(5), int64(5),
+		"a", int64(1), int64(60000), 1, 1, uint32(1), int64(1),
+	}
+	if !reflect.DeepEqual(call.args, want) {
+		t.Fatalf("ARGV %v, want %v", call.args, want)
+	}
+
+	c := sharedClient(t)
+	b := newBackend(t, c)
+	ctx := ctxT(t, 10*time.Second)
+	out := b.Add(ctx, items, nil)
+	for i, total := range []int64{1, 2, 4, 4, 5, 4} {
+		if r := out[i]; r.Outcome != Applied || r.Total != total {
+			t.Errorf("item %d (%+v): %+v, want total %d", i, items[i], r, total)
+		}
+	}
+	shares := c.HGetAll(ctx, b.CounterKey("g1", 1)).Val()
+	if shares["n:a"] != "1" || shares["n:b"] != "3" || shares["q:a"] != "1" || shares["q:b"] != "1" || shares["t"] != "4" {
+		t.Errorf("counter g1: %v, want a's 1 and b's 3 of Seq 1, total 4", shares)
+	}
+	for key, ttl := range map[string]time.Duration{"g3": time.Minute, "g4": 2 * time.Minute} {
+		if d := c.PTTL(ctx, b.CounterKey(key, 1)).Val(); d <= ttl-10*time.Second || d > ttl {
+			t.Errorf("counter %s: TTL %v, want about %v", key, d, ttl)
+		}
+	}
+}
+
+// TestAddScriptArgs: an argument the script would store or pass on as it
+// came (floor, Seq, TTL) must be written as the script writes numbers: any
+// other spelling fails its item alone, with nothing written; a layout that
+// does not add up fails the whole call.
+func TestAddScriptArgs(t *testing.T) {
+	c := sharedClient(t)
+	ctx := ctxT(t, 10*time.Second)
+	p := redistest.Prefix(t)
+	keys := []string{p + "{a}:sh:1", p + "{b}:sh:1", p + "{c}:sh:1", p + "{d}:sh:1"}
+	argv := []any{"n", "1", "60000", "2", "1", "1", "1e3", "1", "1", "1", // floor 1e3; a good item
+		"n", "01", "60000", "1", "1", "1", "1", // Seq 01
+		"n", "1", " 6e4", "1", "1", "1", "1"} // TTL " 6e4"
+	v, err := addScript.Run(ctx, c, keys, argv...).Result()
+	arr, ok := v.([]any)
+	if err != nil || !ok || len(arr) != 4 {
+		t.Fatalf("reply %v, %v; want 4 items", v, err)
+	}
+	for i, e := range arr {
+		_, isErr := e.(redis.Error)
+		if isErr != (i != 1) {
+			t.Errorf("item %d: %v", i, e)
+		}
+		if n := c.Exists(ctx, keys[i]).Val(); (n == 1) != (i == 1) {
+			t.Errorf("item %d: key %s exists %d", i, keys[i], n)
+		}
+	}
+	if _, err := addScript.Run(ctx, c, keys[:1], "n", "1", "60000", "2", "1", "1", "1").Result(); err == nil {
+		t.Error("a group of 2 items with one: no error")
+	}
+}
+
 // TestBackendSeq: an item sent again with the same Seq (a client's re-send)
 // adds its Delta once, and so does a late copy of an older write; the Floor
 // applies either way; Seq 0 adds every time; each node's Seq is its own.
@@ -303,23 +381,29 @@ func TestBackendCorruptCounter(t *testing.T) {
 	c.Set(ctx, b.CounterKey("h", 1), "1", time.Minute) // a string counter: WRONGTYPE
 	hset("old", 4, "t", "1e3")
 	hset("big", 1, "t", "99999999999999999999")
+	hset("exp", 1, "t", "5e2") // as many characters as 500 has digits
+	hset("zero", 1, "q:", "012")
+	hset("blank", 1, "n:", " 12")
 	items := []Item{
 		{Key: "x", ID: 1, Delta: 1, TTL: time.Minute},
 		{Key: "neg", ID: 1, Delta: 1, TTL: time.Minute},
 		{Key: "h", ID: 1, Delta: 1, TTL: time.Minute},
 		{Key: "old", ID: 5, Delta: 1, TTL: time.Minute, Span: 2}, // older bucket corrupt
 		{Key: "big", ID: 1, Delta: 1, TTL: time.Minute},
+		{Key: "exp", ID: 1, Delta: 1, TTL: time.Minute},
+		{Key: "zero", ID: 1, Delta: 1, TTL: time.Minute},
+		{Key: "blank", ID: 1, Delta: 1, TTL: time.Minute},
 		{Key: "ok", ID: 1, Delta: 1, TTL: time.Minute},
 	}
 	out := b.Add(ctx, items, nil)
-	for i, r := range out[:5] {
+	for i, r := range out[:len(items)-1] {
 		var rerr redis.Error
 		if r.Outcome != NotApplied || !errors.As(r.Err, &rerr) {
 			t.Errorf("item %d: %+v, want NotApplied with a Redis error reply", i, r)
 		}
 	}
-	if out[5].Outcome != Applied || out[5].Total != 1 {
-		t.Errorf("valid item: %+v", out[5])
+	if r := out[len(items)-1]; r.Outcome != Applied || r.Total != 1 {
+		t.Errorf("valid item: %+v", r)
 	}
 	if v := c.HGet(ctx, b.CounterKey("x", 1), "t").Val(); v != "abc" {
 		t.Errorf("corrupt counter changed to %q", v)
@@ -334,22 +418,24 @@ func TestBackendCorruptCounter(t *testing.T) {
 // the whole call instead.
 var garbage = map[string]string{
 	"status":      "+OK\r\n",
-	"int":         ":5\r\n",
+	"array":       "*1\r\n:5\r\n", // an item of one key answers a bare integer
 	"nil":         "$-1\r\n",
 	"bulk":        "$3\r\nabc\r\n",
 	"nilarr":      "*-1\r\n",
 	"empty":       "*0\r\n",
 	"long":        "*2\r\n:1\r\n:2\r\n",
-	"strelem":     "*1\r\n$1\r\n7\r\n",
-	"negative":    "*1\r\n:-5\r\n",
+	"negative":    ":-5\r\n",
 	"nested":      "*1\r\n*1\r\n:1\r\n",
-	"nilelem":     "*1\r\n$-1\r\n",
-	"errelem":     "*1\r\n-ERR x\r\n",
-	"double":      "*1\r\n,1.5\r\n",
+	"double":      ",1.5\r\n",
 	"error":       "-ERR boom\r\n",
-	"good":        "*1\r\n:7\r\n",
+	"good":        ":7\r\n",
 	"goodspan":    "*3\r\n:1\r\n:2\r\n:3\r\n",
 	"shortspan":   "*2\r\n:1\r\n:2\r\n",
+	"intspan":     ":3\r\n",
+	"strspan":     "*3\r\n:1\r\n$1\r\n2\r\n:3\r\n",
+	"negspan":     "*3\r\n:1\r\n:-2\r\n:3\r\n",
+	"nilspan":     "*3\r\n:1\r\n$-1\r\n:3\r\n",
+	"errspan":     "*3\r\n:1\r\n-ERR x\r\n:3\r\n",
 	"topstatus":   "+OK\r\n",
 	"topnil":      "$-1\r\n",
 	"topempty":    "*0\r\n",
@@ -378,10 +464,10 @@ func garbageReply(args []string) []byte {
 	}
 	keys, argv := args[3:3+n], args[3+n:]
 	var items []string
-	for k := 0; len(argv) >= 6 && k < len(keys); argv = argv[6:] {
+	nkeys := scriptItems(argv)
+	for k, i := 0, 0; i < len(nkeys) && k < len(keys); i++ {
 		items = append(items, limiterKeyOf(keys[k]))
-		nk, _ := strconv.Atoi(argv[0])
-		k += max(nk, 1)
+		k += max(nkeys[i], 1)
 	}
 	if len(items) > 0 && strings.HasPrefix(items[0], "top") {
 		return []byte(garbage[items[0]])
@@ -611,4 +697,23 @@ func TestBackendConcurrentAdd(t *testing.T) {
 	if err != nil || got[0] != want {
 		t.Fatalf("total %v, %v; want %d", got, err, want)
 	}
+}
+
+// scriptItems returns the key count (1 + Span) of each item of argv, the
+// ARGV of an addScript call (groups of node, seq, TTL, m and m items of
+// count, delta, floor).
+func scriptItems(argv []string) []int {
+	var nkeys []int
+	for len(argv) >= 4 {
+		m, err := strconv.Atoi(argv[3])
+		if err != nil || len(argv) < 4+3*m {
+			return nkeys
+		}
+		for i := range m {
+			n, _ := strconv.Atoi(argv[4+3*i])
+			nkeys = append(nkeys, n)
+		}
+		argv = argv[4+3*m:]
+	}
+	return nkeys
 }

@@ -142,11 +142,14 @@
 // hash-max-listpack-entries (512) fields; past 255 nodes per key and
 // window it turns into a hash table several times larger.
 //
-// Upgrading: releases that kept a counter as a string named it without the
-// "sh" segment. Old and new nodes never touch each other's keys (no
-// WRONGTYPE errors during a rolling upgrade), but they do not share counts
-// either: while both run, each group limits by itself, and the new keys
-// start empty, so every key's count restarts at the upgrade.
+// Upgrading: a release that changes only the flush script (its arguments,
+// its cost; each version is a script of its own in Redis's cache) keeps
+// these keys and fields, so old and new nodes share counts during a
+// rolling upgrade. Releases that kept a counter as a string named it
+// without the "sh" segment. Old and new nodes never touch each other's
+// keys (no WRONGTYPE errors during a rolling upgrade), but they do not
+// share counts either: while both run, each group limits by itself, and
+// the new keys start empty, so every key's count restarts at the upgrade.
 //
 // Exact's states now hold their birth (a field b, see Eviction). Releases
 // before it keep the field of a fixed window or GCRA state, and a state

@@ -150,10 +150,15 @@ func (p *pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) re
 		if len(cmds) > 0 && cmds[0].Name() == "evalsha" {
 			items := 0
 			for _, c := range cmds {
-				// EVALSHA sha numkeys keys... and six ARGV per item
+				// EVALSHA sha numkeys keys... and the ARGV of addScript
 				args := c.Args()
-				if n, ok := args[2].(int); ok {
-					items += (len(args) - 3 - n) / 6
+				if n, ok := args[2].(int); ok && len(args) >= 3+n {
+					argv := make([]string, 0, len(args)-3-n)
+					for _, a := range args[3+n:] {
+						argv = append(argv, fmt.Sprint(a))
+					}
+					nkeys := scriptItems(argv)
+					items += len(nkeys)
 				}
 			}
 			p.mu.Lock()

@@ -110,28 +110,33 @@ local function badargs() return redis.error_reply('ERR shardlimit: bad arguments
 //	KEYS       each item's keys in turn: its counter of id, then the
 //	           counters of id-1, id-2, ... (Span of them); each a hash
 //	           {t = total, n:<node> = units node sent, q:<node> = seq}
-//	ARGV       six per item, in turn:
-//	  1        count of the item's keys, 1 + Span
-//	  2        delta >= 0: 0 writes nothing (unless floor heals)
-//	  3        TTL in milliseconds >= 1, set by the write that creates the
+//	ARGV       groups of items in turn, each a header and its items:
+//	  node     the writer's id (any string, at most 64 bytes)
+//	  seq      >= 0: if positive, an item's delta is added only if the
+//	           counter's q:<node> (the highest seq of node whose delta it
+//	           added) is below seq, and q:<node> is then set to seq; so a
+//	           write sent twice adds its delta once (floor applies either
+//	           way)
+//	  TTL      in milliseconds >= 1, set by the write that creates a
 //	           counter (see below)
-//	  4        floor >= 0: node's share is raised to at least floor after
+//	  m        the count of the group's items, >= 1; then three per item:
+//	    1      count of the item's keys, 1 + Span
+//	    2      delta >= 0: 0 writes nothing (unless floor heals)
+//	    3      floor >= 0: node's share is raised to at least floor after
 //	           delta is added, and the total by as much
-//	  5        node: the writer's id (any string, at most 64 bytes)
-//	  6        seq >= 0: if positive, delta is added only if the counter's
-//	           q:<node> (the highest seq of node whose delta it added) is
-//	           below seq, and q:<node> is then set to seq; so a write sent
-//	           twice adds its delta once (floor applies either way)
-//	returns    per item {total(id-span), ..., total(id-1), total(id)},
-//	           oldest first, or an error reply if one of its counters holds
+//	returns    per item: total(id) for an item of one key; for an item of
+//	           Span > 0 {total(id-span), ..., total(id-1), total(id)},
+//	           oldest first; or an error reply if one of its counters holds
 //	           something else than a counter (the store's own WRONGTYPE, or
-//	           ours): that item writes nothing, the others run
+//	           ours) or one of its arguments is out of range: that item
+//	           writes nothing, the others run
 //
-// Every argument is checked before the first write (bad arguments: an error
-// reply for the whole batch, nothing written); reads go through pcall, so a
-// key of another type is that item's error; no write can fail after the
-// first one (Redis denies a script's writes for memory only up to its
-// first).
+// The layout (the counts of items and keys) is checked before anything
+// runs (a bad one: an error reply for the whole batch, nothing written); an
+// item's other arguments and its counters' fields are checked before its
+// write; reads go through pcall, so a key of another type is that item's
+// error; no write can fail after the first one (Redis denies a script's
+// writes for memory only up to its first).
 //
 // The write that creates a counter (no total yet) sets its TTL in the same
 // step, so no counter is ever without one; later writes keep it (HSET keeps
@@ -140,76 +145,112 @@ local function badargs() return redis.error_reply('ERR shardlimit: bad arguments
 // the bucket stops counting, measured from its write, so each write would
 // set about the same instant again (nodes whose clocks differ by more than
 // a bucket and a second disagree on which buckets count anyway).
+//
+// The script runs for every item of every flush, so it is written for the
+// store's CPU (measured in bench/syncbench): node, seq and TTL sent once
+// for a group of items (a flush's items of one bucket share them), one read
+// (HMGET) and one write (HSET) per counter written, the new share stored as
+// the floor argument itself when it equals it (the usual case: this node's
+// share plus delta), tonumber rather than pattern matching to read a field,
+// and a bare integer, not an array, as the reply of an item of one key.
 var addScript = redis.NewScript(luaLib + `
--- num decodes an argument: an integer in [lo, hi], or nil. Cheaper than
--- arg, which a stored value needs (it refuses "1e3"); an argument written
--- so means the same number.
-local function num(v, lo, hi)
+local tonumber, format = tonumber, string.format
+
+-- count decodes a counter's field: 0 if absent, nil unless a non-negative
+-- integer below 2^53 written as Redis and this script write one (digits
+-- only, no leading zero): its length is its digit count, and a length of 3
+-- is not a digit, 'e' and a digit ("1e2").
+local function count(v)
+  if not v then return 0 end
   local x = tonumber(v)
-  if not x or x ~= math.floor(x) or x < lo or x > hi then return nil end
+  if not x or x < 0 or x >= 9007199254740992 or x % 1 ~= 0 then return nil end
+  local len, p = 1, 10
+  while x >= p do len, p = len + 1, p * 10 end
+  if #v ~= len or (len == 3 and x % 100 == 0 and string.byte(v, 2) > 57) then return nil end
   return x
 end
 
-local items, used = {}, 0
-if #ARGV == 0 or #ARGV % 6 ~= 0 then return badargs() end
-for i = 1, #ARGV / 6 do
-  local b = 6 * (i - 1)
-  local it = {k = used, n = num(ARGV[b + 1], 1, 65537), delta = num(ARGV[b + 2], 0, 4294967295),
-    px = num(ARGV[b + 3], 1, 1e15), floor = num(ARGV[b + 4], 0, 4503599627370495),
-    node = ARGV[b + 5], seq = num(ARGV[b + 6], 0, 4503599627370495)}
-  if not it.n or not it.delta or not it.px or not it.floor or #it.node > 64 or not it.seq then return badargs() end
-  used = used + it.n
-  items[i] = it
-end
-if used ~= #KEYS then return badargs() end
-
--- read returns the integer v holds (0 if absent), or nil if it is not a
--- non-negative integer.
-local function read(v)
-  local x = int(v)
-  if x == false or (x and x < 0) then return nil end
-  return x or 0
+-- num decodes an argument: an integer in [0, hi] written as count reads
+-- one, or nil. Floor, Seq and TTL are stored or passed on as they came, so
+-- they must be in the form the script writes and Redis reads.
+local function num(v, hi)
+  local x = count(v)
+  if not v or not x or x > hi then return nil end
+  return x
 end
 
--- add applies item it; a read the store refused (a key of another type:
--- WRONGTYPE) or a value not a counter's ends it, with nothing written.
-local function add(it)
-  local k, n = it.k, it.n
-  local out = {}
-  for i = n, 2, -1 do
-    local v = redis.pcall('HGET', KEYS[k + i], 't')
-    if type(v) == 'table' then return v end
-    local x = read(v)
-    if not x then return corrupt(KEYS[k + i]) end
-    out[n - i + 1] = x
+-- the layout: groups of node, seq, TTL, m and m items of three arguments
+local used, b = 0, 1
+while b <= #ARGV do
+  local m = num(ARGV[b + 3], 65536)
+  if not m or m < 1 or b + 3 + 3 * m > #ARGV then return badargs() end
+  for c = b + 4, b + 1 + 3 * m, 3 do
+    local n = num(ARGV[c], 65537)
+    if not n or n < 1 then return badargs() end
+    used = used + n
   end
-  local key = KEYS[k + 1]
-  local f, q = 'n:' .. it.node, 'q:' .. it.node
-  local st = redis.pcall('HMGET', key, 't', f, q)
-  if st.err then return st end
-  local total, mine, last = read(st[1]), read(st[2]), int(st[3])
-  if not total or not mine or last == false then return corrupt(key) end
-  local delta = it.delta
-  if it.seq > 0 and last and last >= it.seq then delta = 0 end
-  local grow = mine + delta
-  if grow < it.floor then grow = it.floor end
-  grow = grow - mine
-  if grow > 0 then
-    if total + grow >= 9007199254740992 then return corrupt(key) end
-    total = total + grow
-    if it.seq > 0 and delta > 0 then
-      redis.call('HSET', key, f, fmt(mine + grow), 't', fmt(total), q, fmt(it.seq))
-    else
-      redis.call('HSET', key, f, fmt(mine + grow), 't', fmt(total))
+  b = b + 4 + 3 * m
+end
+if b == 1 or used ~= #KEYS then return badargs() end
+
+-- add applies the item of ARGV[c .. c+2] of group g, of n keys from
+-- KEYS[k+1]; a read the store refused (a key of another type: WRONGTYPE),
+-- a value not a counter's or an argument out of range ends it, with
+-- nothing written.
+local function add(g, c, k, n)
+  local delta, floor = num(ARGV[c + 1], 4294967295), num(ARGV[c + 2], 4503599627370495)
+  if not g.ok or not delta or not floor then return badargs() end
+  local out
+  if n > 1 then
+    out = {}
+    for i = n, 2, -1 do
+      local v = redis.pcall('HGET', KEYS[k + i], 't')
+      if type(v) == 'table' then return v end
+      local x = count(v)
+      if not x then return corrupt(KEYS[k + i]) end
+      out[n - i + 1] = x
     end
-    if st[1] == false then redis.call('PEXPIRE', key, fmt(it.px)) end
   end
+  local key, seq = KEYS[k + 1], g.seq
+  local st = redis.pcall('HMGET', key, 't', g.n, g.q)
+  if st.err then return st end
+  local total, mine, last = count(st[1]), count(st[2]), count(st[3])
+  if not total or not mine or not last then return corrupt(key) end
+  if seq > 0 and last >= seq then delta = 0 end
+  local share, as = mine + delta, nil
+  if share <= floor then share, as = floor, ARGV[c + 2] end
+  if share > mine then
+    total = total + share - mine
+    if total >= 9007199254740992 then return corrupt(key) end
+    as = as or fmt(share)
+    local t = total < 2147483648 and format('%d', total) or fmt(total)
+    if seq > 0 and delta > 0 then
+      redis.call('HSET', key, g.n, as, 't', t, g.q, g.sq)
+    else
+      redis.call('HSET', key, g.n, as, 't', t)
+    end
+    if not st[1] then redis.call('PEXPIRE', key, g.px) end
+  end
+  if not out then return total end
   out[n] = total
   return out
 end
 
-local out = {}
-for i, it in ipairs(items) do out[i] = add(it) end
+local out, o, k = {}, 0, 0
+b = 1
+while b <= #ARGV do
+  local node, seq, px = ARGV[b], num(ARGV[b + 1], 4503599627370495), num(ARGV[b + 2], 1e15)
+  local g = {ok = seq and px and px >= 1 and #node <= 64, seq = seq, sq = ARGV[b + 1], px = ARGV[b + 2],
+    n = 'n:' .. node, q = 'q:' .. node}
+  local m = tonumber(ARGV[b + 3])
+  for c = b + 4, b + 1 + 3 * m, 3 do
+    local n = tonumber(ARGV[c])
+    o = o + 1
+    out[o] = add(g, c, k, n)
+    k = k + n
+  end
+  b = b + 4 + 3 * m
+end
 return out
 `)
 

@@ -12,9 +12,9 @@ import (
 )
 
 // Bounds of one script call of a RedisBackend (see RedisBackend). A call
-// holds the store for its items only (about a microsecond or two of Redis
-// time per item), so these keep every call short while sparing the store
-// the cost of a script call per item.
+// holds the store for its items only (a few microseconds of Redis time per
+// item), so these keep every call short while sparing the store the cost
+// of a script call per item.
 const (
 	// MaxScriptItems is the most Items one script call carries.
 	MaxScriptItems = 128
@@ -64,22 +64,34 @@ type pending struct {
 }
 
 // scriptCall is one call of addScript: the items of batch at idx, their
-// keys and arguments in turn.
+// keys and arguments in turn (see add).
 type scriptCall struct {
 	idx  []int
 	keys []string
 	args []any
 	cmd  *redis.Cmd
+	// the group of items add appends to: the index of its item count in
+	// args, the count (0: no group yet), and its node, seq and TTL (ms)
+	head, count int
+	node        string
+	seq, px     int64
 }
 
-// appendItem appends the Redis keys and the ARGV of addScript of item it,
-// whose keys have hash tag tag, to keys and args.
-func appendItem(keys []string, args []any, tag string, it *Item) ([]string, []any) {
+// add appends the Redis keys and the ARGV of addScript of item it, whose
+// keys have hash tag tag: to the last group if the item has its node, seq
+// and TTL, else to a new group.
+func (c *scriptCall) add(tag string, it *Item) {
 	for i := range it.Span + 1 {
-		keys = append(keys, counterKey(tag, it.Window, it.ID-int64(i)))
+		c.keys = append(c.keys, counterKey(tag, it.Window, it.ID-int64(i)))
 	}
-	ttl := (it.TTL + time.Millisecond - 1) / time.Millisecond
-	return keys, append(args, it.Span+1, it.Delta, int64(ttl), it.Floor, it.Node, it.Seq)
+	px := int64((it.TTL + time.Millisecond - 1) / time.Millisecond)
+	if c.count == 0 || it.Node != c.node || it.Seq != c.seq || px != c.px {
+		c.args = append(c.args, it.Node, it.Seq, px, 0)
+		c.head, c.count, c.node, c.seq, c.px = len(c.args)-1, 0, it.Node, it.Seq, px
+	}
+	c.count++
+	c.args[c.head] = c.count // at most MaxScriptItems: boxing it allocates nothing
+	c.args = append(c.args, it.Span+1, it.Delta, it.Floor)
 }
 
 // addParts sends the items of every part, all on client, as one pipeline
@@ -116,7 +128,7 @@ func addParts(ctx context.Context, client RedisClient, parts []addPart) {
 		c := &calls[ci]
 		for _, i := range c.idx {
 			p := &batch[i]
-			c.keys, c.args = appendItem(c.keys, c.args, p.tag, &parts[p.part].items[p.idx])
+			c.add(p.tag, &parts[p.part].items[p.idx])
 		}
 	}
 	done := make(chan struct{})
@@ -191,9 +203,9 @@ func planCalls(batch []pending, route keyRoute, per int) []scriptCall {
 }
 
 // newCall returns the call of the items at idx, of nkeys keys in all,
-// with room for their keys and arguments.
+// with room for their keys and the arguments of one group of them.
 func newCall(idx []int, nkeys int) scriptCall {
-	return scriptCall{idx: idx, keys: make([]string, 0, nkeys), args: make([]any, 0, 6*len(idx))}
+	return scriptCall{idx: idx, keys: make([]string, 0, nkeys), args: make([]any, 0, 4+3*len(idx))}
 }
 
 // execBatch sends calls, the script calls of batch, as one pipeline of
@@ -282,9 +294,10 @@ func (b *RedisBackend) Read(ctx context.Context, key string, id int64, span int,
 	if err := checkItem(&it); err != nil {
 		return dst[:0], err
 	}
-	keys, args := appendItem(nil, nil, tagged(b.prefix, key), &it)
+	var c scriptCall
+	c.add(tagged(b.prefix, key), &it)
 	v, err := call(ctx, func() (any, error) {
-		return addScript.Run(ctx, b.client, keys, args...).Result()
+		return addScript.Run(ctx, b.client, c.keys, c.args...).Result()
 	}, nil)
 	if errors.Is(err, redis.Nil) {
 		err = fmt.Errorf("%w: got nil, want an array", ErrBadReply)
