@@ -101,9 +101,29 @@ import (
 // Per-key limits (SetLimits) are kept in this process and sent with every
 // call: configure them on every process.
 //
+// Deny cache: when Redis denies one unit of a key (cost 1, as Allow asks),
+// no unit of it fits for any process until the denial's binding rate
+// admits one, so no process can consume any and the key's state stands
+// still: every request of one unit until then gets the same denial, its
+// durations shorter by the time elapsed. Exact answers those requests
+// in-process, with no round trip and no allocation, until that instant
+// (at most the denial's RetryAfter) measured from the now of the denied
+// call (read before it was sent, so never later in real time than Redis's
+// instant). It never admits: at worst it denies what Redis would admit
+// again, when units are given back before the instant. This process's
+// refunds (Settle), Reset, SetLimits, ClearLimit and SetDefaultLimits end
+// the key's cached denial at once; another process's refunds and Reset,
+// and state Redis lost, reach it only at the instant (the strict side, a
+// window's remainder at most). Requests of more than one unit, and
+// denials with RetryAfter Never, always go to Redis. A now passed to
+// AllowN later than the real time of the call makes the denial last
+// longer in real time by as much. ExactConfig.DenyCacheKeys bounds it;
+// ExactStats.DenyCacheHits counts what it answered. While the
+// FailurePolicy decides (Degraded) the cache is not consulted.
+//
 // All methods are safe for concurrent use. Unlike the in-process limiters,
-// every decision allocates (the key and arguments sent to Redis, a goroutine
-// that bounds the call). Close and Shutdown leave the background goroutine
+// every decision that calls Redis allocates (the key and arguments sent to
+// Redis, a goroutine that bounds the call). Close and Shutdown leave the background goroutine
 // (stopping it if this was the client's last limiter) and return within
 // their deadline whatever Redis does.
 type Exact struct {
@@ -116,6 +136,7 @@ type Exact struct {
 	script     *redis.Script // the algorithm's script
 	charger    *redis.Script // the algorithm's charge script
 	journal    *journal      // the units this process was granted (see journal)
+	deny       *denyCache    // the store's denials still in force (see denyCache)
 	replayBuf  []charge      // the hub's, for replay
 	timeout    time.Duration
 	degrade    time.Duration // DegradeAfter
@@ -234,6 +255,12 @@ func NewExact(client RedisClient, cfg ExactConfig) (*Exact, error) {
 		return nil, fmt.Errorf("%w: journal keys %d outside [1, %d]", shardlimit.ErrInvalidConfig, keys, maxJournalKeys)
 	}
 	e.journal = newJournal(e.cfg.Algorithm, e.rates, e.cfg.Buckets, keys)
+	denyKeys := cmp0(cfg.DenyCacheKeys, DefaultDenyCacheKeys)
+	if denyKeys > maxDenyCacheKeys {
+		e.closeFallback()
+		return nil, fmt.Errorf("%w: deny cache keys %d above %d", shardlimit.ErrInvalidConfig, denyKeys, maxDenyCacheKeys)
+	}
+	e.deny = newDenyCache(denyKeys)
 	e.start()
 	return e, nil
 }
@@ -294,8 +321,14 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 	case len(key) == 0 || len(key) > e.cfg.MaxKeyBytes:
 		return shardlimit.Result{Err: shardlimit.ErrInvalidKey}
 	}
-	lims := e.limitsFor(key)
 	at := e.instant(now)
+	cached, hit, ticket := e.deny.lookup(key, at, n, e.rates) // before the limits (see denyCache)
+	if hit && !e.bypass.Load() {
+		e.deny.hits.Add(1)
+		e.tally(consume, n, cached)
+		return cached
+	}
+	lims := e.limitsFor(key)
 	e.decisions.Add(1)
 	if !e.hot.Load() {
 		e.hub.activateExact(e)
@@ -317,6 +350,7 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 			}
 			if lost == 0 {
 				e.byStore(key, now, n, consume, &d)
+				e.deny.remember(ticket, key, at, n, &d, e.rates)
 				return d.res
 			}
 			// The store decided from state that lost this process's

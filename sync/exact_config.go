@@ -104,6 +104,14 @@ type ExactConfig struct {
 	// loses its state, those units are not restored.
 	JournalKeys int
 
+	// DenyCacheKeys caps the keys of the deny cache, in [0, 2^20]; default
+	// DefaultDenyCacheKeys (1,024); negative: no cache. A key the store
+	// denied is answered in-process, with no round trip, until the
+	// denial's RetryAfter has passed (see Exact on the deny cache). Each
+	// key takes 56 bytes, allocated at the first denial of its
+	// stripe.
+	DenyCacheKeys int
+
 	// OnStateChange, if set, is called on every change between Healthy and
 	// Degraded, in order, from the client's background goroutine (never
 	// from a deciding goroutine). It must not block for long and must not

@@ -61,6 +61,7 @@ func (e *Exact) SetLimits(key string, limits ...int) error {
 	e.mu.Lock()
 	e.limits[key] = ls
 	e.mu.Unlock()
+	e.deny.invalidate(key)
 	if e.fallback != nil {
 		return e.fallback.SetLimits(key, limits...)
 	}
@@ -76,6 +77,7 @@ func (e *Exact) ClearLimit(key string) error {
 	e.mu.Lock()
 	delete(e.limits, key)
 	e.mu.Unlock()
+	e.deny.invalidate(key)
 	if e.fallback != nil {
 		return e.fallback.ClearLimit(key)
 	}
@@ -101,6 +103,7 @@ func (e *Exact) SetDefaultLimits(limits ...int) error {
 		return shardlimit.ErrClosed
 	}
 	e.defaults.Store(&ls)
+	e.deny.invalidateAll()
 	if e.fallback != nil {
 		return e.fallback.SetDefaultLimits(limits...)
 	}
@@ -120,6 +123,8 @@ func (e *Exact) Reset(key string) error {
 		return err
 	}
 	e.journal.forget(key)
+	e.deny.invalidate(key)
+	defer e.deny.invalidate(key) // calls sent before the reset ran cache nothing
 	if e.fallback != nil {
 		if err := e.fallback.Reset(key); err != nil {
 			return err
