@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	stdsync "sync"
 	"sync/atomic"
 	"time"
@@ -122,8 +124,10 @@ import (
 // FailurePolicy decides (Degraded) the cache is not consulted.
 //
 // All methods are safe for concurrent use. Unlike the in-process limiters,
-// every decision that calls Redis allocates (the key and arguments sent to
-// Redis, a goroutine that bounds the call). Close and Shutdown leave the background goroutine
+// every decision that calls Redis allocates: 20 times with go-redis v9 and
+// one rate (redis_rate: 22), most of them go-redis's (its command, the
+// boxed key, the reply), the rest the call's deadline, the goroutine that
+// bounds it and the state key's name; the arguments are reused. Close and Shutdown leave the background goroutine
 // (stopping it if this was the client's last limiter) and return within
 // their deadline whatever Redis does.
 type Exact struct {
@@ -131,7 +135,7 @@ type Exact struct {
 	cfg        shardlimit.Config // defaults filled in; the limits are the defaults' initial values
 	rates      []exactRate       // in the order of Config.Rates (one if Rates is empty)
 	longest    int               // index in rates of the longest window
-	defaults   atomic.Pointer[limitSet]
+	defaults   atomic.Pointer[defaultLimits]
 	prefix     string
 	script     *redis.Script // the algorithm's script
 	charger    *redis.Script // the algorithm's charge script
@@ -224,6 +228,22 @@ type exactRate struct {
 // limitSet holds one limit per rate, in the order of Exact.rates.
 type limitSet [shardlimit.MaxRates]int
 
+// defaultLimits holds the default limits, and the same boxed as the
+// decision scripts take them (a boxed int above 255 is an allocation).
+type defaultLimits struct {
+	lims  limitSet
+	boxed [shardlimit.MaxRates]any
+}
+
+// newDefaultLimits returns ls as defaultLimits.
+func newDefaultLimits(ls limitSet) *defaultLimits {
+	d := &defaultLimits{lims: ls}
+	for i, l := range ls {
+		d.boxed[i] = l
+	}
+	return d
+}
+
 // NewExact returns an Exact limiter deciding through client. It does no I/O,
 // so it returns at once whether or not Redis is reachable; the first call
 // finds out. It joins the background goroutine of client's limiters (see
@@ -279,12 +299,30 @@ func (e *Exact) start() {
 // microseconds (the key hex-encoded after '#' if it has a brace). All of
 // them carry key as their hash tag, so they share one Redis Cluster slot.
 func (e *Exact) StateKeys(key string) []string {
-	tag := tagged(e.prefix, key)
-	keys := make([]string, len(e.rates))
-	for i, r := range e.rates {
-		keys[i] = tag + r.suffix
+	var keys [shardlimit.MaxRates]string
+	e.stateKeys(&keys, key)
+	return slices.Clone(keys[:len(e.rates)])
+}
+
+// stateKeys writes key's state keys (see StateKeys) to dst, one per rate,
+// all of them in one string: one allocation.
+func (e *Exact) stateKeys(dst *[shardlimit.MaxRates]string, key string) {
+	var b strings.Builder
+	n := len(e.rates) * taggedLen(e.prefix, key)
+	for _, r := range e.rates {
+		n += len(r.suffix)
 	}
-	return keys
+	b.Grow(n)
+	var ends [shardlimit.MaxRates]int
+	for i, r := range e.rates {
+		writeTagged(&b, e.prefix, key)
+		b.WriteString(r.suffix)
+		ends[i] = b.Len()
+	}
+	all, start := b.String(), 0
+	for i := range e.rates {
+		dst[i], start = all[start:ends[i]], ends[i]
+	}
 }
 
 // AllowNContext is AllowN bounded by ctx as well as by the configured
@@ -306,7 +344,7 @@ func (e *Exact) limitsFor(key string) limitSet {
 	lims, ok := e.limits[key]
 	e.mu.RUnlock()
 	if !ok {
-		lims = *e.defaults.Load()
+		lims = e.defaults.Load().lims
 	}
 	return lims
 }
@@ -440,28 +478,31 @@ func callerErr(ctx context.Context) error {
 func (e *Exact) remote(ctx context.Context, key string, now time.Time, n int, lims *limitSet, consume bool) (storeDecision, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	at := int64(-1) // Redis TIME
-	if e.callerTime {
-		at = max(0, now.UnixMicro())
-	}
-	c := 0
+	sc := newDecisionCall(e, ctx)
+	e.stateKeys(&sc.keys, key)
+	sc.args[0], sc.args[1], sc.args[2] = min(n, shardlimit.MaxLimit+1), 0, redisTime
 	if consume {
-		c = 1
+		sc.args[1] = 1
 	}
-	keys := e.StateKeys(key)
-	args := make([]any, 3, 3+3*len(e.rates))
-	args[0], args[1], args[2] = min(n, shardlimit.MaxLimit+1), c, at
+	if e.callerTime {
+		sc.args[2] = max(0, now.UnixMicro())
+	}
+	sc.nargs = 3
+	d := e.defaults.Load()
 	for i, r := range e.rates {
-		args = append(args, lims[i])
-		args = append(args, r.params...)
+		if d.lims == *lims {
+			sc.args[sc.nargs] = d.boxed[i] // boxed once, not per call
+		} else {
+			sc.args[sc.nargs] = lims[i]
+		}
+		sc.nargs += 1 + copy(sc.args[sc.nargs+1:], r.params)
 	}
 	if !e.begin() {
+		sc.release()
 		return storeDecision{}, shardlimit.ErrClosed
 	}
 	e.calls.Add(1)
-	v, err := call(ctx, func() (any, error) {
-		return e.script.Run(ctx, e.client, keys, args...).Result()
-	}, e.end)
+	v, err := sc.run(ctx)
 	if errors.Is(err, redis.Nil) {
 		err = fmt.Errorf("%w: got nil, want an array", ErrBadReply)
 	}

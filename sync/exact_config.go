@@ -160,7 +160,7 @@ func (e *Exact) setRates() error {
 			e.longest = i
 		}
 	}
-	e.defaults.Store(&defaults)
+	e.defaults.Store(newDefaultLimits(defaults))
 	return nil
 }
 

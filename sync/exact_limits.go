@@ -102,7 +102,7 @@ func (e *Exact) SetDefaultLimits(limits ...int) error {
 	if e.closed.Load() {
 		return shardlimit.ErrClosed
 	}
-	e.defaults.Store(&ls)
+	e.defaults.Store(newDefaultLimits(ls))
 	e.deny.invalidateAll()
 	if e.fallback != nil {
 		return e.fallback.SetDefaultLimits(limits...)
@@ -149,7 +149,7 @@ func (e *Exact) Reset(key string) error {
 // and the default limits as they are now.
 func (e *Exact) Config() shardlimit.Config {
 	cfg := e.cfg
-	d := e.defaults.Load()
+	d := &e.defaults.Load().lims
 	if len(cfg.Rates) == 0 {
 		cfg.Limit = d[0]
 		return cfg

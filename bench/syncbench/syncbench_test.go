@@ -159,6 +159,57 @@ func BenchmarkSyncAllow(b *testing.B) {
 	}
 }
 
+// BenchmarkSyncRoundTrip times one decision that makes a round trip to a
+// private Redis, serial, over 1,000 keys (round robin): sync.Exact with
+// GCRA (impl=exact; its deny cache never answers, nothing is denied) and
+// github.com/go-redis/redis_rate/v10 (impl=redis_rate, GCRA too), on
+// clients with the same options. allocs/op is what each decision
+// allocates, the go-redis client's share included; benchstat -col /impl
+// compares the two.
+func BenchmarkSyncRoundTrip(b *testing.B) {
+	srv := redistest.StartServer(b)
+	ks := keys(1000)
+	for _, impl := range []string{"exact", "redis_rate"} {
+		b.Run("impl="+impl, func(b *testing.B) {
+			var allow func(string) bool
+			switch impl {
+			case "exact":
+				e, err := shardsync.NewExact(newClient(b, srv.Addr, nil), shardsync.ExactConfig{
+					Config:  shardlimit.Config{Algorithm: shardlimit.GCRA, Limit: limit, Window: window},
+					Timeout: time.Second,
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() {
+					if st := e.ExactStats(); st.Errors != 0 || st.PolicyDecisions != 0 || st.DenyCacheHits != 0 {
+						b.Errorf("not every decision made a round trip: %+v", st)
+					}
+					_ = e.Close()
+				})
+				allow = func(k string) bool { return e.AllowN(k, time.Now(), 1).Allowed }
+			case "redis_rate":
+				rl := redis_rate.NewLimiter(newClient(b, srv.Addr, nil))
+				lim := redis_rate.Limit{Rate: limit, Burst: limit, Period: window}
+				allow = func(k string) bool {
+					res, err := rl.Allow(context.Background(), k, lim)
+					return err == nil && res.Allowed > 0
+				}
+			}
+			for _, k := range ks { // scripts loaded, connections open
+				allow(k)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				if !allow(ks[i%len(ks)]) {
+					b.Fatal("denied")
+				}
+			}
+		})
+	}
+}
+
 // serverOps returns the calls of every command the Redis at c has run,
 // from INFO commandstats, commands run by scripts included, minus the
 // commands of the measurement itself (INFO) and of connection setup
