@@ -105,13 +105,21 @@ func BenchmarkExactRates(b *testing.B) {
 
 // evalshaStats returns the count of EVALSHA calls the Redis at addr ran
 // and their total time in microseconds (INFO commandstats).
-func evalshaStats(b *testing.B, addr string) (calls, usec int64) {
+func evalshaStats(b testing.TB, addr string) (calls, usec int64) {
+	return commandStats(b, addr, "evalsha")
+}
+
+// commandStats returns the count of calls of the command name (lower
+// case) the Redis at addr ran and their total time in microseconds (INFO
+// commandstats).
+func commandStats(b testing.TB, addr, name string) (calls, usec int64) {
+	b.Helper()
 	info, err := redistest.DoString(addr, "INFO", "commandstats")
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, line := range strings.Split(info, "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+name+":")
 		if !ok {
 			continue
 		}

@@ -3,8 +3,6 @@ package sync
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,25 +29,9 @@ var denyConfigs = []struct {
 // addr ran (INFO commandstats).
 func scriptCalls(t testing.TB, addr string) int64 {
 	t.Helper()
-	info, err := redistest.DoString(addr, "INFO", "commandstats")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	for _, line := range strings.Split(info, "\n") {
-		line = strings.TrimSpace(line)
-		for _, cmd := range []string{"cmdstat_evalsha:", "cmdstat_eval:"} {
-			if rest, ok := strings.CutPrefix(line, cmd); ok {
-				calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
-				c, err := strconv.ParseInt(calls, 10, 64)
-				if err != nil {
-					t.Fatalf("INFO commandstats line %q: %v", line, err)
-				}
-				n += c
-			}
-		}
-	}
-	return n
+	sha, _ := commandStats(t, addr, "evalsha")
+	eval, _ := commandStats(t, addr, "eval")
+	return sha + eval
 }
 
 // TestExactDenyCacheFloodSendsNothing: once the store denied a unit of a
