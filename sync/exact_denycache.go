@@ -62,6 +62,7 @@ type denyStripe struct {
 type denyEntry struct {
 	hash  uint64
 	key   string
+	from  int64 // the instant of the denied call
 	until int64 // the binding rate's wait ends: one unit may fit, or a field change; 0: free
 	retry int64 // the Result's RetryAfter ends: every rate admits a unit
 	reset int64 // the binding rate's ResetAfter ends
@@ -96,13 +97,8 @@ func (c *denyCache) lookup(key string, at int64, n int, rates []exactRate) (shar
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := denyTicket{hash: h, gen: s.gen}
-	for i := range s.entries {
-		if en := &s.entries[i]; en.hash == h && en.key == key {
-			if at >= en.until {
-				break
-			}
-			return en.result(at, rates), true, t
-		}
+	if en := s.find(h, key); en != nil && at < en.until {
+		return en.result(at, rates), true, t
 	}
 	return shardlimit.Result{}, false, t
 }
@@ -118,47 +114,75 @@ func (en *denyEntry) result(at int64, rates []exactRate) shardlimit.Result {
 	}
 }
 
-// remember caches the store's decision d of a request of cost n for key
+// remember records the store's decision d of a request of cost n for key
 // at at (the caller's instant of the call, Unix µs, read before it was
-// sent) if it denied one unit, unless key's stripe was invalidated since t
-// was taken. rates are the limiter's.
+// sent). A denial of one unit is cached, unless key's stripe was
+// invalidated since t was taken or key holds the denial of a later call.
+// Any other decision ends key's cached denial of a call at at or before:
+// the store has gone past it (a unit fitted, or its instant moved on), and
+// a request behind that instant is decided at the store's.
 func (c *denyCache) remember(t denyTicket, key string, at int64, n int, d *storeDecision, rates []exactRate) {
-	res := &d.res
-	if c.ways == 0 || n != 1 || res.Allowed || res.Err != nil || res.Remaining != 0 || res.RetryAfter == shardlimit.Never {
+	if c.ways == 0 {
 		return
+	}
+	en, ok := denialOf(t.hash, key, at, n, d, rates)
+	s := &c.stripes[t.hash&(denyStripes-1)]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.find(t.hash, key)
+	switch {
+	case old != nil && old.from > at:
+		// A later call's decision is in: this one's adds nothing.
+	case !ok:
+		if old != nil {
+			*old = denyEntry{}
+		}
+	case s.gen != t.gen:
+		// Units given back or limits changed since the call left.
+	case old != nil:
+		*old = en
+	default:
+		if s.entries == nil {
+			s.entries = make([]denyEntry, c.ways)
+		}
+		*s.victim() = en
+	}
+}
+
+// denialOf returns the entry of the store's decision d of a request of
+// cost n for key (of hash h) at at, and whether it is one to cache: a
+// denial of one unit that some wait ends.
+func denialOf(h uint64, key string, at int64, n int, d *storeDecision, rates []exactRate) (denyEntry, bool) {
+	res := &d.res
+	if n != 1 || res.Allowed || res.Err != nil || res.Remaining != 0 || res.RetryAfter == shardlimit.Never {
+		return denyEntry{}, false
 	}
 	b := rateIndex(rates, res.Window)
 	// Until the binding rate admits a unit, or its usage drops (a sliding
 	// counter's oldest bucket leaves), the fields stay the denial's.
 	wait := min(d.rates[b].retry, d.rates[b].reset)
-	en := denyEntry{hash: t.hash, key: key, until: at + wait.Microseconds(), retry: at + res.RetryAfter.Microseconds(),
+	en := denyEntry{hash: h, key: key, from: at, until: at + wait.Microseconds(), retry: at + res.RetryAfter.Microseconds(),
 		reset: at + res.ResetAfter.Microseconds(), limit: int32(res.Limit), rate: b}
-	if en.until <= at {
-		return
-	}
-	s := &c.stripes[t.hash&(denyStripes-1)]
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.gen != t.gen {
-		return // units given back or limits changed since the call left
-	}
-	if s.entries == nil {
-		s.entries = make([]denyEntry, c.ways)
-	}
-	*s.victim(t.hash, key) = en
+	return en, en.until > at
 }
 
-// victim returns the entry to overwrite with key's: key's own, else the
-// one that ends first (a free or expired one if any). Requires s.mu held.
-func (s *denyStripe) victim(h uint64, key string) *denyEntry {
-	v := &s.entries[0]
+// find returns key's entry, or nil. Requires s.mu held.
+func (s *denyStripe) find(h uint64, key string) *denyEntry {
 	for i := range s.entries {
-		en := &s.entries[i]
-		if en.hash == h && en.key == key {
+		if en := &s.entries[i]; en.hash == h && en.key == key {
 			return en
 		}
-		if en.until < v.until {
-			v = en
+	}
+	return nil
+}
+
+// victim returns the entry to give a new key: the one that ends first (a
+// free or expired one if any). Requires s.mu held and s.entries made.
+func (s *denyStripe) victim() *denyEntry {
+	v := &s.entries[0]
+	for i := range s.entries {
+		if s.entries[i].until < v.until {
+			v = &s.entries[i]
 		}
 	}
 	return v
@@ -185,10 +209,8 @@ func (c *denyCache) invalidate(key string) {
 	s := &c.stripes[h&(denyStripes-1)]
 	s.mu.Lock()
 	s.gen++
-	for i := range s.entries {
-		if en := &s.entries[i]; en.hash == h && en.key == key {
-			*en = denyEntry{}
-		}
+	if en := s.find(h, key); en != nil {
+		*en = denyEntry{}
 	}
 	s.mu.Unlock()
 }

@@ -3,6 +3,7 @@ package sync
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -300,4 +301,82 @@ func replayOff(t testing.TB, cfg shardlimit.Config) *Exact {
 	e := newExact(t, sharedClient(t), ExactConfig{Config: cfg, DenyCacheKeys: -1})
 	e.callerTime = true
 	return e
+}
+
+// TestExactDenyCacheMatchesStore replays random sequences (mostly one
+// unit, instants a little apart, now and then two units, a peek, a
+// refund of the key's last grant, a step back in time) through a
+// limiter with the deny cache and one without, each on a prefix of its
+// own: every Result agrees, and the cache answered a good share of them.
+func TestExactDenyCacheMatchesStore(t *testing.T) {
+	for _, tc := range denyConfigs {
+		t.Run(tc.name, func(t *testing.T) {
+			c := sharedClient(t)
+			e := newExact(t, persistingClient{c}, ExactConfig{Config: tc.cfg, Prefix: redistest.Prefix(t) + "cache:"})
+			ref := newExact(t, persistingClient{c}, ExactConfig{Config: tc.cfg, Prefix: redistest.Prefix(t) + "ref:", DenyCacheKeys: -1})
+			e.callerTime, ref.callerTime = true, true
+			for _, l := range []*Exact{e, ref} {
+				t.Cleanup(func() {
+					for _, k := range []string{"k0", "k1", "k2"} {
+						_ = l.Reset(k)
+					}
+				})
+			}
+			for seed := range uint64(4) {
+				matchStore(t, e, ref, rand.New(rand.NewPCG(seed, uint64(len(tc.name)))), seed%2 == 0)
+			}
+			if st := e.ExactStats(); st.DenyCacheHits < 4*matchSteps/10 || st.Errors != 0 || st.PolicyDecisions != 0 {
+				t.Fatalf("the cache answered %d of %d decisions: %+v", st.DenyCacheHits, 4*matchSteps, st)
+			}
+			if st := ref.ExactStats(); st.Errors != 0 || st.PolicyDecisions != 0 {
+				t.Fatalf("the limiter without the cache: %+v", st)
+			}
+		})
+	}
+}
+
+// matchSteps is the length of one sequence of matchStore.
+const matchSteps = 600
+
+// matchStore runs one random sequence of TestExactDenyCacheMatchesStore
+// on keys k0-k2, from a minute after the latest instant the keys have
+// seen, through e (with the cache) and ref (without): with steps back in
+// time if back, else with refunds.
+func matchStore(t *testing.T, e, ref *Exact, rng *rand.Rand, back bool) {
+	t.Helper()
+	now := time.UnixMicro(max(e.latest.Load(), ref.latest.Load())).Add(time.Minute)
+	var granted [3][]time.Time
+	for i := range matchSteps {
+		k := rng.IntN(3)
+		key := fmt.Sprintf("k%d", k)
+		switch p := rng.IntN(20); {
+		case p < 11:
+			now = now.Add(time.Duration(rng.Int64N(2000)) * time.Millisecond)
+		case p < 13 && back:
+			// Back, but not across a minute's start: the journal of a fixed
+			// window takes a decision in an earlier window than the store's
+			// latest for a loss (either limiter alike).
+			into := now.Sub(now.Truncate(time.Minute))
+			now = now.Add(-min(into, time.Duration(rng.Int64N(3000))*time.Millisecond))
+		case p < 14 && !back && len(granted[k]) > 0:
+			g := granted[k][len(granted[k])-1]
+			if err, err2 := e.Settle(key, g, -1), ref.Settle(key, g, -1); err != nil || err2 != nil {
+				t.Fatal(err, err2)
+			}
+			continue
+		}
+		n := []int{1, 1, 1, 1, 1, 1, 2, 0}[rng.IntN(8)]
+		var got, want shardlimit.Result
+		if rng.IntN(6) == 0 {
+			got, want = e.Peek(key, now, n), ref.Peek(key, now, n)
+		} else {
+			got, want = e.AllowN(key, now, n), ref.AllowN(key, now, n)
+			if want.Allowed && n > 0 {
+				granted[k] = append(granted[k], now)
+			}
+		}
+		if got != want {
+			t.Fatalf("step %d: %s at T0+%v n=%d: cached %+v, the store %+v", i, key, now.Sub(T0), n, got, want)
+		}
+	}
 }
