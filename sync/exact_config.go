@@ -108,7 +108,7 @@ type ExactConfig struct {
 	// DefaultDenyCacheKeys (1,024); negative: no cache. A key the store
 	// denied is answered in-process, with no round trip, until the
 	// denial's RetryAfter has passed (see Exact on the deny cache). Each
-	// key takes 56 bytes and holds its key string, allocated at the first denial of its
+	// key takes 64 bytes and holds its key string, allocated at the first denial of its
 	// stripe.
 	DenyCacheKeys int
 

@@ -87,9 +87,9 @@ func newDenyCache(keys int) *denyCache {
 
 // lookup returns the cached denial of a request of cost n for key at at
 // (the caller's instant, Unix µs) as a Result, and whether there is one,
-// with the ticket for remember. rates are the limiter's.
+// with the ticket for remember (for any n). rates are the limiter's.
 func (c *denyCache) lookup(key string, at int64, n int, rates []exactRate) (shardlimit.Result, bool, denyTicket) {
-	if c.ways == 0 || n != 1 {
+	if c.ways == 0 {
 		return shardlimit.Result{}, false, denyTicket{}
 	}
 	h := xxh3.HashStringSeed(key, c.seed)
@@ -97,7 +97,7 @@ func (c *denyCache) lookup(key string, at int64, n int, rates []exactRate) (shar
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := denyTicket{hash: h, gen: s.gen}
-	if en := s.find(h, key); en != nil && at < en.until {
+	if en := s.find(h, key); en != nil && n == 1 && at < en.until {
 		return en.result(at, rates), true, t
 	}
 	return shardlimit.Result{}, false, t
