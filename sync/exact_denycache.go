@@ -118,9 +118,9 @@ func (en *denyEntry) result(at int64, rates []exactRate) shardlimit.Result {
 // at at (the caller's instant of the call, Unix µs, read before it was
 // sent). A denial of one unit is cached, unless key's stripe was
 // invalidated since t was taken or key holds the denial of a later call.
-// Any other decision ends key's cached denial of a call at at or before:
-// the store has gone past it (a unit fitted, or its instant moved on), and
-// a request behind that instant is decided at the store's.
+// A decision at or after the instant a cached denial of key ends, or one
+// that admitted units, ends that denial: the store has gone past it, and
+// a request behind the store's instant is decided at the store's.
 func (c *denyCache) remember(t denyTicket, key string, at int64, n int, d *storeDecision, rates []exactRate) {
 	if c.ways == 0 {
 		return
@@ -134,8 +134,8 @@ func (c *denyCache) remember(t denyTicket, key string, at int64, n int, d *store
 	case old != nil && old.from > at:
 		// A later call's decision is in: this one's adds nothing.
 	case !ok:
-		if old != nil {
-			*old = denyEntry{}
+		if old != nil && (at >= old.until || d.res.Allowed && n > 0) {
+			*old = denyEntry{} // the store went past it
 		}
 	case s.gen != t.gen:
 		// Units given back or limits changed since the call left.
