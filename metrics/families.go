@@ -242,7 +242,7 @@ var exactRows = []row[shardsync.ExactStats]{
 		"Units of this process that replies showed the store had lost (a reply counted fewer units of a key than this process had in the store); the journal sends them again."),
 		func(s *shardsync.ExactStats) float64 { return float64(s.LostUnits) }},
 	{family("shardlimit_exact_losses_total", Counter, "{reply}",
-		"Replies that showed such a loss; each turns the limiter Degraded with ErrEvicting for two EvictionChecks."),
+		"Replies that proved the store lost a key's state: such a loss, or the state born again before it could expire (whoever had units in it); each turns the limiter Degraded with ErrEvicting for two EvictionChecks."),
 		func(s *shardsync.ExactStats) float64 { return float64(s.Losses) }},
 	{family("shardlimit_exact_deny_cache_hits_total", Counter, "{decision}",
 		"Decisions the deny cache answered with no call to the store: one unit of a key the store had denied, before the instant the denial named."),

@@ -50,6 +50,23 @@ func BenchmarkExactRoundTrip(b *testing.B) {
 	}
 }
 
+// BenchmarkBirthsCheck measures the check of a decision's reply against
+// the birth of a key's state seen before (see births), the work the birth
+// proof adds to every decision besides the reply's one more integer per
+// rate.
+func BenchmarkBirthsCheck(b *testing.B) {
+	bs := newBirths(1, DefaultJournalKeys)
+	lims := limitSet{10}
+	d := birthReply(100, 5, 0, 1, 1, 1_000_000)
+	b.ReportAllocs()
+	for b.Loop() {
+		d.at++
+		if bs.check("user:42", 0, &d, &lims, 1, true) {
+			b.Fatal("a loss")
+		}
+	}
+}
+
 // BenchmarkRespScan measures LimitReplies' scan of one decision reply.
 func BenchmarkRespScan(b *testing.B) {
 	reply := []byte("*4\r\n:1\r\n:1073741822\r\n:3599999\r\n:0\r\n")

@@ -76,7 +76,8 @@
 //     a flush read fewer units of the other nodes in a live window or
 //     bucket than it had read before; for Exact, a decision's reply
 //     counted fewer units of a key than this process had in the store
-//     when the call was sent (see Eviction below).
+//     when the call was sent, or showed a key's state born again before
+//     it could expire (see Eviction below).
 //   - Its failure share is too large: more than DegradePercent (10%) of
 //     its work in one HealthInterval (1 s by default, intervals aligned to
 //     multiples of it) went to the failure policy, out of at least
@@ -148,6 +149,14 @@
 // WRONGTYPE errors during a rolling upgrade), but they do not share counts
 // either: while both run, each group limits by itself, and the new keys
 // start empty, so every key's count restarts at the upgrade.
+//
+// Exact's states now hold their birth (a field b, see Eviction). Releases
+// before it keep the field of a fixed window or GCRA state, and a state
+// they created gets one at the next write of this release. A sliding
+// counter state holding it is corrupt to those releases (their script
+// refuses any field that is not a bucket): upgrade every process of a
+// sliding counter Exact limiter together, or give the new release
+// another Prefix.
 //
 // # go-redis client settings
 //
@@ -268,9 +277,37 @@
 // marker in the key's state (a hash field e: an instant, Redis TIME) that
 // every reply returns: a process reading a marker newer than its journal's
 // forgets the units of the key its journal held instead of sending them
-// back, so a Reset is never taken for a loss nor undone. Only units a
-// process had in the store count: a state lost while this process had no
-// units in it is noticed by the processes that had, or by INFO.
+// back, so a Reset is never taken for a loss nor undone.
+//
+// An Exact limiter also proves the loss of a state it had no units in.
+// Every state records its birth (a hash field b: Redis TIME when a
+// decision first wrote it; every later write keeps it) and every reply
+// returns each rate's. Per key, the process remembers the births its last
+// reply showed and until when each state must live: while it counts
+// units, up to the instant its reply's reset names (fixed window: the
+// window's end; sliding counter: when the oldest counted bucket leaves
+// the window; GCRA: the theoretical arrival time), which its TTL passes by
+// a second. A later reply, decided before that instant, that shows the
+// state with another birth or none, and no newer Reset marker, proves the
+// store lost it, whoever had units in it: the same handling as above
+// (Losses counts it; LostUnits only the process's own units). So the
+// first call of any process that had seen the state alive, granted or
+// denied, proves the loss; a state that expired, or a key's first state,
+// proves nothing. Calls of the process in flight when a reply proves a
+// loss (of either kind) cross it: the policy decides them too, as the
+// store that decided them may have lost state. A replay of the whole journal (see Outages) forgets the
+// births seen before it, so the states born after are not taken for the
+// same loss again. The births are held for at most JournalKeys keys, only
+// those whose state must still live; a key past that is not remembered,
+// and its loss is proved by the journal alone, or seen by INFO. Births are
+// compared in the store's instants. A refund (Settle) moves a GCRA
+// state's TAT, and its TTL, back: the process that refunds forgets what it
+// saw of the key, but a refund of another process that takes more than a
+// second off the state's life may make it expire before the instant this
+// process remembered, and its new birth is then taken for a loss
+// (Degraded for a while, the strict side). A failover to a replica that
+// holds an older copy of a state (same birth, fewer units) is proved only
+// by the journal.
 //
 // # Outages
 //
@@ -417,13 +454,23 @@
 //     what the processes not yet replayed had left of their shares.
 //
 //   - Evictions reach the bound only once noticed: until a reply proves
-//     the loss (the next call of a process that had units of the key in
-//     the store) or the eviction check sees it (up to EvictionCheck, Δ),
-//     an eviction of a key's state is a fresh budget in Redis for the
-//     processes that had no units in it, so U may pass L by what those
-//     admit until then, at most N*R*Δ for R requests per second each; the
-//     journal has those units, and the replay at the end of the episode
-//     brings the store's count back above them.
+//     the loss (see Eviction) or the eviction check sees it, an eviction
+//     of a key's state is a fresh budget in Redis, so U may pass L by
+//     what the processes admit until then, at most N*R*Δ for R requests
+//     per second each; the journal has those units, and the replay at the
+//     end of the episode brings the store's count back above them. For a
+//     process that had seen the state alive (granted or denied), Δ is
+//     zero: its first reply after the loss proves it (see Eviction), and
+//     its policy decides that call, the calls in flight then and the next
+//     (the store's grants from the empty state stay counted, in the store
+//     and its journal). A
+//     process that had not seen the state (it started since, or its
+//     births were full) waits for the eviction check: Δ up to
+//     EvictionCheck. A process that proved the loss decides by its policy
+//     for two EvictionChecks, by which the eviction check of every
+//     process has seen evictions that go on; a loss that INFO does not
+//     show (a key deleted by hand) is proved to each process by its own
+//     next call only.
 //
 //   - A restart shorter than an outage (Redis back before DegradeAfter):
 //     from the first call that fails with a transport error (a timeout, a

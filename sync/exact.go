@@ -124,10 +124,11 @@ import (
 // FailurePolicy decides (Degraded) the cache is not consulted.
 //
 // All methods are safe for concurrent use. Unlike the in-process limiters,
-// every decision that calls Redis allocates: 20 times with go-redis v9 and
-// one rate (redis_rate: 22), most of them go-redis's (its command, the
-// boxed key, the reply), the rest the call's deadline, the goroutine that
-// bounds it and the state key's name; the arguments are reused. Close and Shutdown leave the background goroutine
+// every decision that calls Redis allocates: 20 to 21 times with go-redis
+// v9 and one rate (redis_rate: 22), most of them go-redis's (its command,
+// the boxed key, the reply and its integers), the rest the call's
+// deadline, the goroutine that bounds it and the state key's name; the
+// arguments are reused. Close and Shutdown leave the background goroutine
 // (stopping it if this was the client's last limiter) and return within
 // their deadline whatever Redis does.
 type Exact struct {
@@ -140,6 +141,7 @@ type Exact struct {
 	script     *redis.Script // the algorithm's script
 	charger    *redis.Script // the algorithm's charge script
 	journal    *journal      // the units this process was granted (see journal)
+	births     *births       // the states of keys it saw alive in the store (see births)
 	deny       *denyCache    // the store's denials still in force (see denyCache)
 	replayBuf  []charge      // the hub's, for replay
 	timeout    time.Duration
@@ -275,6 +277,7 @@ func NewExact(client RedisClient, cfg ExactConfig) (*Exact, error) {
 		return nil, fmt.Errorf("%w: journal keys %d outside [1, %d]", shardlimit.ErrInvalidConfig, keys, maxJournalKeys)
 	}
 	e.journal = newJournal(e.cfg.Algorithm, e.rates, e.cfg.Buckets, keys)
+	e.births = newBirths(len(e.rates), keys)
 	denyKeys := cmp0(cfg.DenyCacheKeys, DefaultDenyCacheKeys)
 	if denyKeys > maxDenyCacheKeys {
 		e.closeFallback()
@@ -371,6 +374,7 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 	if !e.hot.Load() {
 		e.hub.activateExact(e)
 	}
+	gen := e.births.gen.Load() // before bypass: a loss proved since is seen by one of them (see storeLoss)
 	if !e.bypass.Load() {
 		start := time.Now()
 		v, known := e.journal.view(key) // before the call leaves (see journalView)
@@ -386,18 +390,24 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 			if d.epoch > v.epoch {
 				e.journal.observe(key, d.epoch)
 			}
-			if lost == 0 {
+			reborn := e.births.check(key, gen, &d, &lims, n, consume)
+			crossed := e.births.crossed(gen)
+			if lost == 0 && !reborn && !crossed {
 				e.byStore(key, now, n, consume, &d)
 				e.deny.remember(ticket, key, at, n, &d, e.rates)
 				return d.res
 			}
-			// The store decided from state that lost this process's
-			// units: the policy decides instead. Units the store
-			// admitted stay in it, recorded as granted (the strict side).
+			// The store decided from state that lost units (this
+			// process's, or any of a state it had seen), or the call
+			// crossed a reply that proved a loss: the policy decides
+			// instead. Units the store admitted stay in it, recorded as
+			// granted (the strict side).
 			if consume && d.res.Allowed && n > 0 {
 				e.journal.recordGrant(key, d.at, n, d.epoch)
 			}
-			e.storeLoss(lost)
+			if lost > 0 || reborn {
+				e.storeLoss(lost)
+			}
 		} else {
 			if cerr := callerErr(ctx); cerr != nil {
 				// The caller gave up; not a sign of Redis's health.

@@ -101,7 +101,12 @@ type ExactConfig struct {
 	// Policy denies new keys (a decision it would have admitted is denied,
 	// as FailClosed would), and units Redis grants to new keys are not
 	// recorded (counted in ExactStats.JournalFull): if the store then
-	// loses its state, those units are not restored.
+	// loses its state, those units are not restored. JournalKeys also
+	// caps the keys whose state this process saw alive in Redis and
+	// remembers the birth of (about 225 bytes a key of 13 bytes, 15 MB
+	// at the default; see the package doc on eviction): a key past it is
+	// not remembered, and a loss of its state is proved by the journal or
+	// seen by the eviction check only.
 	JournalKeys int
 
 	// DenyCacheKeys caps the keys of the deny cache, in [0, 2^20]; default

@@ -255,25 +255,27 @@ func TestExactRepliesOfSeveralRatesCheckedStrictly(t *testing.T) {
 	}
 	s := time.Second
 	replies := []reply{
-		{arr("1", "2", "1000000", "0", "4", "10000000", "0", "1", "0"), shardlimit.Result{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: s, Window: s}},
-		{arr("0", "0", "500000", "500000", "0", "9000000", "9000000", "1", "0"), shardlimit.Result{Limit: 5, ResetAfter: 9 * s, RetryAfter: 9 * s, Window: 10 * s}},
-		{arr("0", "2", "500000", "0", "0", "9000000", "9000000", "1", "0"), shardlimit.Result{Limit: 5, ResetAfter: 9 * s, RetryAfter: 9 * s, Window: 10 * s}},
-		{arr("1", "2", "0", "0"), shardlimit.Result{}},                                              // one rate's shape
-		{arr("1", "2", "0", "0", "4", "0", "0", "1", "0", "0"), shardlimit.Result{}},                // three rates'
-		{arr("1", "2", "0", "0", "6", "0", "0", "1", "0"), shardlimit.Result{}},                     // remaining above the limit
-		{arr("1", "-1", "0", "0", "4", "0", "0", "1", "0"), shardlimit.Result{}},                    // negative remaining
-		{arr("1", "2", "0", "0", "4", "-5", "0", "1", "0"), shardlimit.Result{}},                    // negative reset
-		{arr("1", "2", "0", "0", "4", "0", "7", "1", "0"), shardlimit.Result{}},                     // admitted with a wait
-		{arr("0", "0", "0", "-1", "0", "0", "5", "1", "0"), shardlimit.Result{}},                    // never, though the cost fits the limit
-		{arr("0", "0", "0", "-2", "0", "0", "5", "1", "0"), shardlimit.Result{}},                    // retry below -1
-		{arr("2", "2", "0", "0", "4", "0", "0", "1", "0"), shardlimit.Result{}},                     // allowed is not a bit
-		{arr("1", "2", "0", "0", "$4", "0", "0", "1", "0"), shardlimit.Result{}},                    // a string
-		{arr("1", "2", "0", "0", "4", "0", "9223372036854775807", "1", "0"), shardlimit.Result{}},   // beyond any duration
-		{"*9\r\n:1\r\n:2\r\n:0\r\n:0\r\n*1\r\n:4\r\n:0\r\n:0\r\n:1\r\n:0\r\n", shardlimit.Result{}}, // a nested array
-		{arr("1", "2", "0", "0", "4", "0", "0", "-1", "0"), shardlimit.Result{}},                    // a negative instant
-		{arr("1", "2", "0", "0", "4", "0", "0", "1", "-1"), shardlimit.Result{}},                    // a negative reset marker
-		{arr("1", "2", "0", "0", "4", "0", "0", "1"), shardlimit.Result{}},                          // no reset marker
-		{"-ERR shardlimit: key x holds corrupt state\r\n", shardlimit.Result{}},                     // an error reply (not ErrBadReply)
+		{arr("1", "2", "1000000", "0", "4", "10000000", "0", "1", "0", "7", "8"), shardlimit.Result{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: s, Window: s}},
+		{arr("0", "0", "500000", "500000", "0", "9000000", "9000000", "1", "0", "7", "8"), shardlimit.Result{Limit: 5, ResetAfter: 9 * s, RetryAfter: 9 * s, Window: 10 * s}},
+		{arr("0", "2", "500000", "0", "0", "9000000", "9000000", "1", "0", "7", "8"), shardlimit.Result{Limit: 5, ResetAfter: 9 * s, RetryAfter: 9 * s, Window: 10 * s}},
+		{arr("1", "2", "0", "0", "7", "8"), shardlimit.Result{}},                                                 // one rate's shape
+		{arr("1", "2", "0", "0", "4", "0", "0", "1", "0", "0", "7", "8"), shardlimit.Result{}},                   // three rates'
+		{arr("1", "2", "0", "0", "6", "0", "0", "1", "0", "7", "8"), shardlimit.Result{}},                        // remaining above the limit
+		{arr("1", "-1", "0", "0", "4", "0", "0", "1", "0", "7", "8"), shardlimit.Result{}},                       // negative remaining
+		{arr("1", "2", "0", "0", "4", "-5", "0", "1", "0", "7", "8"), shardlimit.Result{}},                       // negative reset
+		{arr("1", "2", "0", "0", "4", "0", "7", "1", "0", "7", "8"), shardlimit.Result{}},                        // admitted with a wait
+		{arr("0", "0", "0", "-1", "0", "0", "5", "1", "0", "7", "8"), shardlimit.Result{}},                       // never, though the cost fits the limit
+		{arr("0", "0", "0", "-2", "0", "0", "5", "1", "0", "7", "8"), shardlimit.Result{}},                       // retry below -1
+		{arr("2", "2", "0", "0", "4", "0", "0", "1", "0", "7", "8"), shardlimit.Result{}},                        // allowed is not a bit
+		{arr("1", "2", "0", "0", "$4", "0", "0", "1", "0", "7", "8"), shardlimit.Result{}},                       // a string
+		{arr("1", "2", "0", "0", "4", "0", "9223372036854775807", "1", "0", "7", "8"), shardlimit.Result{}},      // beyond any duration
+		{"*11\r\n:1\r\n:2\r\n:0\r\n:0\r\n*1\r\n:4\r\n:0\r\n:0\r\n:1\r\n:0\r\n:7\r\n:8\r\n", shardlimit.Result{}}, // a nested array
+		{arr("1", "2", "0", "0", "4", "0", "0", "-1", "0", "7", "8"), shardlimit.Result{}},                       // a negative instant
+		{arr("1", "2", "0", "0", "4", "0", "0", "1", "-1", "7", "8"), shardlimit.Result{}},                       // a negative reset marker
+		{arr("1", "2", "0", "0", "4", "0", "0", "1", "7", "8"), shardlimit.Result{}},                             // no reset marker
+		{arr("1", "2", "0", "0", "4", "0", "0", "1", "0", "7", "-8"), shardlimit.Result{}},                       // a negative birth
+		{arr("1", "2", "0", "0", "4", "0", "0", "1", "0", "7"), shardlimit.Result{}},                             // one birth for two rates
+		{"-ERR shardlimit: key x holds corrupt state\r\n", shardlimit.Result{}},                                  // an error reply (not ErrBadReply)
 	}
 	var next atomic.Int64
 	f := redistest.StartFake(t, func(args []string) []byte {

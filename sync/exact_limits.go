@@ -123,6 +123,7 @@ func (e *Exact) Reset(key string) error {
 		return err
 	}
 	e.journal.forget(key)
+	e.births.forget(key)
 	e.deny.invalidate(key)
 	defer e.deny.invalidate(key) // calls sent before the reset ran cache nothing
 	if e.fallback != nil {

@@ -159,10 +159,12 @@ func (e *Exact) lossOf(v *journalView, d *storeDecision, n int, lims *limitSet) 
 	return lost
 }
 
-// storeLoss records that a reply proved the store lost units of this
-// process (see lossOf). That is proof of what the eviction check only
-// suspects: e becomes Degraded with an error wrapping ErrEvicting at
-// once, decides by its policy for two EvictionChecks (of
+// storeLoss records that a reply proved the store lost state: units of
+// this process (see lossOf), or none it knew of (units 0: a state it had
+// seen alive was born again, see births). That is proof of what the
+// eviction check only suspects: e becomes Degraded with an error
+// wrapping ErrEvicting at once, decides by its policy for two
+// EvictionChecks (of
 // DefaultEvictionCheck if eviction is not watched) after the last such
 // reply, the longest the eviction check takes to see evictions that go
 // on (it compares two), so a store that keeps losing state is not asked
@@ -180,11 +182,18 @@ func (e *Exact) storeLoss(units int64) {
 	e.lossUntil = time.Now().Add(hold)
 	if e.lossErr == nil { // else held already: the first loss of the hold is its cause
 		e.lossErr = fmt.Errorf("%w: a reply counted %d fewer units of a key than this process had in the store (it lost them)", ErrEvicting, units)
+		if units == 0 {
+			e.lossErr = fmt.Errorf("%w: a reply showed a key's state born again before it could expire (the store lost it)", ErrEvicting)
+		}
 		e.replaying, e.lost = true, true
 		e.replayAt = time.Time{}
 		e.settle(e.lossErr)
 	}
 	e.hmu.Unlock()
+	// After bypass is set: a call that read the generation after this
+	// reads bypass too, and the calls in flight, sent before, cross it:
+	// the policy decides them all (see births.crossed).
+	e.births.gen.Add(1)
 	e.hub.activateExact(e)
 	e.hub.poke()
 }

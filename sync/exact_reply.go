@@ -13,23 +13,32 @@ type storeDecision struct {
 	at    int64 // the instant the store decided at, Unix µs
 	epoch int64 // the key's reset marker (see resetScript), 0 if none
 	rates [shardlimit.MaxRates]rateOutcome
+	born  [shardlimit.MaxRates]int64 // each rate's state's birth (see births), 0 if none
 }
 
 // decodeDecision checks the reply of a decision script for cost n under
 // limits lims, one per rate of rates: {allowed, then per rate: remaining,
-// reset_us, retry_us, then now_us, then the reset marker}, every number in range and consistent
-// with n and the rate's limit. It converts the reply to a Result (see
-// bind) and keeps each rate's outcome and the instant the store decided
-// at.
+// reset_us, retry_us, then now_us, then the reset marker, then per rate:
+// the birth of its state}, every number in range and consistent with n
+// and the rate's limit. It converts the reply to a Result (see bind) and
+// keeps each rate's outcome, the instant the store decided at and the
+// births.
 func decodeDecision(v any, n int, lims []int, rates []exactRate) (storeDecision, error) {
 	var d storeDecision
-	arr, x, err := replyInts(v, 3+3*len(rates))
+	R := len(rates)
+	arr, x, err := replyInts(v, 3+4*R)
 	if err != nil {
 		return d, err
 	}
-	allowed, at, epoch := x[0], x[1+3*len(rates)], x[2+3*len(rates)]
+	allowed, at, epoch := x[0], x[1+3*R], x[2+3*R]
 	if allowed != 0 && allowed != 1 || n == 0 && allowed == 0 || at < 0 || at > maxInstant || epoch < 0 {
 		return d, fmt.Errorf("%w: inconsistent decision %v", ErrBadReply, arr)
+	}
+	for k, b := range x[3+3*R : 3+4*R] {
+		if b < 0 || b > maxInstant {
+			return d, fmt.Errorf("%w: inconsistent decision %v (birth of rate %d)", ErrBadReply, arr, k)
+		}
+		d.born[k] = b
 	}
 	for k, rt := range rates {
 		o, ok := decodeRate([3]int64(x[1+3*k:4+3*k]), allowed == 1, n, lims[k], rt.window)
@@ -47,7 +56,7 @@ const maxInstant = 1<<52 - 1
 
 // replyInts checks that v is an array of want integers and returns it,
 // and its integers in the first want elements of x.
-func replyInts(v any, want int) (arr []any, x [3 + 3*shardlimit.MaxRates]int64, err error) {
+func replyInts(v any, want int) (arr []any, x [3 + 4*shardlimit.MaxRates]int64, err error) {
 	arr, ok := v.([]any)
 	if !ok || len(arr) != want {
 		return nil, x, fmt.Errorf("%w: got %T %v, want an array of %d integers", ErrBadReply, v, v, want)

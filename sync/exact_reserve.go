@@ -53,6 +53,9 @@ func (e *Exact) Settle(key string, at time.Time, delta int) error {
 	var err error
 	sent := !e.bypass.Load() && (delta > 0 || one)
 	if sent {
+		if delta < 0 {
+			e.births.forget(key) // a refund may shorten the state's life (GCRA)
+		}
 		err = e.chargeAt(context.Background(), key, target, delta)
 		if errors.Is(err, shardlimit.ErrClosed) {
 			return err

@@ -51,10 +51,12 @@ type ExactStats struct {
 	// store had lost (evicted or restarted empty, before INFO showed it):
 	// a reply counted fewer units of a key than this process's journal
 	// proved the store held when the call was sent (the most by which one
-	// rate fell short). Losses counts those replies; each makes the
-	// limiter Degraded with ErrEvicting and decides by the policy until
-	// every unit of the journal is in the store again. A Reset (by any
-	// process) is not a loss.
+	// rate fell short). Losses counts the replies that proved a loss:
+	// those, and those that showed a key's state born again before it
+	// could expire, whoever had units in it (see the package doc on
+	// eviction). Each makes the limiter Degraded with ErrEvicting and
+	// decides by the policy until every unit of the journal is in the
+	// store again. A Reset (by any process) is not a loss.
 	LostUnits uint64
 	Losses    uint64
 

@@ -97,6 +97,9 @@ func (h *hub) replayExact(ctx context.Context, e *Exact, next *time.Time) {
 	e.hmu.Unlock()
 	if err == nil {
 		e.replays.Add(1)
+		if all {
+			e.births.clear() // states the store holds after are new, not losses
+		}
 		err = e.replay(ctx, all)
 	}
 	// Units the policy granted meanwhile, while it still decides: a few

@@ -229,11 +229,19 @@ return out
 //	           retry after (us; 0 if rate k admits n, -1 if it never can),
 //	           then now (us): the instant decided at, Redis TIME or ARGV[3],
 //	           then the key's reset marker: the largest field e of its
-//	           rates' states (0 if none), which Exact.Reset sets}
+//	           rates' states (0 if none), which Exact.Reset sets,
+//	           then per rate k: the birth of its state (0 if none)}
 //
 // Remaining and reset after are the rate's after the decision (an admitted
 // cost counted even when not consumed; a denied one not at all); Go picks
 // the binding rate and the latest retry.
+//
+// A state's birth is the field b: Redis TIME (us) when a decision script
+// first wrote the state, kept by every later write (HSET keeps the other
+// fields of a hash). A state the store lost and a decision created again
+// has a new birth, so a process that saw the old one alive tells the loss
+// (see Exact's births). A state written only by the charge scripts, or by
+// a release before births, gets one at its next decision's write.
 
 // decisionLib holds what the decision scripts share.
 const decisionLib = luaLib + `
@@ -259,6 +267,10 @@ local function limits()
   end
   return lim, W
 end
+
+-- born returns the birth of a state a script creates: Redis TIME, never
+-- the caller's instant, so a state created again is told apart.
+local function born() return clock(-1) end
 `
 
 // windowHead starts the decision scripts whose rates take two arguments,
@@ -274,19 +286,20 @@ local now = clock(ARGV[3])`
 
 // fixedScript decides a request by the fixed window counter.
 //
-//	KEYS[k]  hash {w = window id, c = units admitted in window w, e = reset marker}
+//	KEYS[k]  hash {w = window id, c = units admitted in window w, e = reset marker, b = birth}
 //	ARGV     n, consume, now; per rate: limit, window (us)
-//	returns  {allowed, per rate: remaining, reset (us), retry (us; -1 never), now (us), marker}
+//	returns  {allowed, per rate: remaining, reset (us), retry (us; -1 never), now (us), marker, per rate: birth}
 var fixedScript = redis.NewScript(decisionLib + windowHead + `
 -- Every rate's window and usage at now; nothing is written before all fit.
-local id, used, epoch = {}, {}, 0
+local id, used, birth, epoch = {}, {}, {}, 0
 local fits = true
 for k = 1, R do
   local i = fdiv(now, W[k])
-  local st = redis.call('HMGET', KEYS[k], 'w', 'c', 'e')
-  local sw, sc, se = int(st[1]), int(st[2]), int(st[3])
-  if sw == false or sc == false or se == false or (sc and sc < 0) then return corrupt(KEYS[k]) end
+  local st = redis.call('HMGET', KEYS[k], 'w', 'c', 'e', 'b')
+  local sw, sc, se, sb = int(st[1]), int(st[2]), int(st[3]), int(st[4])
+  if sw == false or sc == false or se == false or sb == false or (sc and sc < 0) then return corrupt(KEYS[k]) end
   if se and se > epoch then epoch = se end
+  birth[k] = sb
   local u = 0
   if sw and sc and sw >= i then
     -- w > i only if the server clock stepped back: keep counting its units.
@@ -306,7 +319,12 @@ for k = 1, R do
   if allowed == 1 and n > 0 then
     used[k] = used[k] + n
     if consume then
-      redis.call('HSET', KEYS[k], 'w', fmt(id[k]), 'c', fmt(used[k]))
+      if birth[k] then
+        redis.call('HSET', KEYS[k], 'w', fmt(id[k]), 'c', fmt(used[k]))
+      else
+        birth[k] = born()
+        redis.call('HSET', KEYS[k], 'w', fmt(id[k]), 'c', fmt(used[k]), 'b', fmt(birth[k]))
+      end
       redis.call('PEXPIRE', KEYS[k], fmt(ttl(reset)))
     end
   elseif n > lim[k] then
@@ -320,6 +338,7 @@ for k = 1, R do
 end
 out[3 * R + 2] = now
 out[3 * R + 3] = epoch
+for k = 1, R do out[3 * R + 3 + k] = birth[k] or 0 end
 return out
 `)
 
@@ -328,9 +347,9 @@ return out
 // bucket that straddles now - W counts by its remaining overlap, rounded
 // up.
 //
-//	KEYS[k]  hash {bucket id = units admitted in it, e = reset marker}
+//	KEYS[k]  hash {bucket id = units admitted in it, e = reset marker, b = birth}
 //	ARGV     n, consume, now; per rate: limit, G (us), nb
-//	returns  {allowed, per rate: remaining, reset (us), retry (us; -1 never), now (us), marker}
+//	returns  {allowed, per rate: remaining, reset (us), retry (us; -1 never), now (us), marker, per rate: birth}
 var counterScript = redis.NewScript(decisionLib + `
 local n, consume = head(3)
 if not n then return badargs() end
@@ -357,10 +376,10 @@ local function load(k)
   local h = redis.call('HGETALL', KEYS[k])
   for i = 1, #h, 2 do
     local id, c = int(h[i]), int(h[i + 1])
-    if h[i] == 'e' then
-      -- the reset marker (Exact.Reset), not a bucket
+    if h[i] == 'e' or h[i] == 'b' then
+      -- the reset marker (Exact.Reset) or the birth, not a bucket
       if not c or c < 0 then return nil end
-      s.epoch = c
+      if h[i] == 'e' then s.epoch = c else s.birth = c end
     elseif not id or not c or c < 0 or c > 2147483647 then
       return nil
     elseif id < j - m then
@@ -432,6 +451,10 @@ for k = 1, R do
     s.est = s.est + n
     if consume then
       redis.call('HINCRBY', KEYS[k], fmt(s.j), n)
+      if not s.birth then
+        s.birth = born()
+        redis.call('HSET', KEYS[k], 'b', fmt(s.birth))
+      end
       for i = 1, #s.stale, 500 do
         redis.call('HDEL', KEYS[k], unpack(s.stale, i, math.min(i + 499, #s.stale)))
       end
@@ -451,6 +474,7 @@ for k = 1, R do
 end
 out[3 * R + 2] = now
 out[3 * R + 3] = epoch
+for k = 1, R do out[3 * R + 3 + k] = st[k].birth or 0 end
 return out
 `)
 
@@ -459,20 +483,21 @@ return out
 // arrival time is t + r/l microseconds, l the limit the state is encoded
 // for, so the emission interval W/l is exact.
 //
-//	KEYS[k]  hash {t = TAT (us), r = fraction in 1/l us, l = limit, e = reset marker}
+//	KEYS[k]  hash {t = TAT (us), r = fraction in 1/l us, l = limit, e = reset marker, b = birth}
 //	ARGV     n, consume, now; per rate: limit, window (us)
-//	returns  {allowed, per rate: remaining, reset (us), retry (us; -1 never), now (us), marker}
+//	returns  {allowed, per rate: remaining, reset (us), retry (us; -1 never), now (us), marker, per rate: birth}
 var gcraScript = redis.NewScript(decisionLib + windowHead + `
 -- Every rate's TAT at now, and after n more units if they fit; nothing is
 -- written before all fit.
-local tat, rem, ntat, nrem, fit = {}, {}, {}, {}, {}
+local tat, rem, ntat, nrem, fit, birth = {}, {}, {}, {}, {}, {}
 local fits, epoch = true, 0
 for k = 1, R do
   local l, w = lim[k], W[k]
-  local st = redis.call('HMGET', KEYS[k], 't', 'r', 'l', 'e')
-  local t, r, old, se = int(st[1]), int(st[2]), int(st[3]), int(st[4])
-  if t == false or r == false or old == false or se == false or (se and se < 0) then return corrupt(KEYS[k]) end
+  local st = redis.call('HMGET', KEYS[k], 't', 'r', 'l', 'e', 'b')
+  local t, r, old, se, sb = int(st[1]), int(st[2]), int(st[3]), int(st[4]), int(st[5])
+  if t == false or r == false or old == false or se == false or sb == false or (se and se < 0) then return corrupt(KEYS[k]) end
   if se and se > epoch then epoch = se end
+  birth[k] = sb
   if not t or not r or not old or old < 1 then
     t, r, old = now, 0, math.max(l, 1)
   end
@@ -514,7 +539,12 @@ for k = 1, R do
   if allowed == 1 and n > 0 then
     tat[k], rem[k] = ntat[k], nrem[k]
     if consume then
-      redis.call('HSET', KEYS[k], 't', fmt(tat[k]), 'r', fmt(rem[k]), 'l', fmt(l))
+      if birth[k] then
+        redis.call('HSET', KEYS[k], 't', fmt(tat[k]), 'r', fmt(rem[k]), 'l', fmt(l))
+      else
+        birth[k] = born()
+        redis.call('HSET', KEYS[k], 't', fmt(tat[k]), 'r', fmt(rem[k]), 'l', fmt(l), 'b', fmt(birth[k]))
+      end
       redis.call('PEXPIRE', KEYS[k], fmt(ttl(tat[k] - now + 1)))
     end
   elseif n > l then
@@ -537,5 +567,6 @@ for k = 1, R do
 end
 out[3 * R + 2] = now
 out[3 * R + 3] = epoch
+for k = 1, R do out[3 * R + 3 + k] = birth[k] or 0 end
 return out
 `)
