@@ -156,9 +156,10 @@ done
 
 # The sync benchmarks compare implementations (sub-benchmark key impl=)
 # rather than limiters: benchstat puts them side by side, the first as base
-# (local for SyncAllow, shared for SyncRedisCommands).
+# (local for SyncAllow, shared for SyncRedisCommands, exact for
+# SyncRoundTrip).
 if [ -s "$work/sync.txt" ]; then
-	for name in SyncAllow SyncRedisCommands SyncRedisCPU; do
+	for name in SyncAllow SyncRedisCommands SyncRedisCPU SyncRoundTrip; do
 		go tool benchstat -col /impl -filter ".name:$name" "$work/sync.txt" 2>/dev/null || true
 	done >"$work/sync.benchstat.txt"
 fi
@@ -221,6 +222,8 @@ elapsed=$(($(date +%s) - start))
 		echo "sends, server-ops/req what Redis runs (scripts' own calls included)."
 		echo "SyncRedisCPU: 10,000 requests at 5,000/s over 1,000 or 100,000 keys;"
 		echo "redis-cpu-us/req is the server's used_cpu_user + used_cpu_sys per request."
+		echo "SyncRoundTrip: one decision by a round trip, sync.Exact (GCRA) against"
+		echo "redis_rate, serial over 1,000 keys; allocs/op includes go-redis's."
 		echo
 		echo '```'
 		cat "$work/sync.benchstat.txt"

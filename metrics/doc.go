@@ -38,7 +38,7 @@
 //	shardlimit_store_trips_total, _recoveries_total         sync limiters: state changes
 //	shardlimit_store_policy_share{limiter}                  sync limiters: share of the last health interval's work the failure policy decided (degraded above 0.1)
 //	shardlimit_shared_*                                     sync.Shared: flushes, items, flush duration and gap, units sent, retried, unknown, dropped, pending keys, clock offset
-//	shardlimit_exact_*                                      sync.Exact: calls, errors, timeouts, policy decisions, probes, journal, replays, units lost
+//	shardlimit_exact_*                                      sync.Exact: calls, errors, timeouts, policy decisions, deny cache hits, probes, journal, replays, units lost
 //	shardlimit_group_rules{limiter}                         grouped middleware (WithGroup): rules in the group
 //
 // # How many series
@@ -46,11 +46,11 @@
 // Every number below is checked by the package's tests. A Limiter source
 // emits 8 series: info, limit, window, two of decisions (allowed and
 // denied), keys, evicted and refused. A sync.Shared limiter adds 24 (the
-// store and shared families), a sync.Exact one 21 (the store and exact
+// store and shared families), a sync.Exact one 22 (the store and exact
 // families). A Middleware emits, per rule, those of its limiter and six of
 // errors: 14 series per rule for a limiter in memory, 38 for a
-// sync.Shared, 35 for a sync.Exact. So a middleware of R rules in memory
-// emits 14*R series; with Redis, 38*S + 35*E for S Shared and E Exact
+// sync.Shared, 36 for a sync.Exact. So a middleware of R rules in memory
+// emits 14*R series; with Redis, 38*S + 36*E for S Shared and E Exact
 // rules. In the text format a series is a line of about 60 bytes (rule
 // names of 10): the demo's /metrics with 1,000 rules is 0.85 MB in memory
 // and 2 MB with Redis (a quarter of the rules sync.Exact), and every scrape
@@ -68,8 +68,8 @@
 // shardlimit_group_rules), plus one info series for each further
 // algorithm and store among its rules, minus limit and window where its
 // rules differ in them, plus 24 if any of its rules is a sync.Shared and
-// 21 if any is a sync.Exact, only 14 of them if it has a sync.Shared too
-// (the 7 store families are common to both): at most 64 series per group,
+// 22 if any is a sync.Exact, only 15 of them if it has a sync.Shared too
+// (the 7 store families are common to both): at most 65 series per group,
 // whatever the number of rules. WithGroup(AllRules) reports a middleware
 // as one group; ByTier as one group per client tier and one for the
 // default rules; a function of the user's may keep the few rules worth

@@ -25,8 +25,8 @@ const (
 	perLimiter     = 8  // a Limiter source in memory
 	perRule        = 14 // a middleware rule in memory: perLimiter and six of errors
 	sharedExtra    = 24 // what a sync.Shared limiter adds
-	exactExtra     = 21 // what a sync.Exact limiter adds
-	exactOnly      = 14 // of which families a sync.Shared limiter has not
+	exactExtra     = 22 // what a sync.Exact limiter adds
+	exactOnly      = 15 // of which families a sync.Shared limiter has not
 	perGroup       = 15 // a group of rules in memory of one algorithm, limit and window
 	maxGroupSeries = perGroup + 11 + sharedExtra + exactOnly
 )

@@ -30,6 +30,7 @@ var storeFields = map[string]string{
 	"ReplayFailures":  "shardlimit_exact_replay_failures_total",
 	"Replayed":        "shardlimit_exact_replayed_total",
 	"ReplayRejected":  "shardlimit_exact_replay_rejected_total",
+	"DenyCacheHits":   "shardlimit_exact_deny_cache_hits_total",
 	"Eviction":        "shardlimit_store_evicting and shardlimit_store_evicted_keys_total",
 	"LastError":       "- an error, not a number: shown by the demo's /status",
 	"PolicyShare":     "shardlimit_store_policy_share",

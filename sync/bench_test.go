@@ -122,13 +122,21 @@ func BenchmarkExactRates(b *testing.B) {
 
 // evalshaStats returns the count of EVALSHA calls the Redis at addr ran
 // and their total time in microseconds (INFO commandstats).
-func evalshaStats(b *testing.B, addr string) (calls, usec int64) {
+func evalshaStats(b testing.TB, addr string) (calls, usec int64) {
+	return commandStats(b, addr, "evalsha")
+}
+
+// commandStats returns the count of calls of the command name (lower
+// case) the Redis at addr ran and their total time in microseconds (INFO
+// commandstats).
+func commandStats(b testing.TB, addr, name string) (calls, usec int64) {
+	b.Helper()
 	info, err := redistest.DoString(addr, "INFO", "commandstats")
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, line := range strings.Split(info, "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+name+":")
 		if !ok {
 			continue
 		}
@@ -212,6 +220,40 @@ func BenchmarkJournalRecord(b *testing.B) {
 					i++
 				}
 			})
+		})
+	}
+}
+
+// BenchmarkExactDenied measures a decision on a key the store denied for
+// the next hour, from one goroutine, on a Redis of its own: answered by
+// the deny cache (cache=on) or by a round trip (cache=off), with the
+// script calls the store ran per decision (INFO commandstats).
+func BenchmarkExactDenied(b *testing.B) {
+	srv := redistest.StartServer(b)
+	addr := srv.Addr
+	c := newClient(b, addr)
+	for _, keys := range []int{0, -1} {
+		name := "cache=on"
+		if keys < 0 {
+			name = "cache=off"
+		}
+		b.Run(name, func(b *testing.B) {
+			e := newExact(b, c, ExactConfig{Config: fixedCfg(1, time.Hour), DenyCacheKeys: keys, EvictionCheck: -1})
+			e.Allow("k")
+			if e.Allow("k") {
+				b.Fatal("admitted over the limit")
+			}
+			calls, _ := evalshaStats(b, addr)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if e.Allow("k") {
+					b.Fatal("admitted over the limit")
+				}
+			}
+			b.StopTimer()
+			calls2, _ := evalshaStats(b, addr)
+			b.ReportMetric(float64(calls2-calls)/float64(b.N), "scripts/op")
 		})
 	}
 }

@@ -23,10 +23,17 @@ func call(ctx context.Context, f func() (any, error), done func()) (any, error) 
 		v, err := f()
 		ch <- reply{v, err}
 	}()
+	v, err, _ := await(ctx, ch)
+	return v, err
+}
+
+// await returns the reply ch delivers, or ctx's error as soon as ctx is
+// done, whichever comes first; ok says whether the reply came.
+func await(ctx context.Context, ch <-chan reply) (v any, err error, ok bool) {
 	select {
 	case r := <-ch:
-		return r.v, r.err
+		return r.v, r.err, true
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, ctx.Err(), false
 	}
 }

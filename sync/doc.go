@@ -26,7 +26,9 @@
 //     script in Redis (fixed window, sliding window counter, GCRA): exact
 //     cluster-wide limits at the price of one round trip per decision, with
 //     a timeout and a failure policy (by default a local limiter takes over
-//     while Redis is unreachable).
+//     while Redis is unreachable). A key Redis denied a unit until an
+//     instant is denied in-process until then, with no round trip (the
+//     deny cache, see Exact).
 //
 // # One store, one background goroutine
 //

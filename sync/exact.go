@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	stdsync "sync"
 	"sync/atomic"
 	"time"
@@ -101,9 +103,32 @@ import (
 // Per-key limits (SetLimits) are kept in this process and sent with every
 // call: configure them on every process.
 //
+// Deny cache: when Redis denies one unit of a key (cost 1, as Allow asks),
+// no unit of it fits for any process until the denial's binding rate
+// admits one, so no process can consume any and the key's state stands
+// still: every request of one unit until then gets the same denial, its
+// durations shorter by the time elapsed. Exact answers those requests
+// in-process, with no round trip and no allocation, until that instant
+// (at most the denial's RetryAfter) measured from the now of the denied
+// call (read before it was sent, so never later in real time than Redis's
+// instant). It never admits: at worst it denies what Redis would admit
+// again, when units are given back before the instant. This process's
+// refunds (Settle), Reset, SetLimits, ClearLimit and SetDefaultLimits end
+// the key's cached denial at once; another process's refunds and Reset,
+// and state Redis lost, reach it only at the instant (the strict side, a
+// window's remainder at most). Requests of more than one unit, and
+// denials with RetryAfter Never, always go to Redis. A now passed to
+// AllowN later than the real time of the call makes the denial last
+// longer in real time by as much. ExactConfig.DenyCacheKeys bounds it;
+// ExactStats.DenyCacheHits counts what it answered. While the
+// FailurePolicy decides (Degraded) the cache is not consulted.
+//
 // All methods are safe for concurrent use. Unlike the in-process limiters,
-// every decision allocates (the key and arguments sent to Redis, a goroutine
-// that bounds the call). Close and Shutdown leave the background goroutine
+// every decision that calls Redis allocates: 20 to 21 times with go-redis
+// v9 and one rate (redis_rate: 22), most of them go-redis's (its command,
+// the boxed key, the reply and its integers), the rest the call's
+// deadline, the goroutine that bounds it and the state key's name; the
+// arguments are reused. Close and Shutdown leave the background goroutine
 // (stopping it if this was the client's last limiter) and return within
 // their deadline whatever Redis does.
 type Exact struct {
@@ -111,12 +136,13 @@ type Exact struct {
 	cfg        shardlimit.Config // defaults filled in; the limits are the defaults' initial values
 	rates      []exactRate       // in the order of Config.Rates (one if Rates is empty)
 	longest    int               // index in rates of the longest window
-	defaults   atomic.Pointer[limitSet]
+	defaults   atomic.Pointer[defaultLimits]
 	prefix     string
 	script     *redis.Script // the algorithm's script
 	charger    *redis.Script // the algorithm's charge script
 	journal    *journal      // the units this process was granted (see journal)
 	births     *births       // the states of keys it saw alive in the store (see births)
+	deny       *denyCache    // the store's denials still in force (see denyCache)
 	replayBuf  []charge      // the hub's, for replay
 	timeout    time.Duration
 	degrade    time.Duration // DegradeAfter
@@ -204,6 +230,22 @@ type exactRate struct {
 // limitSet holds one limit per rate, in the order of Exact.rates.
 type limitSet [shardlimit.MaxRates]int
 
+// defaultLimits holds the default limits, and the same boxed as the
+// decision scripts take them (a boxed int above 255 is an allocation).
+type defaultLimits struct {
+	lims  limitSet
+	boxed [shardlimit.MaxRates]any
+}
+
+// newDefaultLimits returns ls as defaultLimits.
+func newDefaultLimits(ls limitSet) *defaultLimits {
+	d := &defaultLimits{lims: ls}
+	for i, l := range ls {
+		d.boxed[i] = l
+	}
+	return d
+}
+
 // NewExact returns an Exact limiter deciding through client. It does no I/O,
 // so it returns at once whether or not Redis is reachable; the first call
 // finds out. It joins the background goroutine of client's limiters (see
@@ -236,6 +278,12 @@ func NewExact(client RedisClient, cfg ExactConfig) (*Exact, error) {
 	}
 	e.journal = newJournal(e.cfg.Algorithm, e.rates, e.cfg.Buckets, keys)
 	e.births = newBirths(len(e.rates), keys)
+	denyKeys := cmp0(cfg.DenyCacheKeys, DefaultDenyCacheKeys)
+	if denyKeys > maxDenyCacheKeys {
+		e.closeFallback()
+		return nil, fmt.Errorf("%w: deny cache keys %d above %d", shardlimit.ErrInvalidConfig, denyKeys, maxDenyCacheKeys)
+	}
+	e.deny = newDenyCache(denyKeys)
 	e.start()
 	return e, nil
 }
@@ -254,12 +302,30 @@ func (e *Exact) start() {
 // microseconds (the key hex-encoded after '#' if it has a brace). All of
 // them carry key as their hash tag, so they share one Redis Cluster slot.
 func (e *Exact) StateKeys(key string) []string {
-	tag := tagged(e.prefix, key)
-	keys := make([]string, len(e.rates))
-	for i, r := range e.rates {
-		keys[i] = tag + r.suffix
+	var keys [shardlimit.MaxRates]string
+	e.stateKeys(&keys, key)
+	return slices.Clone(keys[:len(e.rates)])
+}
+
+// stateKeys writes key's state keys (see StateKeys) to dst, one per rate,
+// all of them in one string: one allocation.
+func (e *Exact) stateKeys(dst *[shardlimit.MaxRates]string, key string) {
+	var b strings.Builder
+	n := len(e.rates) * taggedLen(e.prefix, key)
+	for _, r := range e.rates {
+		n += len(r.suffix)
 	}
-	return keys
+	b.Grow(n)
+	var ends [shardlimit.MaxRates]int
+	for i, r := range e.rates {
+		writeTagged(&b, e.prefix, key)
+		b.WriteString(r.suffix)
+		ends[i] = b.Len()
+	}
+	all, start := b.String(), 0
+	for i := range e.rates {
+		dst[i], start = all[start:ends[i]], ends[i]
+	}
 }
 
 // AllowNContext is AllowN bounded by ctx as well as by the configured
@@ -281,7 +347,7 @@ func (e *Exact) limitsFor(key string) limitSet {
 	lims, ok := e.limits[key]
 	e.mu.RUnlock()
 	if !ok {
-		lims = *e.defaults.Load()
+		lims = e.defaults.Load().lims
 	}
 	return lims
 }
@@ -296,8 +362,14 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 	case len(key) == 0 || len(key) > e.cfg.MaxKeyBytes:
 		return shardlimit.Result{Err: shardlimit.ErrInvalidKey}
 	}
-	lims := e.limitsFor(key)
 	at := e.instant(now)
+	cached, hit, ticket := e.deny.lookup(key, at, n, e.rates) // before the limits (see denyCache)
+	if hit && !e.bypass.Load() {
+		e.deny.hits.Add(1)
+		e.tally(consume, n, cached)
+		return cached
+	}
+	lims := e.limitsFor(key)
 	e.decisions.Add(1)
 	if !e.hot.Load() {
 		e.hub.activateExact(e)
@@ -322,6 +394,7 @@ func (e *Exact) decide(ctx context.Context, key string, now time.Time, n int, co
 			crossed := e.births.crossed(gen)
 			if lost == 0 && !reborn && !crossed {
 				e.byStore(key, now, n, consume, &d)
+				e.deny.remember(ticket, key, at, n, &d, e.rates)
 				return d.res
 			}
 			// The store decided from state that lost units (this
@@ -415,28 +488,31 @@ func callerErr(ctx context.Context) error {
 func (e *Exact) remote(ctx context.Context, key string, now time.Time, n int, lims *limitSet, consume bool) (storeDecision, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	at := int64(-1) // Redis TIME
-	if e.callerTime {
-		at = max(0, now.UnixMicro())
-	}
-	c := 0
+	sc := newDecisionCall(e, ctx)
+	e.stateKeys(&sc.keys, key)
+	sc.args[0], sc.args[1], sc.args[2] = min(n, shardlimit.MaxLimit+1), 0, redisTime
 	if consume {
-		c = 1
+		sc.args[1] = 1
 	}
-	keys := e.StateKeys(key)
-	args := make([]any, 3, 3+3*len(e.rates))
-	args[0], args[1], args[2] = min(n, shardlimit.MaxLimit+1), c, at
+	if e.callerTime {
+		sc.args[2] = max(0, now.UnixMicro())
+	}
+	sc.nargs = 3
+	d := e.defaults.Load()
 	for i, r := range e.rates {
-		args = append(args, lims[i])
-		args = append(args, r.params...)
+		if d.lims == *lims {
+			sc.args[sc.nargs] = d.boxed[i] // boxed once, not per call
+		} else {
+			sc.args[sc.nargs] = lims[i]
+		}
+		sc.nargs += 1 + copy(sc.args[sc.nargs+1:], r.params)
 	}
 	if !e.begin() {
+		sc.release()
 		return storeDecision{}, shardlimit.ErrClosed
 	}
 	e.calls.Add(1)
-	v, err := call(ctx, func() (any, error) {
-		return e.script.Run(ctx, e.client, keys, args...).Result()
-	}, e.end)
+	v, err := sc.run(ctx)
 	if errors.Is(err, redis.Nil) {
 		err = fmt.Errorf("%w: got nil, want an array", ErrBadReply)
 	}

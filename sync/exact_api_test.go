@@ -56,12 +56,14 @@ func TestExactInvalid(t *testing.T) {
 }
 
 // TestExactResetAndDefaultLimit: Reset clears the shared state for every
-// process; SetDefaultLimit applies at once.
+// process; SetDefaultLimit applies at once. (b has no deny cache: a Reset
+// by another process does not reach the cache, see
+// TestExactDenyCacheOtherProcessReset.)
 func TestExactResetAndDefaultLimit(t *testing.T) {
 	c := sharedClient(t)
 	prefix := redistest.Prefix(t)
 	a := newExact(t, c, ExactConfig{Config: gcraCfg(2, time.Minute), Prefix: prefix})
-	b := newExact(t, c, ExactConfig{Config: gcraCfg(2, time.Minute), Prefix: prefix})
+	b := newExact(t, c, ExactConfig{Config: gcraCfg(2, time.Minute), Prefix: prefix, DenyCacheKeys: -1})
 	a.Allow("k")
 	b.Allow("k")
 	if a.Allow("k") || b.Allow("k") {

@@ -63,12 +63,14 @@ func birthPair(t *testing.T, cfgOf func() ExactConfig) (a, b *Exact, causes [2]f
 // told, and the window holds L (before, the store granted b the whole
 // limit again from empty state: 2 L). The loss counts in Losses (no units
 // of b's: LostUnits 0), and b turns Degraded with ErrEvicting. Every
-// algorithm, one rate and two.
+// algorithm, one rate and two. (b has no deny cache: with one, b denies
+// from its cache until the instant the denials named, the strict side,
+// and calls the store only then.)
 func TestExactLossSeenWithoutUnits(t *testing.T) {
 	for _, c := range outageConfigs {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel() // each has its own redis-server; the verdicts are counts
-			a, b, causes, del := birthPair(t, func() ExactConfig { return ExactConfig{Config: c.cfg} })
+			a, b, causes, del := birthPair(t, func() ExactConfig { return ExactConfig{Config: c.cfg, DenyCacheKeys: -1} })
 			const key = "user"
 			now := at(time.Second)
 			L := c.lims[0]
@@ -103,13 +105,15 @@ func TestExactLossSeenWithoutUnits(t *testing.T) {
 // another process's Reset, is no loss: the process that had seen the old
 // state is granted the whole limit by the store, stays Healthy and counts
 // no loss. (Deleting the keys stands for their TTL's expiry: the
-// scripts decide at the test's instants, which the TTLs do not follow.)
+// scripts decide at the test's instants, which the TTLs do not follow.
+// No deny cache: another process's Reset reaches it only at the instant
+// its denial named, see TestExactDenyCacheOtherProcessReset.)
 // Every algorithm, one rate and two.
 func TestExactBirthNotALoss(t *testing.T) {
 	for _, c := range outageConfigs {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel() // each has its own redis-server; the verdicts are counts
-			a, b, _, del := birthPair(t, func() ExactConfig { return ExactConfig{Config: c.cfg} })
+			a, b, _, del := birthPair(t, func() ExactConfig { return ExactConfig{Config: c.cfg, DenyCacheKeys: -1} })
 			L := c.lims[0]
 			longest := time.Duration(0)
 			for _, r := range c.cfg.Rates {
@@ -182,6 +186,7 @@ func TestExactCallsCrossingALossProof(t *testing.T) {
 		e := newExact(t, c, ExactConfig{
 			Config: outageConfigs[0].cfg, Prefix: prefix, Timeout: 20 * time.Second,
 			EvictionCheck: time.Hour, HealthInterval: time.Hour,
+			DenyCacheKeys: -1, // b's calls after its denials reach the store
 		})
 		e.callerTime = true
 		return e

@@ -74,6 +74,7 @@ func (e *Exact) Shutdown(ctx context.Context) error {
 			e.closeErr = fmt.Errorf("%w: %d calls still in flight at shutdown: %w", ErrUnavailable, e.inflight.Load(), ctx.Err())
 		}
 		e.closeFallback()
+		e.deny.invalidateAll()
 	})
 	return e.closeErr
 }

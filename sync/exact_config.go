@@ -109,6 +109,14 @@ type ExactConfig struct {
 	// seen by the eviction check only.
 	JournalKeys int
 
+	// DenyCacheKeys caps the keys of the deny cache, in [0, 2^20]; default
+	// DefaultDenyCacheKeys (1,024); negative: no cache. A key the store
+	// denied is answered in-process, with no round trip, until the
+	// denial's RetryAfter has passed (see Exact on the deny cache). Each
+	// key takes 64 bytes and holds its key string, allocated at the first denial of its
+	// stripe.
+	DenyCacheKeys int
+
 	// OnStateChange, if set, is called on every change between Healthy and
 	// Degraded, in order, from the client's background goroutine (never
 	// from a deciding goroutine). It must not block for long and must not
@@ -157,7 +165,7 @@ func (e *Exact) setRates() error {
 			e.longest = i
 		}
 	}
-	e.defaults.Store(&defaults)
+	e.defaults.Store(newDefaultLimits(defaults))
 	return nil
 }
 

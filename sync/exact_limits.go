@@ -61,6 +61,7 @@ func (e *Exact) SetLimits(key string, limits ...int) error {
 	e.mu.Lock()
 	e.limits[key] = ls
 	e.mu.Unlock()
+	e.deny.invalidate(key)
 	if e.fallback != nil {
 		return e.fallback.SetLimits(key, limits...)
 	}
@@ -76,6 +77,7 @@ func (e *Exact) ClearLimit(key string) error {
 	e.mu.Lock()
 	delete(e.limits, key)
 	e.mu.Unlock()
+	e.deny.invalidate(key)
 	if e.fallback != nil {
 		return e.fallback.ClearLimit(key)
 	}
@@ -100,7 +102,8 @@ func (e *Exact) SetDefaultLimits(limits ...int) error {
 	if e.closed.Load() {
 		return shardlimit.ErrClosed
 	}
-	e.defaults.Store(&ls)
+	e.defaults.Store(newDefaultLimits(ls))
+	e.deny.invalidateAll()
 	if e.fallback != nil {
 		return e.fallback.SetDefaultLimits(limits...)
 	}
@@ -121,6 +124,8 @@ func (e *Exact) Reset(key string) error {
 	}
 	e.journal.forget(key)
 	e.births.forget(key)
+	e.deny.invalidate(key)
+	defer e.deny.invalidate(key) // calls sent before the reset ran cache nothing
 	if e.fallback != nil {
 		if err := e.fallback.Reset(key); err != nil {
 			return err
@@ -145,7 +150,7 @@ func (e *Exact) Reset(key string) error {
 // and the default limits as they are now.
 func (e *Exact) Config() shardlimit.Config {
 	cfg := e.cfg
-	d := e.defaults.Load()
+	d := &e.defaults.Load().lims
 	if len(cfg.Rates) == 0 {
 		cfg.Limit = d[0]
 		return cfg

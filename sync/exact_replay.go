@@ -53,6 +53,8 @@ func (e *Exact) chargeAt(ctx context.Context, key string, at int64, n int) error
 	}
 	if n < 0 {
 		e.journal.refunded(key, -n) // before it can reach the store (see journalView)
+		e.deny.invalidate(key)      // and the denials of calls that cross it (see denyCache)
+		defer e.deny.invalidate(key)
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()

@@ -59,6 +59,12 @@ type ExactStats struct {
 	// store again. A Reset (by any process) is not a loss.
 	LostUnits uint64
 	Losses    uint64
+
+	// DenyCacheHits counts the decisions the deny cache answered: denials
+	// of keys the store had denied until an instant not yet reached, made
+	// in-process with no call to the store (see Exact). They are counted
+	// in Stats' Denied, not in Calls nor in RecentDecisions.
+	DenyCacheHits uint64
 }
 
 // Stats returns the counts of decisions of positive cost this limiter made
@@ -99,5 +105,6 @@ func (e *Exact) ExactStats() ExactStats {
 		ReplayRejected:  e.replayRejected.Load(),
 		LostUnits:       e.lostUnits.Load(),
 		Losses:          e.losses.Load(),
+		DenyCacheHits:   e.deny.hits.Load(),
 	}
 }

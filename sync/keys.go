@@ -1,7 +1,6 @@
 package sync
 
 import (
-	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -35,19 +34,34 @@ func checkPrefix(p string) error {
 // the prefix is '{' in one and '#' in the other.
 func tagged(prefix, key string) string {
 	var b strings.Builder
+	b.Grow(taggedLen(prefix, key) + 24)
+	writeTagged(&b, prefix, key)
+	return b.String()
+}
+
+// taggedLen returns the length of tagged(prefix, key).
+func taggedLen(prefix, key string) int {
 	if strings.ContainsAny(key, "{}") {
-		b.Grow(len(prefix) + 3 + 2*len(key) + 24)
-		b.WriteString(prefix)
+		return len(prefix) + 3 + 2*len(key)
+	}
+	return len(prefix) + 2 + len(key)
+}
+
+// writeTagged writes tagged(prefix, key) to b.
+func writeTagged(b *strings.Builder, prefix, key string) {
+	const hexDigits = "0123456789abcdef"
+	b.WriteString(prefix)
+	if strings.ContainsAny(key, "{}") {
 		b.WriteString("#{")
-		b.WriteString(hex.EncodeToString([]byte(key)))
+		for i := 0; i < len(key); i++ {
+			b.WriteByte(hexDigits[key[i]>>4])
+			b.WriteByte(hexDigits[key[i]&15])
+		}
 	} else {
-		b.Grow(len(prefix) + 2 + len(key) + 24)
-		b.WriteString(prefix)
 		b.WriteByte('{')
 		b.WriteString(key)
 	}
 	b.WriteByte('}')
-	return b.String()
 }
 
 // counterKey returns the Redis key of the counter of window or bucket id:

@@ -85,6 +85,39 @@ func newShared(b *testing.B, addr string, count *counter) *shardsync.Shared {
 	return s
 }
 
+// newExact returns an Exact limiter of algorithm alg deciding in the
+// Redis at addr, closed by b's cleanup, which fails b if a decision did
+// not make its round trip (fell back to the policy, or was answered by
+// the deny cache: nothing is ever denied).
+func newExact(b *testing.B, addr string, count *counter, alg shardlimit.Algorithm) *shardsync.Exact {
+	b.Helper()
+	e, err := shardsync.NewExact(newClient(b, addr, count), shardsync.ExactConfig{
+		Config:  shardlimit.Config{Algorithm: alg, Limit: limit, Window: window},
+		Timeout: time.Second,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if st := e.ExactStats(); st.Errors != 0 || st.PolicyDecisions != 0 || st.DenyCacheHits != 0 {
+			b.Errorf("not every decision made a round trip: %+v", st)
+		}
+		_ = e.Close()
+	})
+	return e
+}
+
+// redisRate returns the decision of a go-redis/redis_rate limiter (GCRA,
+// keys under its own prefix "rate:") deciding in the Redis at addr.
+func redisRate(b *testing.B, addr string, count *counter) func(key string) bool {
+	rl := redis_rate.NewLimiter(newClient(b, addr, count))
+	lim := redis_rate.Limit{Rate: limit, Burst: limit, Period: window}
+	return func(k string) bool {
+		res, err := rl.Allow(context.Background(), k, lim)
+		return err == nil && res.Allowed > 0
+	}
+}
+
 // keys returns n distinct keys.
 func keys(n int) []string {
 	out := make([]string, n)
@@ -156,6 +189,40 @@ func BenchmarkSyncAllow(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkSyncRoundTrip times one decision that makes a round trip to a
+// private Redis, serial, over 1,000 keys (round robin): sync.Exact with
+// GCRA (impl=exact; its deny cache never answers, nothing is denied) and
+// github.com/go-redis/redis_rate/v10 (impl=redis_rate, GCRA too), on
+// clients with the same options. allocs/op is what each decision
+// allocates, the go-redis client's share included; benchstat -col /impl
+// compares the two.
+func BenchmarkSyncRoundTrip(b *testing.B) {
+	srv := redistest.StartServer(b)
+	ks := keys(1000)
+	for _, impl := range []string{"exact", "redis_rate"} {
+		b.Run("impl="+impl, func(b *testing.B) {
+			var allow func(string) bool
+			switch impl {
+			case "exact":
+				e := newExact(b, srv.Addr, nil, shardlimit.GCRA)
+				allow = func(k string) bool { return e.AllowN(k, time.Now(), 1).Allowed }
+			case "redis_rate":
+				allow = redisRate(b, srv.Addr, nil)
+			}
+			for _, k := range ks { // scripts loaded, connections open
+				allow(k)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				if !allow(ks[i%len(ks)]) {
+					b.Fatal("denied")
+				}
+			}
+		})
 	}
 }
 
@@ -260,27 +327,10 @@ func BenchmarkSyncRedisCommands(b *testing.B) {
 						}
 					}
 				case "exact":
-					e, err := shardsync.NewExact(newClient(b, srv.Addr, count), shardsync.ExactConfig{
-						Config:  shardlimit.Config{Algorithm: shardlimit.FixedWindow, Limit: limit, Window: window},
-						Timeout: time.Second,
-					})
-					if err != nil {
-						b.Fatal(err)
-					}
-					b.Cleanup(func() {
-						if st := e.ExactStats(); st.Errors != 0 || st.PolicyDecisions != 0 {
-							b.Errorf("exact mode fell back to local decisions: %+v", st)
-						}
-						_ = e.Close()
-					})
+					e := newExact(b, srv.Addr, count, shardlimit.FixedWindow)
 					allow = func(k string) bool { return e.AllowN(k, time.Now(), 1).Allowed }
 				case "redis_rate":
-					rl := redis_rate.NewLimiter(newClient(b, srv.Addr, count))
-					lim := redis_rate.Limit{Rate: limit, Burst: limit, Period: window}
-					allow = func(k string) bool {
-						res, err := rl.Allow(context.Background(), "redis_rate:"+k, lim)
-						return err == nil && res.Allowed > 0
-					}
+					allow = redisRate(b, srv.Addr, count)
 				}
 				for _, k := range ks { // scripts loaded, connections open
 					allow(k)
@@ -376,12 +426,7 @@ func BenchmarkSyncRedisCPU(b *testing.B) {
 						}
 					}
 				case "redis_rate":
-					rl := redis_rate.NewLimiter(newClient(b, srv.Addr, nil))
-					lim := redis_rate.Limit{Rate: limit, Burst: limit, Period: window}
-					allow = func(k string) bool {
-						res, err := rl.Allow(context.Background(), "redis_rate:"+k, lim)
-						return err == nil && res.Allowed > 0
-					}
+					allow = redisRate(b, srv.Addr, nil)
 				}
 				if _, n := drive(ks, len(ks), 1e9, allow); n > 0 { // every key once, unpaced
 					b.Fatalf("%d warm-up requests denied", n)
